@@ -1,0 +1,69 @@
+// tessera config ...: NVIDIA device-plugin configs.
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "config/device_plugin.hpp"
+
+namespace tessera::cli {
+namespace {
+
+void print_summary(const config::DevicePluginConfig& c) {
+  std::cout << c.file << ": valid device-plugin config\n";
+  std::cout << "  migStrategy: " << config::to_string(c.mig_strategy)
+            << ", deviceIDStrategy: " << config::to_string(c.plugin.device_id_strategy) << ", deviceListStrategy:";
+  for (auto s : c.plugin.device_list_strategy) std::cout << ' ' << config::to_string(s);
+  std::cout << '\n';
+  const auto* sharing = c.sharing();
+  if (!sharing) {
+    std::cout << "  sharing: none (each device allocated whole)\n";
+    return;
+  }
+  std::cout << "  sharing: " << (c.uses_mps() ? "mps" : "time-slicing")
+            << ", renameByDefault: " << (sharing->rename_by_default ? "true" : "false")
+            << ", failRequestsGreaterThanOne: " << (sharing->fail_requests_greater_than_one ? "true" : "false") << '\n';
+  for (const auto& r : sharing->resources) {
+    std::string advertised = !r.rename.empty() ? r.rename : (sharing->rename_by_default ? r.name + ".shared" : r.name);
+    std::string devices = r.devices.all ? "all" : r.devices.count ? "first " + std::to_string(*r.devices.count) : "";
+    for (const auto& id : r.devices.ids) devices += (devices.empty() ? "" : ",") + id;
+    std::cout << "    " << r.name << " x" << r.replicas << " -> " << advertised << " (devices: " << devices << ")\n";
+  }
+}
+
+}  // namespace
+
+void add_config_command(CLI::App& app, int& exit_code) {
+  auto* cfg = app.add_subcommand("config", "NVIDIA device-plugin configs (version v1)");
+  cfg->require_subcommand(1);
+  auto file = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  auto* validate = cfg->add_subcommand(
+      "validate", "Check a device-plugin config: flags (migStrategy, deviceListStrategy, ...) and sharing\n"
+                  "(timeSlicing or mps replicas). Exit 0 when valid, 1 with the errors when not.");
+  validate->add_option("-f,--file", *file, "The config file ('-' for standard input)")->required();
+  validate->add_flag("--json", *json, "Print the result as JSON");
+  validate->callback([file, json, &exit_code] {
+    config::Diagnostics diags;
+    auto c = config::load_device_plugin_config(*file, diags);
+    bool valid = c && !diags.has_errors();
+    if (*json) {
+      auto errors = nlohmann::json::array();
+      for (const auto& d : diags.items()) errors.push_back(config::format(d));
+      nlohmann::json j = {{"file", *file}, {"valid", valid}, {"diagnostics", errors}};
+      if (valid) {
+        j["migStrategy"] = config::to_string(c->mig_strategy);
+        j["sharing"] = c->sharing() ? (c->uses_mps() ? "mps" : "time-slicing") : "none";
+      }
+      std::cout << j.dump(2) << '\n';
+    } else {
+      print_diagnostics(diags, std::cerr);
+      if (valid) print_summary(*c);
+      else std::cerr << *file << ": invalid: " << diags.error_count() << " errors\n";
+    }
+    exit_code = valid ? kExitOk : kExitInvalid;
+  });
+}
+
+}  // namespace tessera::cli

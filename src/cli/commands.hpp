@@ -1,0 +1,13 @@
+// The subcommands of `tessera`: each adds itself to the parser and returns
+// the exit code through `exit_code` when it ran.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tessera::cli {
+
+void add_catalog_command(CLI::App& app, int& exit_code);
+void add_mig_command(CLI::App& app, int& exit_code);
+void add_config_command(CLI::App& app, int& exit_code);
+
+}  // namespace tessera::cli

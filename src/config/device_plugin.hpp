@@ -1,0 +1,89 @@
+// NVIDIA k8s-device-plugin's config file (version v1): flags and sharing
+// (time-slicing or MPS replicas). Defaults as NVIDIA documents them; beyond
+// NVIDIA, `rename` and `devices` per replicated resource are honoured (its
+// plugin strips them), so replica counts can differ per GPU or MIG profile.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/diagnostics.hpp"
+
+namespace tessera::config {
+
+enum class MigStrategy { none, single, mixed };
+enum class DeviceListStrategy { envvar, volume_mounts, cdi_annotations, cdi_cri };
+enum class DeviceIdStrategy { uuid, index };
+enum class SharedAllocationPolicy { distributed, packed };
+
+std::string_view to_string(MigStrategy s);
+std::string_view to_string(DeviceListStrategy s);
+std::string_view to_string(DeviceIdStrategy s);
+
+// Which devices a replicated resource covers: all, the first N, or a list of
+// GPU indices, "gpu:mig" indices, GPU-/MIG- UUIDs.
+struct ReplicatedDevices {
+  bool all = true;
+  std::optional<uint32_t> count;
+  std::vector<std::string> ids;
+};
+
+struct ReplicatedResource {
+  std::string name;    // normalised: "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"
+  uint32_t replicas = 0;
+  std::string rename;  // empty = by renameByDefault
+  ReplicatedDevices devices;
+  SourceLocation where;
+};
+
+struct SharingSpec {
+  bool rename_by_default = false;
+  bool fail_requests_greater_than_one = false;
+  std::vector<ReplicatedResource> resources;
+};
+
+struct PluginFlags {
+  bool pass_device_specs = false;
+  std::vector<DeviceListStrategy> device_list_strategy{DeviceListStrategy::envvar};
+  DeviceIdStrategy device_id_strategy = DeviceIdStrategy::uuid;
+  std::string cdi_annotation_prefix = "cdi.k8s.io/";
+  std::string nvidia_ctk_path = "/usr/bin/nvidia-ctk";
+  std::string container_driver_root = "/driver-root";
+  SharedAllocationPolicy shared_allocation_policy = SharedAllocationPolicy::distributed;
+};
+
+struct DevicePluginConfig {
+  std::string file;
+  MigStrategy mig_strategy = MigStrategy::none;
+  bool fail_on_init_error = true;
+  std::string mps_root = "/run/nvidia/mps";
+  std::string nvidia_driver_root = "/";
+  std::string nvidia_dev_root;  // defaults to nvidia_driver_root
+  bool gdrcopy_enabled = false;
+  bool gds_enabled = false;
+  bool mofed_enabled = false;
+  PluginFlags plugin;
+  std::optional<SharingSpec> time_slicing;
+  std::optional<SharingSpec> mps;
+
+  // The sharing in force (at most one of the two has resources).
+  const SharingSpec* sharing() const;
+  bool uses_mps() const { return mps && !mps->resources.empty(); }
+};
+
+// Limits: replicas for time-slicing; MPS supports at most 48 clients per
+// GPU on Volta and later (NVIDIA MPS documentation, "Limitations").
+constexpr int64_t kMaxTimeSlicingReplicas = 1024;
+constexpr int64_t kMaxMpsReplicas = 48;
+
+// "gpu" -> "nvidia.com/gpu"; checks the Kubernetes extended-resource syntax.
+std::optional<std::string> normalise_resource_name(std::string_view name, std::string& why);
+
+std::optional<DevicePluginConfig> parse_device_plugin_config(std::string_view text, const std::string& file,
+                                                             Diagnostics& diags);
+std::optional<DevicePluginConfig> load_device_plugin_config(const std::string& path, Diagnostics& diags);
+
+}  // namespace tessera::config

@@ -1,0 +1,126 @@
+#include "config/mig_parted_validate.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace tessera::config {
+namespace {
+
+bool model_has_all(const GpuModel& model, const MigConfigEntry& entry) {
+  return std::all_of(entry.mig_devices.begin(), entry.mig_devices.end(),
+                     [&](const MigDeviceCount& d) { return model.profile(d.profile) != nullptr; });
+}
+
+std::string profile_names(const GpuModel& model) {
+  std::string out;
+  for (const auto& p : model.profiles) out += (out.empty() ? "" : ", ") + p.name;
+  return out;
+}
+
+// Checks one entry on one model; reports errors at the most precise place.
+EntryCheck check_on(const MigConfig& config, size_t index, const MigConfigEntry& entry, const GpuModel& model,
+                    Diagnostics& diags) {
+  EntryCheck check{config.name, index, model.name, true, ""};
+  if (!entry.mig_enabled) {
+    check.detail = "MIG disabled";
+    return check;
+  }
+  for (const auto& d : entry.mig_devices) {
+    const auto* p = model.profile(d.profile);
+    std::string field = entry.field + ".mig-devices." + d.profile;
+    if (!p) {
+      std::vector<std::string> names;
+      for (const auto& q : model.profiles) names.push_back(q.name);
+      std::string hint;
+      for (const auto& n : nearest(d.profile, names, 3)) hint += (hint.empty() ? "" : ", ") + n;
+      diags.error(d.where, field, model.name + " has no MIG profile '" + d.profile + "' (nearest: " + hint +
+                                      "; all: " + profile_names(model) + ")");
+      check.ok = false;
+    } else if (d.count > p->max_count) {
+      diags.error(d.where, field, "count " + std::to_string(d.count) + " is over the maximum of " +
+                                      std::to_string(p->max_count) + " for " + p->name + " on " + model.name);
+      check.ok = false;
+    }
+  }
+  if (!check.ok) return check;
+  auto placed = place_counts(model, entry_counts(entry));
+  if (!placed) {
+    diags.error(entry.mig_devices_where, entry.field + ".mig-devices", placed.error().message);
+    check.ok = false;
+    check.detail = placed.error().message;
+    return check;
+  }
+  check.detail = placed->empty() ? "MIG enabled, no instances" : describe_layout(model, *placed);
+  return check;
+}
+
+}  // namespace
+
+bool entry_applies_to(const MigConfigEntry& entry, const GpuModel& model) {
+  if (entry.device_filter.empty()) return true;
+  return std::any_of(entry.device_filter.begin(), entry.device_filter.end(),
+                     [&](uint32_t id) { return model.matches_pci_id(id); });
+}
+
+std::vector<const GpuModel*> entry_targets(const MigConfigEntry& entry, const Catalog& catalog) {
+  std::vector<const GpuModel*> out;
+  for (const auto& m : catalog.models()) {
+    if (!entry.device_filter.empty()) {
+      if (entry_applies_to(entry, m)) out.push_back(&m);
+    } else if (model_has_all(m, entry)) {
+      out.push_back(&m);
+    }
+  }
+  return out;
+}
+
+ProfileCounts entry_counts(const MigConfigEntry& entry) {
+  ProfileCounts counts;
+  for (const auto& d : entry.mig_devices)
+    if (d.count > 0) counts[d.profile] += d.count;
+  return counts;
+}
+
+std::vector<EntryCheck> validate_mig_parted(const MigPartedConfig& config, const Catalog& catalog,
+                                            const MigValidateOptions& options, Diagnostics& diags) {
+  std::vector<EntryCheck> checks;
+  const MigConfig* only = nullptr;
+  if (options.config_name) {
+    only = config.find(*options.config_name);
+    if (!only) {
+      std::vector<std::string> names;
+      for (const auto& c : config.configs) names.push_back(c.name);
+      std::string hint;
+      for (const auto& n : nearest(*options.config_name, names, 3)) hint += (hint.empty() ? "" : ", ") + n;
+      diags.error({config.file, 0, 0}, "mig-configs", "no config named '" + *options.config_name + "' (nearest: " + hint + ")");
+      return checks;
+    }
+  }
+  // Profiles no catalog GPU knows: warn once per name.
+  std::set<std::string> warned_profiles;
+  for (const auto& mc : config.configs) {
+    if (only && &mc != only) continue;
+    for (size_t i = 0; i < mc.entries.size(); ++i) {
+      const auto& entry = mc.entries[i];
+      if (options.gpu) {
+        if (entry_applies_to(entry, *options.gpu)) checks.push_back(check_on(mc, i, entry, *options.gpu, diags));
+        continue;
+      }
+      for (uint32_t id : entry.device_filter)
+        if (!catalog.find_by_pci_id(id))
+          diags.warning(entry.filter_where, entry.field + ".device-filter",
+                        "PCI device id " + format_pci_id(id) + " is not in the GPU catalog; not checked for it");
+      for (const auto& d : entry.mig_devices) {
+        bool known = std::any_of(catalog.models().begin(), catalog.models().end(),
+                                 [&](const GpuModel& m) { return m.profile(d.profile) != nullptr; });
+        if (!known && warned_profiles.insert(d.profile).second)
+          diags.warning(d.where, entry.field + ".mig-devices." + d.profile,
+                        "profile '" + d.profile + "' is not known for any GPU in the catalog; not checked");
+      }
+      for (const auto* model : entry_targets(entry, catalog)) checks.push_back(check_on(mc, i, entry, *model, diags));
+    }
+  }
+  return checks;
+}
+
+}  // namespace tessera::config

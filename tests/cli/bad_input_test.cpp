@@ -1,0 +1,163 @@
+// Bad input is a feature: each malformed, out-of-range or hostile input gets
+// one precise message and a non-zero exit, through the real command.
+#include <gtest/gtest.h>
+
+#include "support/run.hpp"
+
+namespace tessera {
+namespace {
+
+using testing::run;
+const std::string kBin = TESSERA_BIN;
+
+struct BadInput {
+  const char* name;
+  const char* command;  // "mig" or "config"
+  std::string content;
+  std::string expected;  // a line the command must print, "F" standing for the file path
+  friend void PrintTo(const BadInput& c, std::ostream* os) { *os << c.name; }
+};
+
+std::string deep(int levels) {
+  std::string s = "version: v1\nmig-configs:\n  x:\n    - devices: ";
+  for (int i = 0; i < levels; ++i) s += "[";
+  for (int i = 0; i < levels; ++i) s += "]";
+  return s + "\n";
+}
+
+std::string huge() { return "version: v1\n# " + std::string(10 * 1024 * 1024, 'x') + "\n"; }
+
+std::string laughs() {
+  std::string s = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i) {
+    s += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) s += std::string(j ? ", " : "") + "*a" + std::to_string(i - 1);
+    s += "]\n";
+  }
+  return s;
+}
+
+const std::string kMigHead = "version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: true\n";
+
+std::vector<BadInput> cases() {
+  return {
+      // --- mig-parted configs ---
+      {"mig_empty_file", "mig", "", "F: error: file is empty; expected a mig-parted config (version: v1, mig-configs: ...)"},
+      {"mig_bad_yaml", "mig", "version: v1\nmig-configs: [\n", "F:3:1: error: invalid YAML: end of sequence flow not found"},
+      {"mig_not_a_map", "mig", "- a\n- b\n", "F:1:1: error: expected a mig-parted config (a map with version and mig-configs), got a list"},
+      {"mig_missing_version", "mig", "mig-configs:\n  c:\n    - devices: all\n      mig-enabled: false\n",
+       "F:1:1: error: version: missing required field 'version' (allowed: v1)"},
+      {"mig_unknown_version", "mig", "version: v2\nmig-configs: {}\n", "F:1:10: error: version: unknown version 'v2' (allowed: v1)"},
+      {"mig_unknown_top_key", "mig", "version: v1\nmig-config:\n  c: []\n",
+       "F:2:1: error: mig-config: unknown field 'mig-config' (allowed: version, mig-configs)"},
+      {"mig_configs_not_map", "mig", "version: v1\nmig-configs: 7\n", "F:2:14: error: mig-configs: expected a map of named MIG configs, got '7'"},
+      {"mig_duplicate_name", "mig", "version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n  a:\n    - devices: all\n      mig-enabled: false\n",
+       "F:6:3: error: mig-configs.a: duplicate config name 'a'"},
+      {"mig_entry_list_empty", "mig", "version: v1\nmig-configs:\n  a: []\n", "F:3:6: error: mig-configs.a: expected a non-empty list of entries, got a list"},
+      {"mig_unknown_entry_key", "mig", kMigHead + "      mig-devices: {}\n      mig-device: {}\n",
+       "F:7:7: error: mig-configs.c[0].mig-device: unknown field 'mig-device' (allowed: device-filter, devices, mig-enabled, mig-devices)"},
+      {"mig_missing_devices", "mig", "version: v1\nmig-configs:\n  c:\n    - mig-enabled: false\n",
+       "F:4:7: error: mig-configs.c[0]: missing required field 'devices' ('all' or a list of GPU indices)"},
+      {"mig_enabled_not_bool", "mig", "version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: yes please\n",
+       "F:5:20: error: mig-configs.c[0].mig-enabled: expected true or false, got 'yes please'"},
+      {"mig_enabled_quoted", "mig", "version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: \"true\"\n",
+       "F:5:20: error: mig-configs.c[0].mig-enabled: expected true or false, got 'true'"},
+      {"mig_devices_word", "mig", "version: v1\nmig-configs:\n  c:\n    - devices: some\n      mig-enabled: false\n",
+       "F:4:16: error: mig-configs.c[0].devices: expected 'all' or a list of GPU indices, got 'some'"},
+      {"mig_negative_index", "mig", "version: v1\nmig-configs:\n  c:\n    - devices: [0, -1]\n      mig-enabled: false\n",
+       "F:4:20: error: mig-configs.c[0].devices[1]: -1 is out of range (allowed: 0 to 1023)"},
+      {"mig_duplicate_index", "mig", "version: v1\nmig-configs:\n  c:\n    - devices: [1, 1]\n      mig-enabled: false\n",
+       "F:4:20: error: mig-configs.c[0].devices[1]: GPU index 1 is listed twice"},
+      {"mig_negative_count", "mig", kMigHead + "      mig-devices: {\"1g.10gb\": -3}\n",
+       "F:6:32: error: mig-configs.c[0].mig-devices.1g.10gb: -3 is out of range (allowed: 0 to 64)"},
+      {"mig_huge_count", "mig", kMigHead + "      mig-devices: {\"1g.10gb\": 99999999999999999999}\n",
+       "F:6:32: error: mig-configs.c[0].mig-devices.1g.10gb: expected an integer, got '99999999999999999999'"},
+      {"mig_count_string", "mig", kMigHead + "      mig-devices: {\"1g.10gb\": \"7\"}\n",
+       "F:6:32: error: mig-configs.c[0].mig-devices.1g.10gb: expected an integer, got the string \"7\""},
+      {"mig_count_over_max", "mig", kMigHead + "      mig-devices: {\"1g.10gb\": 8}\n",
+       "F:6:32: error: mig-configs.c[0].mig-devices.1g.10gb: count 8 is over the maximum of 7 for 1g.10gb on A100-SXM4-80GB"},
+      {"mig_bad_profile_syntax", "mig", kMigHead + "      mig-devices: {\"big-slice\": 1}\n",
+       "F:6:21: error: mig-configs.c[0].mig-devices.big-slice: 'big-slice' is not a MIG profile name (expected <g>g.<mem>gb with optional +me, such as 1g.10gb or 3g.40gb)"},
+      {"mig_duplicate_profile", "mig", kMigHead + "      mig-devices:\n        \"1g.10gb\": 1\n        \"1g.10gb\": 2\n",
+       "F:8:9: error: mig-configs.c[0].mig-devices.1g.10gb: profile '1g.10gb' is listed twice"},
+      {"mig_unplaceable", "mig", kMigHead + "      device-filter: \"0x20B210DE\"\n      mig-devices: {\"4g.40gb\": 1, \"2g.20gb\": 2}\n",
+       "F:7:20: error: mig-configs.c[0].mig-devices: 2x2g.20gb + 1x4g.40gb cannot be placed on one A100-SXM4-80GB: they need 8 compute slices, the GPU has 7"},
+      {"mig_disabled_with_devices", "mig", "version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: false\n      mig-devices: {\"1g.10gb\": 1}\n",
+       "F:6:20: error: mig-configs.c[0].mig-devices: must be empty when mig-enabled is false"},
+      {"mig_enabled_without_devices", "mig", kMigHead, "F:4:7: error: mig-configs.c[0]: missing field 'mig-devices', required when mig-enabled is true ({} for none)"},
+      {"mig_bad_filter", "mig", kMigHead + "      device-filter: \"A100\"\n      mig-devices: {}\n",
+       "F:6:22: error: mig-configs.c[0].device-filter: 'A100' is not a PCI device id (expected 8 hex digits such as 0x20B210DE)"},
+      {"mig_empty_filter_list", "mig", kMigHead + "      device-filter: []\n      mig-devices: {}\n",
+       "F:6:22: error: mig-configs.c[0].device-filter: device-filter is an empty list (omit it to select every GPU)"},
+      {"mig_deep_nesting", "mig", deep(200), "F:4:77: error: nesting is deeper than 64 levels"},
+      {"mig_ten_megabytes", "mig", huge(), "F: error: file is too large (10485775 bytes; the limit is 1048576)"},
+      {"mig_billion_laughs", "mig", laughs(), "error: the document expands to more than 200000 nodes (aliases?)"},
+      {"mig_nul_byte", "mig", std::string("version: v1\0\n", 13), "F: error: file contains a NUL byte; expected YAML text"},
+      // --- device-plugin configs ---
+      {"dp_empty", "config", "", "F: error: file is empty; expected a device-plugin config (version: v1, flags: ..., sharing: ...)"},
+      {"dp_scalar", "config", "hello\n", "F:1:1: error: expected a device-plugin config (a map with version, flags, sharing), got 'hello'"},
+      {"dp_unknown_version", "config", "version: v0\n", "F:1:10: error: version: unknown version 'v0' (allowed: v1)"},
+      {"dp_bad_mig_strategy", "config", "version: v1\nflags:\n  migStrategy: half\n",
+       "F:3:16: error: flags.migStrategy: got 'half' (allowed: none, single, mixed)"},
+      {"dp_unknown_flag", "config", "version: v1\nflags:\n  migStrategyy: mixed\n",
+       "F:3:3: error: flags.migStrategyy: unknown field 'migStrategyy' (allowed: migStrategy, failOnInitError, mpsRoot, nvidiaDriverRoot, nvidiaDevRoot, gdrcopyEnabled, gdsEnabled, mofedEnabled, useNodeFeatureAPI, deviceDiscoveryStrategy, plugin, gfd)"},
+      {"dp_bad_list_strategy", "config", "version: v1\nflags:\n  plugin:\n    deviceListStrategy: [envvar, carrier-pigeon]\n",
+       "F:4:34: error: flags.plugin.deviceListStrategy[1]: got 'carrier-pigeon' (allowed: envvar, volume-mounts, cdi-annotations, cdi-cri)"},
+      {"dp_replicas_one", "config", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 1\n",
+       "F:6:17: error: sharing.timeSlicing.resources[0].replicas: 1 is out of range (allowed: 2 to 1024)"},
+      {"dp_replicas_huge", "config", "version: v1\nsharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 100\n",
+       "F:6:17: error: sharing.mps.resources[0].replicas: 100 is out of range (allowed: 2 to 48)"},
+      {"dp_missing_replicas", "config", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n",
+       "F:5:7: error: sharing.timeSlicing.resources[0]: missing required field 'replicas' (an integer >= 2)"},
+      {"dp_bad_resource_name", "config", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: \"nvidia.com/g p u\"\n      replicas: 2\n",
+       "F:5:13: error: sharing.timeSlicing.resources[0].name: 'nvidia.com/g p u' is not a valid resource name (domain/name, name up to 63 characters of letters, digits, '-', '_', '.')"},
+      {"dp_unshareable_resource", "config", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: example.com/fpga\n      replicas: 2\n",
+       "F:5:7: error: sharing.timeSlicing.resources[0].name: 'example.com/fpga' cannot be shared (allowed: nvidia.com/gpu or nvidia.com/mig-<profile>)"},
+      {"dp_duplicate_resource", "config", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - {name: gpu, replicas: 2}\n    - {name: gpu, replicas: 3}\n",
+       "F:6:7: error: sharing.timeSlicing.resources[1].name: resource 'nvidia.com/gpu' is listed twice"},
+      {"dp_both_modes", "config", "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: gpu, replicas: 2}]\n  mps:\n    resources: [{name: gpu, replicas: 2}]\n",
+       "F:1:1: error: sharing: timeSlicing and mps cannot both be configured (NVIDIA's plugin applies one sharing mode per node)"},
+      {"dp_bad_device_id", "config", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: gpu\n      replicas: 2\n      devices: [\"GPU-zz\"]\n",
+       "F:7:17: error: sharing.timeSlicing.resources[0].devices[0]: 'GPU-zz' is not a device id (GPU index, 'gpu:mig' index, GPU-<uuid> or MIG-<uuid>)"},
+      {"dp_bool_wrong_type", "config", "version: v1\nflags:\n  failOnInitError: [true]\n",
+       "F:3:20: error: flags.failOnInitError: expected true or false, got a list"},
+      {"dp_ten_megabytes", "config", huge(), "F: error: file is too large (10485775 bytes; the limit is 1048576)"},
+  };
+}
+
+class BadInputs : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(BadInputs, PreciseMessageAndNonZeroExit) {
+  const auto& c = GetParam();
+  testing::TempDir dir;
+  auto file = dir.write(std::string(c.name) + ".yaml", c.content);
+  auto r = run({kBin, c.command, "validate", "-f", file});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  std::string expected = c.expected;
+  if (expected.rfind("F", 0) == 0) expected = file + expected.substr(1);
+  EXPECT_NE(r.err.find(expected + "\n"), std::string::npos) << "expected: " << expected << "\ngot:\n" << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BadInputs, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(BadInputs, MissingFileAndDirectory) {
+  testing::TempDir dir;
+  auto missing = run({kBin, "mig", "validate", "-f", dir.path() + "/nope.yaml"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find(dir.path() + "/nope.yaml: error: cannot open file"), std::string::npos) << missing.err;
+  auto directory = run({kBin, "config", "validate", "-f", dir.path()});
+  EXPECT_EQ(directory.exit_code, 1);
+  EXPECT_NE(directory.err.find(dir.path() + ": error: is a directory; expected a config file"), std::string::npos);
+}
+
+TEST(BadInputs, UnknownGpuIsAUsageError) {
+  testing::TempDir dir;
+  auto file = dir.write("ok.yaml", "version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n");
+  auto r = run({kBin, "mig", "validate", "-f", file, "--gpu", "Z100"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown GPU model 'Z100'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera

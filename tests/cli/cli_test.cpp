@@ -1,0 +1,135 @@
+// The `tessera` program, run as a user runs it.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/run.hpp"
+
+namespace tessera {
+namespace {
+
+using testing::run;
+const std::string kBin = TESSERA_BIN;
+const std::string kNvidia = std::string(TESSERA_SHARED_DATA) + "/nvidia/";
+
+TEST(Cli, HelpExplainsTheCommands) {
+  auto r = run({kBin, "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* word : {"catalog", "mig", "config", "--log-level"}) { EXPECT_NE(r.out.find(word), std::string::npos) << word; }
+  auto v = run({kBin, "mig", "validate", "--help"});
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_NE(v.out.find("device-filter"), std::string::npos);
+}
+
+TEST(Cli, NoCommandIsAUsageError) {
+  auto r = run({kBin});
+  EXPECT_EQ(r.exit_code, 2);
+  auto bad = run({kBin, "frobnicate"});
+  EXPECT_EQ(bad.exit_code, 2);
+}
+
+TEST(Cli, CatalogListsEveryModel) {
+  auto r = run({kBin, "catalog"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* m : {"A100-SXM4-40GB", "A100-SXM4-80GB", "A30-24GB", "H100-SXM5-80GB", "H100-PCIe-80GB",
+                        "H100-NVL-94GB", "H200-SXM-141GB", "GH200-96GB", "GH200-144GB", "B200-180GB", "GB200"})
+    EXPECT_NE(r.out.find(m), std::string::npos) << m;
+}
+
+TEST(Cli, CatalogJsonForOneModel) {
+  auto r = run({kBin, "catalog", "--gpu", "H200", "--json", "--layouts"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["name"], "H200-SXM-141GB");
+  EXPECT_EQ(j["pci_device_id"], "0x233510DE");
+  EXPECT_EQ(j["profiles"].size(), 7u);
+  EXPECT_EQ(j["maximal_layouts"].size(), 239u);
+}
+
+TEST(Cli, CatalogUnknownModel) {
+  auto r = run({kBin, "catalog", "--gpu", "A100-SXM4-80G"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "tessera catalog: unknown GPU model 'A100-SXM4-80G' (nearest: A100-SXM4-80GB, A100-SXM4-40GB, "
+                   "H100-SXM5-80GB; `tessera catalog` lists all)\n");
+}
+
+TEST(Cli, NvidiaDefaultFilesAreValid) {
+  for (const char* f : {"mig-parted-config-default.yaml", "gpu-operator-0400_configmap-default-mig-parted-config.yaml"}) {
+    auto r = run({kBin, "mig", "validate", "-f", kNvidia + f});
+    EXPECT_EQ(r.exit_code, 0) << f << "\n" << r.err;
+    EXPECT_NE(r.out.find(": valid: 81 configs"), std::string::npos) << r.out;
+  }
+}
+
+TEST(Cli, ValidateOneConfigOnOneGpuPrintsTheLayout) {
+  auto r = run({kBin, "mig", "validate", "-f", kNvidia + "mig-parted-config-default.yaml", "-c", "all-balanced",
+                "--gpu", "A100-80GB"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("all-balanced  8      A100-SXM4-80GB  ok      2g.20gb@0 1g.10gb@2 1g.10gb@3 3g.40gb@4"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(Cli, ValidateJson) {
+  auto r = run({kBin, "mig", "validate", "-f", kNvidia + "mig-parted-config-default.yaml", "--json"});
+  ASSERT_EQ(r.exit_code, 0);
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["valid"].get<bool>());
+  EXPECT_EQ(j["errors"].size(), 0u);
+  EXPECT_GT(j["warnings"].size(), 0u);  // B300 / RTX PRO profiles the catalog lacks
+  EXPECT_GT(j["checks"].size(), 100u);
+}
+
+TEST(Cli, SeedMixedInferenceFailsOnA100WithNearestNames) {
+  testing::TempDir dir;
+  auto file = dir.write("seed.yaml", R"(version: v1
+mig-configs:
+  all-1g.20gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "1g.20gb": 4
+  mixed-inference:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "2g.40gb": 1
+        "1g.20gb": 2
+)");
+  auto ok = run({kBin, "mig", "validate", "-f", file});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.err.find("warning: mig-configs.mixed-inference[0].mig-devices.2g.40gb: profile '2g.40gb' is not known"),
+            std::string::npos);
+  auto strict = run({kBin, "mig", "validate", "-f", file, "--gpu", "A100-SXM4-80GB"});
+  EXPECT_EQ(strict.exit_code, 1);
+  EXPECT_NE(strict.err.find(file + ":12:20: error: mig-configs.mixed-inference[0].mig-devices.2g.40gb: A100-SXM4-80GB "
+                                   "has no MIG profile '2g.40gb' (nearest: 2g.20gb, 3g.40gb, 4g.40gb"),
+            std::string::npos)
+      << strict.err;
+  auto just_first = run({kBin, "mig", "validate", "-f", file, "--gpu", "A100-SXM4-80GB", "-c", "all-1g.20gb"});
+  EXPECT_EQ(just_first.exit_code, 0) << just_first.err;
+}
+
+TEST(Cli, ReadsStandardInput) {
+  auto r = run({kBin, "config", "validate", "-f", "-"}, "version: v1\nflags:\n  migStrategy: single\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("migStrategy: single"), std::string::npos);
+}
+
+TEST(Cli, DevicePluginConfigSummary) {
+  testing::TempDir dir;
+  auto file = dir.write("ts.yaml", R"(version: v1
+flags: {migStrategy: none}
+sharing:
+  timeSlicing:
+    renameByDefault: true
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 4
+)");
+  auto r = run({kBin, "config", "validate", "-f", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("nvidia.com/gpu x4 -> nvidia.com/gpu.shared (devices: all)"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace tessera
