@@ -9,5 +9,8 @@ namespace tessera::cli {
 void add_catalog_command(CLI::App& app, int& exit_code);
 void add_mig_command(CLI::App& app, int& exit_code);
 void add_config_command(CLI::App& app, int& exit_code);
+void add_inventory_command(CLI::App& app, int& exit_code);  // tessera inventory
+void add_sim_command(CLI::App& app, int& exit_code);        // tessera sim ...
+void add_plan_command(CLI::App& app, int& exit_code);       // tessera plan
 
 }  // namespace tessera::cli

@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
   tessera::cli::add_catalog_command(app, exit_code);
   tessera::cli::add_mig_command(app, exit_code);
   tessera::cli::add_config_command(app, exit_code);
+  tessera::cli::add_inventory_command(app, exit_code);
+  tessera::cli::add_sim_command(app, exit_code);
+  tessera::cli::add_plan_command(app, exit_code);
 
   try {
     app.parse(argc, argv);
