@@ -1,0 +1,204 @@
+#include "sharing/allocate.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace tessera::sharing {
+namespace {
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::string sanitize_for_path(const std::string& resource) {
+  std::string out = resource;
+  std::replace(out.begin(), out.end(), '/', '_');
+  return out;
+}
+
+size_t nvlink_score(const Inventory& inv, const std::vector<uint32_t>& gpus) {
+  size_t score = 0;
+  for (size_t i = 0; i < gpus.size(); ++i)
+    for (size_t j = i + 1; j < gpus.size(); ++j)
+      for (const auto& g : inv.gpus)
+        if (g.index == gpus[i] && std::count(g.nvlink_peers.begin(), g.nvlink_peers.end(), gpus[j])) ++score;
+  return score;
+}
+
+// Whole GPUs: pick `size` ids maximising NVLink pairs among them.
+std::vector<std::string> best_connected(const Resource& r, const Inventory& inv, std::vector<std::string> candidates,
+                                        const std::vector<std::string>& must, size_t size) {
+  auto gpu_of = [&](const std::string& id) { return r.find(id)->gpu_index; };
+  std::vector<std::string> chosen = must;
+  std::erase_if(candidates, [&](const std::string& c) { return std::count(must.begin(), must.end(), c) > 0; });
+  std::sort(candidates.begin(), candidates.end(), [&](const auto& a, const auto& b) { return gpu_of(a) < gpu_of(b); });
+  size_t need = size - chosen.size();
+  auto indices = [&](const std::vector<std::string>& ids) {
+    std::vector<uint32_t> out;
+    for (const auto& id : ids) out.push_back(gpu_of(id));
+    return out;
+  };
+  if (candidates.size() <= 16) {
+    // Exhaustive over combinations (at most C(16,8) = 12870).
+    std::vector<bool> pick(candidates.size(), false);
+    std::fill(pick.begin(), pick.begin() + static_cast<long>(need), true);
+    std::vector<std::string> best;
+    size_t best_score = 0;
+    bool first = true;
+    do {
+      std::vector<std::string> set = chosen;
+      for (size_t i = 0; i < candidates.size(); ++i)
+        if (pick[i]) set.push_back(candidates[i]);
+      size_t s = nvlink_score(inv, indices(set));
+      if (first || s > best_score) {
+        best = set;
+        best_score = s;
+        first = false;
+      }
+    } while (std::prev_permutation(pick.begin(), pick.end()));
+    return best;
+  }
+  while (chosen.size() < size) {
+    size_t best_i = 0, best_s = 0;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      auto set = indices(chosen);
+      set.push_back(gpu_of(candidates[i]));
+      size_t s = nvlink_score(inv, set);
+      if (i == 0 || s > best_s) { best_i = i; best_s = s; }
+    }
+    chosen.push_back(candidates[best_i]);
+    candidates.erase(candidates.begin() + static_cast<long>(best_i));
+  }
+  return chosen;
+}
+
+}  // namespace
+
+AllocateSettings settings_from(const config::DevicePluginConfig& config) {
+  AllocateSettings s;
+  s.id_strategy = config.plugin.device_id_strategy;
+  s.list_strategy = config.plugin.device_list_strategy;
+  s.mps_root = config.mps_root;
+  s.cdi_annotation_prefix = config.plugin.cdi_annotation_prefix;
+  return s;
+}
+
+Result<ContainerAllocation> allocate(const Resource& resource, std::span<const std::string> ids,
+                                     const AllocateSettings& settings) {
+  if (ids.empty()) return fail(Errc::invalid_argument, resource.name + ": the request names no device");
+  std::vector<const Device*> devices;
+  std::set<std::string> seen;
+  for (const auto& id : ids) {
+    const Device* d = resource.find(id);
+    if (!d) return fail(Errc::not_found, resource.name + ": unknown device id '" + id + "'");
+    if (!seen.insert(id).second) return fail(Errc::invalid_argument, resource.name + ": device id '" + id + "' requested twice");
+    devices.push_back(d);
+  }
+  bool shared = resource.sharing != SharingMode::none;
+  if (shared && resource.fail_requests_greater_than_one && ids.size() > 1)
+    // NVIDIA's wording (internal/plugin/server.go), so existing alerts keep matching.
+    return fail(Errc::invalid_argument, resource.name + ": maximum request size for shared resources is 1 (asked for " +
+                                            std::to_string(ids.size()) + ")");
+
+  // Replicas of one physical device collapse into it; quotas add up.
+  std::vector<std::string> visible;
+  std::vector<uint64_t> quota;
+  std::vector<uint32_t> active_percent;
+  for (const auto* d : devices) {
+    std::string phys = settings.id_strategy == config::DeviceIdStrategy::uuid ? d->physical_uuid : d->index_id;
+    auto it = std::find(visible.begin(), visible.end(), phys);
+    if (it == visible.end()) {
+      visible.push_back(phys);
+      quota.push_back(d->memory_bytes);
+      active_percent.push_back(100 / d->replicas);
+    } else {
+      auto k = static_cast<size_t>(it - visible.begin());
+      quota[k] += d->memory_bytes;
+      active_percent[k] += 100 / d->replicas;
+    }
+  }
+
+  ContainerAllocation out;
+  for (auto strategy : settings.list_strategy) {
+    switch (strategy) {
+      case config::DeviceListStrategy::envvar:
+        out.envs["NVIDIA_VISIBLE_DEVICES"] = join(visible, ",");
+        break;
+      case config::DeviceListStrategy::volume_mounts:
+        out.envs["NVIDIA_VISIBLE_DEVICES"] = "/var/run/nvidia-container-devices";
+        for (const auto& v : visible) out.mounts.push_back({"/dev/null", "/var/run/nvidia-container-devices/" + v, true});
+        break;
+      case config::DeviceListStrategy::cdi_annotations:
+      case config::DeviceListStrategy::cdi_cri: {
+        std::vector<std::string> names;
+        for (const auto& v : visible) names.push_back("nvidia.com/gpu=" + v);
+        out.annotations[settings.cdi_annotation_prefix + "nvidia-device-plugin_" + sanitize_for_path(resource.name)] =
+            join(names, ",");
+        break;
+      }
+    }
+  }
+  if (shared) {
+    for (size_t k = 0; k < visible.size(); ++k)
+      out.envs[kMemoryLimitEnvPrefix + std::to_string(k)] = std::to_string(quota[k]);
+  }
+  if (resource.sharing == SharingMode::mps) {
+    std::string dir = sanitize_for_path(resource.name);
+    out.envs["CUDA_MPS_PIPE_DIRECTORY"] = "/mps/" + dir + "/pipe";
+    out.mounts.push_back({settings.mps_root + "/" + dir + "/pipe", "/mps/" + dir + "/pipe", false});
+    out.mounts.push_back({settings.mps_root + "/shm", "/dev/shm", false});
+    // Per-client limits (CUDA MPS documentation: "<device>=<limit>" by ordinal
+    // among the client's visible devices; active thread percentage as an integer).
+    std::vector<std::string> limits;
+    uint32_t percent = 100;
+    for (size_t k = 0; k < visible.size(); ++k) {
+      limits.push_back(std::to_string(k) + "=" + std::to_string(quota[k] >> 20) + "M");
+      percent = std::min(percent, std::max<uint32_t>(active_percent[k], 1));
+    }
+    out.envs["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = join(limits, ",");
+    out.envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(percent);
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> preferred_allocation(const Resource& resource, const Inventory& inventory,
+                                                      std::span<const std::string> available,
+                                                      std::span<const std::string> must_include, size_t size,
+                                                      SharedPolicy policy) {
+  for (const auto& id : available)
+    if (!resource.find(id)) return fail(Errc::not_found, resource.name + ": unknown device id '" + id + "'");
+  for (const auto& id : must_include)
+    if (std::find(available.begin(), available.end(), id) == available.end())
+      return fail(Errc::invalid_argument, resource.name + ": must-include device '" + id + "' is not available");
+  if (size < must_include.size() || size > available.size())
+    return fail(Errc::invalid_argument, resource.name + ": cannot choose " + std::to_string(size) + " of " +
+                                            std::to_string(available.size()) + " available devices (" +
+                                            std::to_string(must_include.size()) + " required)");
+  std::vector<std::string> must(must_include.begin(), must_include.end());
+  std::vector<std::string> avail(available.begin(), available.end());
+  if (resource.sharing == SharingMode::none) return best_connected(resource, inventory, avail, must, size);
+
+  // Replicas: how loaded is each physical device already?
+  std::map<std::string, int> allocated;
+  for (const auto& d : resource.devices) allocated[d.physical_uuid] += 1;
+  for (const auto& id : avail) allocated[resource.find(id)->physical_uuid] -= 1;
+  std::vector<std::string> chosen = must;
+  for (const auto& id : must) allocated[resource.find(id)->physical_uuid] += 1;
+  std::erase_if(avail, [&](const std::string& id) { return std::count(must.begin(), must.end(), id) > 0; });
+  while (chosen.size() < size) {
+    auto better = [&](const std::string& a, const std::string& b) {
+      int la = allocated[resource.find(a)->physical_uuid], lb = allocated[resource.find(b)->physical_uuid];
+      if (la != lb) return policy == SharedPolicy::distributed ? la < lb : la > lb;
+      return a < b;
+    };
+    auto it = std::min_element(avail.begin(), avail.end(), better);
+    allocated[resource.find(*it)->physical_uuid] += 1;
+    chosen.push_back(*it);
+    avail.erase(it);
+  }
+  return chosen;
+}
+
+}  // namespace tessera::sharing

@@ -1,0 +1,58 @@
+// Device health from NVML events. Critical XIDs and double-bit ECC errors
+// make a GPU (or one MIG device, when the event names its instance)
+// Unhealthy; a device with no new critical event for `recovery` comes back
+// Healthy. NVIDIA's plugin keeps devices Unhealthy until it restarts
+// (k8s-device-plugin issues #234, #1014): a complaint of its users.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "sharing/resources.hpp"
+
+namespace tessera::sharing {
+
+using Clock = std::chrono::steady_clock;
+
+struct HealthEvent {
+  enum class Kind { xid, double_bit_ecc, single_bit_ecc };
+  Kind kind = Kind::xid;
+  uint64_t xid = 0;
+  std::string gpu_uuid;
+  std::optional<uint32_t> gi_id;  // set when the event belongs to one MIG device
+  std::optional<uint32_t> ci_id;
+  Clock::time_point at{};
+};
+
+struct HealthPolicy {
+  // XIDs NVIDIA's plugin treats as application errors (internal/rm/health.go).
+  std::set<uint64_t> ignored_xids{13, 31, 43, 45, 68, 109};
+  std::chrono::milliseconds recovery{std::chrono::seconds(60)};
+};
+
+class HealthTracker {
+ public:
+  explicit HealthTracker(HealthPolicy policy = {}) : policy_(std::move(policy)) {}
+
+  // Returns true when the event made a device Unhealthy (or extended it).
+  bool record(const HealthEvent& event);
+  // Devices quiet for the recovery period come back; true when any did.
+  bool recover(Clock::time_point now);
+  bool healthy(const Device& device) const;
+  bool critical(const HealthEvent& event) const;
+  const HealthPolicy& policy() const { return policy_; }
+
+ private:
+  // (gpu uuid, gi, ci); gi = ci = ~0u for the whole GPU.
+  using Key = std::tuple<std::string, uint32_t, uint32_t>;
+  static constexpr uint32_t kAll = ~0u;
+  HealthPolicy policy_;
+  std::map<Key, Clock::time_point> last_failure_;
+};
+
+}  // namespace tessera::sharing

@@ -1,0 +1,61 @@
+#include "sharing/health.hpp"
+
+#include <gtest/gtest.h>
+
+#include "sharing/fixtures.hpp"
+
+namespace tessera::sharing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<Resource> mixed() {
+  auto rs = build_resources(testing::two_gpu_node(), testing::parse("version: v1\nflags: {migStrategy: mixed}\n"));
+  EXPECT_TRUE(rs);
+  return *rs;
+}
+
+const Device& device(const std::vector<Resource>& rs, const std::string& id) {
+  for (const auto& r : rs)
+    if (const auto* d = r.find(id)) return *d;
+  throw std::runtime_error("no device " + id);
+}
+
+TEST(Health, CriticalXidMakesTheGpuAndItsMigDevicesUnhealthyThenRecovers) {
+  auto rs = mixed();
+  HealthTracker t({.ignored_xids = {13, 31, 43, 45, 68, 109}, .recovery = 30s});
+  Clock::time_point t0{};
+  EXPECT_TRUE(t.record({HealthEvent::Kind::xid, 79, "GPU-1111", std::nullopt, std::nullopt, t0}));
+  EXPECT_FALSE(t.healthy(device(rs, "MIG-a")));
+  EXPECT_FALSE(t.healthy(device(rs, "MIG-c")));
+  EXPECT_TRUE(t.healthy(device(rs, "GPU-0000")));
+  EXPECT_FALSE(t.recover(t0 + 29s));
+  EXPECT_FALSE(t.healthy(device(rs, "MIG-a")));
+  EXPECT_TRUE(t.recover(t0 + 30s));
+  EXPECT_TRUE(t.healthy(device(rs, "MIG-a")));
+}
+
+TEST(Health, ApplicationXidsAreIgnored) {
+  auto rs = mixed();
+  HealthTracker t;
+  for (uint64_t xid : {13, 31, 43, 45, 68, 109})
+    EXPECT_FALSE(t.record({HealthEvent::Kind::xid, xid, "GPU-0000", std::nullopt, std::nullopt, {}}));
+  EXPECT_FALSE(t.record({HealthEvent::Kind::single_bit_ecc, 0, "GPU-0000", std::nullopt, std::nullopt, {}}));
+  EXPECT_TRUE(t.healthy(device(rs, "GPU-0000")));
+  EXPECT_TRUE(t.record({HealthEvent::Kind::double_bit_ecc, 0, "GPU-0000", std::nullopt, std::nullopt, {}}));
+  EXPECT_FALSE(t.healthy(device(rs, "GPU-0000")));
+}
+
+TEST(Health, MigEventHitsOnlyItsInstanceButTheWholeGpuView) {
+  auto rs = mixed();
+  HealthTracker t;
+  t.record({HealthEvent::Kind::xid, 94, "GPU-1111", 4u, 0u, {}});  // MIG-b: GI 4
+  EXPECT_FALSE(t.healthy(device(rs, "MIG-b")));
+  EXPECT_TRUE(t.healthy(device(rs, "MIG-a")));
+  EXPECT_TRUE(t.healthy(device(rs, "MIG-c")));
+  Device whole{"GPU-1111", "GPU-1111", "1", 1, "GPU-1111", 0, 0, 1, false, 0, 0};
+  EXPECT_FALSE(t.healthy(whole));
+}
+
+}  // namespace
+}  // namespace tessera::sharing
