@@ -11,6 +11,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   coinor-libcbc-dev                   # exact MILP solver for the planner
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # kubelet device-plugin API
 )
 
 missing=()

@@ -1,0 +1,210 @@
+#include "kubelet/fake_kubelet.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+
+#include "plugin/proto/deviceplugin_v1beta1.grpc.pb.h"
+
+namespace tessera::sim {
+
+namespace api = ::v1beta1;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::unique_ptr<api::DevicePlugin::Stub> dial(const std::string& socket) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return api::DevicePlugin::NewStub(grpc::CreateCustomChannel("unix://" + socket, grpc::InsecureChannelCredentials(), args));
+}
+
+}  // namespace
+
+class FakeKubelet::Impl final : public api::Registration::Service {
+ public:
+  explicit Impl(std::string dir) : dir_(std::move(dir)) {}
+
+  grpc::Status Register(grpc::ServerContext*, const api::RegisterRequest* req, api::Empty*) override {
+    if (req->version() != "v1beta1")
+      return {grpc::StatusCode::INVALID_ARGUMENT, "Unsupported API version " + req->version()};
+    std::lock_guard lock(mutex_);
+    registrations_.push_back({req->version(), req->endpoint(), req->resource_name(),
+                              req->options().get_preferred_allocation_available()});
+    endpoints_[req->resource_name()] = req->endpoint();
+    // A new registration replaces the resource's stream, as the kubelet's device manager does.
+    if (auto it = watches_.find(req->resource_name()); it != watches_.end()) it->second->ctx.TryCancel();
+    auto w = std::make_shared<Watch>();
+    watches_[req->resource_name()] = w;
+    threads_.emplace_back([this, w, resource = req->resource_name(), socket = dir_ + "/" + req->endpoint()] {
+      watch(w, resource, socket);
+    });
+    changed_.notify_all();
+    return grpc::Status::OK;
+  }
+
+  struct Watch {
+    grpc::ClientContext ctx;
+  };
+
+  void watch(const std::shared_ptr<Watch>& w, const std::string& resource, const std::string& socket) {
+    auto stub = dial(socket);
+    w->ctx.set_wait_for_ready(true);
+    auto reader = stub->ListAndWatch(&w->ctx, api::Empty{});
+    api::ListAndWatchResponse response;
+    while (reader->Read(&response)) {
+      std::vector<AdvertisedDevice> list;
+      for (const auto& d : response.devices()) list.push_back({d.id(), d.health()});
+      std::lock_guard lock(mutex_);
+      devices_[resource] = std::move(list);
+      changed_.notify_all();
+    }
+    reader->Finish();
+  }
+
+  void stop_watches() {
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& [r, w] : watches_) w->ctx.TryCancel();
+      threads.swap(threads_);
+    }
+    for (auto& t : threads) t.join();
+    std::lock_guard lock(mutex_);
+    watches_.clear();
+  }
+
+  std::string dir_;
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  std::vector<Registration> registrations_;
+  std::map<std::string, std::string> endpoints_;
+  std::map<std::string, std::vector<AdvertisedDevice>> devices_;
+  std::map<std::string, std::shared_ptr<Watch>> watches_;
+  std::vector<std::thread> threads_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+FakeKubelet::FakeKubelet(std::string dir) : impl_(std::make_unique<Impl>(std::move(dir))) {}
+
+FakeKubelet::~FakeKubelet() { stop(); }
+
+Result<void> FakeKubelet::start(bool clear_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(impl_->dir_, ec);
+  if (clear_dir) {
+    for (const auto& e : fs::directory_iterator(impl_->dir_, ec))
+      if (e.is_socket(ec)) fs::remove(e.path(), ec);
+  }
+  std::string socket = impl_->dir_ + "/kubelet.sock";
+  fs::remove(socket, ec);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + socket, grpc::InsecureServerCredentials());
+  builder.RegisterService(impl_.get());
+  impl_->server_ = builder.BuildAndStart();
+  if (!impl_->server_) return fail(Errc::io, "fake kubelet cannot listen on " + socket);
+  return {};
+}
+
+void FakeKubelet::stop() {
+  if (impl_->server_) {
+    impl_->server_->Shutdown(std::chrono::system_clock::now() + 1s);
+    impl_->server_->Wait();
+    impl_->server_.reset();
+  }
+  impl_->stop_watches();
+  std::error_code ec;
+  std::filesystem::remove(impl_->dir_ + "/kubelet.sock", ec);
+}
+
+std::vector<Registration> FakeKubelet::registrations() const {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->registrations_;
+}
+
+size_t FakeKubelet::registration_count() const {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->registrations_.size();
+}
+
+std::vector<AdvertisedDevice> FakeKubelet::devices(const std::string& resource) const {
+  std::lock_guard lock(impl_->mutex_);
+  auto it = impl_->devices_.find(resource);
+  return it == impl_->devices_.end() ? std::vector<AdvertisedDevice>{} : it->second;
+}
+
+size_t FakeKubelet::healthy_count(const std::string& resource) const {
+  size_t n = 0;
+  for (const auto& d : devices(resource)) n += d.health == "Healthy";
+  return n;
+}
+
+bool FakeKubelet::wait_for(const std::string& resource,
+                           const std::function<bool(const std::vector<AdvertisedDevice>&)>& pred,
+                           std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(impl_->mutex_);
+  return impl_->changed_.wait_for(lock, timeout, [&] {
+    auto it = impl_->devices_.find(resource);
+    return pred(it == impl_->devices_.end() ? std::vector<AdvertisedDevice>{} : it->second);
+  });
+}
+
+bool FakeKubelet::wait_for_registrations(size_t count, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(impl_->mutex_);
+  return impl_->changed_.wait_for(lock, timeout, [&] { return impl_->registrations_.size() >= count; });
+}
+
+Result<Allocation> FakeKubelet::allocate(const std::string& resource, const std::vector<std::string>& ids) {
+  std::string endpoint;
+  {
+    std::lock_guard lock(impl_->mutex_);
+    auto it = impl_->endpoints_.find(resource);
+    if (it == impl_->endpoints_.end()) return fail(Errc::not_found, "no plugin registered " + resource);
+    endpoint = it->second;
+  }
+  auto stub = dial(impl_->dir_ + "/" + endpoint);
+  api::AllocateRequest req;
+  auto* c = req.add_container_requests();
+  for (const auto& id : ids) c->add_devices_ids(id);
+  api::AllocateResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  auto status = stub->Allocate(&ctx, req, &resp);
+  if (!status.ok()) return fail(Errc::invalid_argument, status.error_message());
+  if (resp.container_responses_size() != 1) return fail(Errc::internal, "Allocate answered for the wrong number of containers");
+  Allocation out;
+  const auto& r = resp.container_responses(0);
+  out.envs.insert(r.envs().begin(), r.envs().end());
+  out.annotations.insert(r.annotations().begin(), r.annotations().end());
+  for (const auto& m : r.mounts()) out.mounts.emplace_back(m.host_path(), m.container_path());
+  return out;
+}
+
+Result<std::vector<std::string>> FakeKubelet::preferred(const std::string& resource,
+                                                        const std::vector<std::string>& available,
+                                                        const std::vector<std::string>& must_include, int size) {
+  std::string endpoint;
+  {
+    std::lock_guard lock(impl_->mutex_);
+    auto it = impl_->endpoints_.find(resource);
+    if (it == impl_->endpoints_.end()) return fail(Errc::not_found, "no plugin registered " + resource);
+    endpoint = it->second;
+  }
+  auto stub = dial(impl_->dir_ + "/" + endpoint);
+  api::PreferredAllocationRequest req;
+  auto* c = req.add_container_requests();
+  for (const auto& id : available) c->add_available_deviceids(id);
+  for (const auto& id : must_include) c->add_must_include_deviceids(id);
+  c->set_allocation_size(size);
+  api::PreferredAllocationResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  auto status = stub->GetPreferredAllocation(&ctx, req, &resp);
+  if (!status.ok()) return fail(Errc::invalid_argument, status.error_message());
+  std::vector<std::string> out;
+  for (const auto& id : resp.container_responses(0).deviceids()) out.push_back(id);
+  return out;
+}
+
+}  // namespace tessera::sim

@@ -1,0 +1,137 @@
+#include "plugin/plugin_manager.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <set>
+
+#include "sharing/allocate.hpp"
+
+namespace tessera::plugin {
+
+PluginManager::PluginManager(PluginOptions options)
+    : options_(std::move(options)), state_(std::make_shared<DeviceState>()), health_(options_.health) {}
+
+PluginManager::~PluginManager() { stop(); }
+
+std::string PluginManager::kubelet_socket() const { return options_.kubelet_dir + "/" + kKubeletSocket; }
+
+Result<void> PluginManager::apply(sharing::Inventory inventory, const config::DevicePluginConfig& config) {
+  auto resources = sharing::build_resources(inventory, config);
+  if (!resources) return unexpected(resources.error());
+  std::set<std::string> wanted;
+  for (const auto& r : *resources) wanted.insert(r.name);
+  // Publish first: servers that stay pick up the new devices at once.
+  state_->publish(inventory, *resources, health_);
+  inventory_ = std::move(inventory);
+  // Stop servers of resources that went away.
+  for (auto it = servers_.begin(); it != servers_.end();) {
+    if (wanted.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    spdlog::info("no longer advertising {}", it->first);
+    it->second->stop();
+    it = servers_.erase(it);
+  }
+  auto settings = sharing::settings_from(config);
+  auto policy = config.plugin.shared_allocation_policy == config::SharedAllocationPolicy::packed
+                    ? sharing::SharedPolicy::packed
+                    : sharing::SharedPolicy::distributed;
+  for (const auto& name : wanted) {
+    if (servers_.contains(name)) continue;
+    ResourceServerOptions opts{name, options_.kubelet_dir + "/" + socket_name(name), settings, policy};
+    auto server = ResourceServer::start(opts, state_);
+    if (!server) return unexpected(server.error());
+    servers_.emplace(name, std::move(*server));
+    spdlog::info("serving {} on {}", name, opts.socket_path);
+    auto reg = register_resource(kubelet_socket(), socket_name(name), name);
+    if (reg) ++registrations_;
+    else spdlog::warn("{} (will register when the kubelet appears)", reg.error().message);
+  }
+  return {};
+}
+
+Result<void> PluginManager::start(sharing::Inventory inventory) {
+  std::lock_guard lock(mutex_);
+  auto r = apply(std::move(inventory), options_.config);
+  if (!r) return r;
+  if (options_.watch_kubelet && !watch_) {
+    auto w = KubeletWatch::start(options_.kubelet_dir, [this] {
+      spdlog::info("kubelet socket created: registering again");
+      auto reg = register_all();
+      if (!reg) spdlog::warn("{}", reg.error().message);
+    });
+    if (!w) return unexpected(w.error());
+    watch_ = std::move(*w);
+  }
+  return {};
+}
+
+Result<void> PluginManager::register_all() {
+  std::lock_guard lock(mutex_);
+  Result<void> first_error;
+  for (auto& [name, server] : servers_) {
+    // A starting kubelet clears its device-plugin directory: serve again first.
+    std::error_code ec;
+    if (!std::filesystem::exists(server->options().socket_path, ec)) {
+      auto opts = server->options();
+      server->stop();
+      auto restarted = ResourceServer::start(opts, state_);
+      if (!restarted) {
+        if (first_error) first_error = unexpected(restarted.error());
+        continue;
+      }
+      server = std::move(*restarted);
+    }
+    auto reg = register_resource(kubelet_socket(), socket_name(name), name);
+    if (reg) ++registrations_;
+    else if (first_error) first_error = reg;
+  }
+  return first_error;
+}
+
+Result<void> PluginManager::reload(config::DevicePluginConfig config) {
+  std::lock_guard lock(mutex_);
+  auto r = apply(inventory_, config);
+  if (r) options_.config = std::move(config);
+  return r;
+}
+
+Result<void> PluginManager::update_inventory(sharing::Inventory inventory) {
+  std::lock_guard lock(mutex_);
+  return apply(std::move(inventory), options_.config);
+}
+
+void PluginManager::on_event(const sharing::HealthEvent& event) {
+  std::lock_guard lock(mutex_);
+  if (health_.record(event) && state_->refresh_health(health_))
+    spdlog::warn("XID {} on {}: devices marked Unhealthy", event.xid, event.gpu_uuid);
+}
+
+void PluginManager::tick(sharing::Clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  if (health_.recover(now) && state_->refresh_health(health_)) spdlog::info("devices back to Healthy");
+}
+
+void PluginManager::stop() {
+  watch_.reset();
+  state_->stop();
+  std::lock_guard lock(mutex_);
+  for (auto& [name, server] : servers_) server->stop();
+  servers_.clear();
+}
+
+std::vector<std::string> PluginManager::resources() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> out;
+  for (const auto& [name, server] : servers_) out.push_back(name);
+  return out;
+}
+
+size_t PluginManager::registrations() const {
+  std::lock_guard lock(mutex_);
+  return registrations_;
+}
+
+}  // namespace tessera::plugin

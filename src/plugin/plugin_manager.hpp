@@ -1,0 +1,66 @@
+// The device plugin as a whole: one ResourceServer per advertised resource,
+// registration with the kubelet (again whenever it restarts), health from
+// NVML events, config reloads that keep serving the resources that remain.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "config/device_plugin.hpp"
+#include "core/error.hpp"
+#include "plugin/device_state.hpp"
+#include "plugin/kubelet_watch.hpp"
+#include "plugin/registration.hpp"
+#include "plugin/resource_server.hpp"
+#include "sharing/health.hpp"
+
+namespace tessera::plugin {
+
+struct PluginOptions {
+  std::string kubelet_dir = kDefaultKubeletDir;
+  config::DevicePluginConfig config;
+  sharing::HealthPolicy health;
+  bool watch_kubelet = true;  // re-register when kubelet.sock is recreated
+};
+
+class PluginManager {
+ public:
+  explicit PluginManager(PluginOptions options);
+  ~PluginManager();
+
+  // Builds the resources, serves each, registers each. A registration that
+  // fails (no kubelet yet) is logged and retried when the kubelet appears;
+  // only an invalid inventory/config combination is an error.
+  [[nodiscard]] Result<void> start(sharing::Inventory inventory);
+  // Registers every served resource again; returns the first failure.
+  [[nodiscard]] Result<void> register_all();
+  // Applies a new config: rebuilt resources; servers of resources that
+  // remain keep running, so no allocation or stream is dropped.
+  [[nodiscard]] Result<void> reload(config::DevicePluginConfig config);
+  [[nodiscard]] Result<void> update_inventory(sharing::Inventory inventory);
+  void on_event(const sharing::HealthEvent& event);
+  void tick(sharing::Clock::time_point now);
+  void stop();
+
+  std::vector<std::string> resources() const;
+  std::shared_ptr<DeviceState> state() const { return state_; }
+  size_t registrations() const;  // successful Register calls so far
+
+ private:
+  [[nodiscard]] Result<void> apply(sharing::Inventory inventory, const config::DevicePluginConfig& config);
+  std::string kubelet_socket() const;
+
+  PluginOptions options_;
+  std::shared_ptr<DeviceState> state_;
+  mutable std::mutex mutex_;
+  sharing::HealthTracker health_;
+  sharing::Inventory inventory_;
+  std::map<std::string, std::unique_ptr<ResourceServer>> servers_;
+  std::unique_ptr<KubeletWatch> watch_;
+  size_t registrations_ = 0;
+};
+
+}  // namespace tessera::plugin
