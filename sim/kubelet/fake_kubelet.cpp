@@ -16,6 +16,10 @@ namespace {
 std::unique_ptr<api::DevicePlugin::Stub> dial(const std::string& socket) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // The socket can appear a moment before its server listens: retry fast, not after gRPC's 1 s backoff.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
   return api::DevicePlugin::NewStub(grpc::CreateCustomChannel("unix://" + socket, grpc::InsecureChannelCredentials(), args));
 }
 
@@ -32,6 +36,7 @@ class FakeKubelet::Impl final : public api::Registration::Service {
     registrations_.push_back({req->version(), req->endpoint(), req->resource_name(),
                               req->options().get_preferred_allocation_available()});
     endpoints_[req->resource_name()] = req->endpoint();
+    stubs_.erase(req->endpoint());  // the plugin may have restarted its server
     // A new registration replaces the resource's stream, as the kubelet's device manager does.
     if (auto it = watches_.find(req->resource_name()); it != watches_.end()) it->second->ctx.TryCancel();
     auto w = std::make_shared<Watch>();
@@ -83,6 +88,20 @@ class FakeKubelet::Impl final : public api::Registration::Service {
   std::map<std::string, std::shared_ptr<Watch>> watches_;
   std::vector<std::thread> threads_;
   std::unique_ptr<grpc::Server> server_;
+  // One client per plugin endpoint, kept like the kubelet's device manager keeps its connection.
+  std::map<std::string, std::shared_ptr<api::DevicePlugin::Stub>> stubs_;
+
+  std::shared_ptr<api::DevicePlugin::Stub> stub_for(const std::string& resource, Error& error) {
+    std::lock_guard lock(mutex_);
+    auto it = endpoints_.find(resource);
+    if (it == endpoints_.end()) {
+      error = {Errc::not_found, "no plugin registered " + resource};
+      return nullptr;
+    }
+    auto& stub = stubs_[it->second];
+    if (!stub) stub = dial(dir_ + "/" + it->second);
+    return stub;
+  }
 };
 
 FakeKubelet::FakeKubelet(std::string dir) : impl_(std::make_unique<Impl>(std::move(dir))) {}
@@ -114,6 +133,10 @@ void FakeKubelet::stop() {
     impl_->server_.reset();
   }
   impl_->stop_watches();
+  {
+    std::lock_guard lock(impl_->mutex_);
+    impl_->stubs_.clear();
+  }
   std::error_code ec;
   std::filesystem::remove(impl_->dir_ + "/kubelet.sock", ec);
 }
@@ -156,14 +179,9 @@ bool FakeKubelet::wait_for_registrations(size_t count, std::chrono::milliseconds
 }
 
 Result<Allocation> FakeKubelet::allocate(const std::string& resource, const std::vector<std::string>& ids) {
-  std::string endpoint;
-  {
-    std::lock_guard lock(impl_->mutex_);
-    auto it = impl_->endpoints_.find(resource);
-    if (it == impl_->endpoints_.end()) return fail(Errc::not_found, "no plugin registered " + resource);
-    endpoint = it->second;
-  }
-  auto stub = dial(impl_->dir_ + "/" + endpoint);
+  Error error;
+  auto stub = impl_->stub_for(resource, error);
+  if (!stub) return unexpected(error);
   api::AllocateRequest req;
   auto* c = req.add_container_requests();
   for (const auto& id : ids) c->add_devices_ids(id);
@@ -184,14 +202,9 @@ Result<Allocation> FakeKubelet::allocate(const std::string& resource, const std:
 Result<std::vector<std::string>> FakeKubelet::preferred(const std::string& resource,
                                                         const std::vector<std::string>& available,
                                                         const std::vector<std::string>& must_include, int size) {
-  std::string endpoint;
-  {
-    std::lock_guard lock(impl_->mutex_);
-    auto it = impl_->endpoints_.find(resource);
-    if (it == impl_->endpoints_.end()) return fail(Errc::not_found, "no plugin registered " + resource);
-    endpoint = it->second;
-  }
-  auto stub = dial(impl_->dir_ + "/" + endpoint);
+  Error error;
+  auto stub = impl_->stub_for(resource, error);
+  if (!stub) return unexpected(error);
   api::PreferredAllocationRequest req;
   auto* c = req.add_container_requests();
   for (const auto& id : available) c->add_available_deviceids(id);

@@ -15,6 +15,10 @@ Result<void> register_resource(const std::string& kubelet_socket, const std::str
   if (!S_ISSOCK(st.st_mode)) return fail(Errc::invalid_argument, kubelet_socket + " is not a socket");
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a fresh connection per registration
+  // The socket can appear a moment before its server listens: retry fast, not after gRPC's 1 s backoff.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
   auto channel = grpc::CreateCustomChannel("unix://" + kubelet_socket, grpc::InsecureChannelCredentials(), args);
   auto stub = ::v1beta1::Registration::NewStub(channel);
   ::v1beta1::RegisterRequest request;

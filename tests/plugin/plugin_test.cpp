@@ -5,6 +5,7 @@
 #include <dirent.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "kubelet/fake_kubelet.hpp"
 #include "plugin/plugin_manager.hpp"
@@ -123,7 +124,10 @@ TEST(Plugin, ReRegistersAfterKubeletRestartsWithoutLeaking) {
     ASSERT_TRUE(node.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 2; }, 2s));
     if (i == 9) fds_before = open_fds();
   }
-  // No growth in open files across the last 90 restarts (a little slack for gRPC's pollers).
+  // No growth in open files across the last 90 restarts: once connections in
+  // flight settle, the count is back near where it was (a leak would add ~90).
+  auto settled = std::chrono::steady_clock::now() + 3s;
+  while (open_fds() > fds_before + 4 && std::chrono::steady_clock::now() < settled) std::this_thread::sleep_for(50ms);
   EXPECT_LE(open_fds(), fds_before + 4);
 }
 
