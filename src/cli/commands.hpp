@@ -12,5 +12,6 @@ void add_config_command(CLI::App& app, int& exit_code);
 void add_inventory_command(CLI::App& app, int& exit_code);  // tessera inventory
 void add_sim_command(CLI::App& app, int& exit_code);        // tessera sim ...
 void add_plan_command(CLI::App& app, int& exit_code);       // tessera plan
+void add_plugin_command(CLI::App& app, int& exit_code);     // tessera plugin
 
 }  // namespace tessera::cli

@@ -17,6 +17,30 @@ struct RunResult {
 RunResult run(const std::vector<std::string>& argv, const std::string& input = "",
               const std::vector<std::string>& env = {});
 
+// A program running in the background; its output goes to a file. Killed
+// (SIGKILL) on destruction if still running.
+class Process {
+ public:
+  Process(const std::vector<std::string>& argv, const std::string& log_path,
+          const std::vector<std::string>& env = {});
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+  int pid() const { return pid_; }
+  void signal(int sig) const;
+  // Waits for exit; returns the exit code (-1 when killed by a signal or timed out).
+  int wait(int timeout_ms);
+  // What it printed so far.
+  std::string output() const;
+  // Waits until its output contains `text`.
+  bool wait_for_output(const std::string& text, int timeout_ms) const;
+
+ private:
+  int pid_ = -1;
+  bool exited_ = false;
+  std::string log_path_;
+};
+
 // A fresh temporary directory, removed with its contents on destruction.
 class TempDir {
  public:

@@ -1,0 +1,183 @@
+// tessera plugin: the kubelet device plugin for this node.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/signalfd.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <iostream>
+#include <thread>
+
+#include "cli/commands.hpp"
+#include "cli/nvml_driver.hpp"
+#include "cli/output.hpp"
+#include "config/device_plugin.hpp"
+#include "nvml/device.hpp"
+#include "nvml/event_set.hpp"
+#include "plugin/node_inventory.hpp"
+#include "plugin/plugin_manager.hpp"
+
+namespace tessera::cli {
+namespace {
+
+struct PluginArgs {
+  std::string config_file;
+  DriverOptions driver;
+  std::string kubelet_dir = plugin::kDefaultKubeletDir;
+  double recovery_seconds = 60;
+  std::vector<uint64_t> ignored_xids{13, 31, 43, 45, 68, 109};
+  double inventory_seconds = 30;
+};
+
+std::optional<config::DevicePluginConfig> load_config(const std::string& file) {
+  config::Diagnostics diags;
+  if (file.empty()) return config::parse_device_plugin_config("version: v1\n", "<defaults>", diags);
+  auto c = config::load_device_plugin_config(file, diags);
+  print_diagnostics(diags, std::cerr);
+  return c;
+}
+
+// Feeds XID and ECC events from NVML to the plugin until `stop` is set.
+void watch_events(const nvml::Session& session, const sharing::Inventory& inventory, plugin::PluginManager& manager,
+                  const std::atomic<bool>& stop) {
+  auto set = session.create_event_set();
+  if (!set) {
+    spdlog::warn("no NVML events: {} (health stays as it is)", set.error().message());
+    return;
+  }
+  const auto types = nvml::abi::nvmlEventTypeXidCriticalError | nvml::abi::nvmlEventTypeDoubleBitEccError |
+                     nvml::abi::nvmlEventTypeSingleBitEccError;
+  for (const auto& g : inventory.gpus) {
+    auto dev = session.device(g.index);
+    if (!dev) continue;
+    auto supported = dev->supported_event_types();
+    auto wanted = supported ? (*supported & types) : types;
+    if (auto added = set->add(*dev, wanted); !added) spdlog::warn("GPU {}: {}", g.index, added.error().message());
+  }
+  while (!stop.load()) {
+    auto ev = set->wait(200);
+    if (!ev) continue;  // timeout, or an interrupted wait
+    auto uuid = ev->device.uuid();
+    if (!uuid) continue;
+    sharing::HealthEvent he;
+    he.kind = ev->type == nvml::abi::nvmlEventTypeXidCriticalError ? sharing::HealthEvent::Kind::xid
+              : ev->type == nvml::abi::nvmlEventTypeDoubleBitEccError ? sharing::HealthEvent::Kind::double_bit_ecc
+                                                                       : sharing::HealthEvent::Kind::single_bit_ecc;
+    he.xid = ev->data;
+    he.gpu_uuid = *uuid;
+    he.gi_id = ev->gpu_instance_id;
+    he.ci_id = ev->compute_instance_id;
+    he.at = sharing::Clock::now();
+    manager.on_event(he);
+  }
+}
+
+int run_plugin(const PluginArgs& args) {
+  auto config = load_config(args.config_file);
+  if (!config) return kExitInvalid;
+  auto session = open_nvml(args.driver);
+  if (!session) {
+    std::cerr << "tessera plugin: " << session.error().message << '\n';
+    return kExitInvalid;
+  }
+  auto inventory = plugin::read_node_inventory(*session);
+  if (!inventory) {
+    std::cerr << "tessera plugin: " << inventory.error().message << '\n';
+    return kExitInvalid;
+  }
+  plugin::PluginOptions opts;
+  opts.kubelet_dir = args.kubelet_dir;
+  opts.config = *config;
+  opts.health.ignored_xids = {args.ignored_xids.begin(), args.ignored_xids.end()};
+  opts.health.recovery = std::chrono::milliseconds(static_cast<int64_t>(args.recovery_seconds * 1000));
+  plugin::PluginManager manager(opts);
+
+  // Signals arrive on a descriptor: no async handlers.
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+  int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+
+  if (auto started = manager.start(*inventory); !started) {
+    std::cerr << "tessera plugin: " << started.error().message << '\n';
+    close(sfd);
+    return kExitInvalid;
+  }
+  std::string names;
+  for (const auto& r : manager.resources()) names += (names.empty() ? "" : ", ") + r;
+  spdlog::info("serving {} resources from {} GPUs in {}: {}", manager.resources().size(), inventory->gpus.size(),
+               args.kubelet_dir, names);
+  std::cout << "tessera plugin: ready: " << names << std::endl;
+
+  std::atomic<bool> stop{false};
+  std::thread events([&] { watch_events(*session, *inventory, manager, stop); });
+  auto next_inventory = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(args.inventory_seconds * 1000));
+  int exit_code = kExitOk;
+  while (true) {
+    pollfd p{sfd, POLLIN, 0};
+    int n = poll(&p, 1, 250);
+    manager.tick(sharing::Clock::now());
+    if (std::chrono::steady_clock::now() >= next_inventory) {
+      next_inventory += std::chrono::milliseconds(static_cast<int64_t>(args.inventory_seconds * 1000));
+      if (auto fresh = plugin::read_node_inventory(*session); fresh) {
+        if (auto updated = manager.update_inventory(*fresh); !updated)
+          spdlog::error("inventory update refused: {}", updated.error().message);
+      } else {
+        spdlog::warn("cannot read the inventory: {}", fresh.error().message);
+      }
+    }
+    if (n <= 0) continue;
+    signalfd_siginfo info{};
+    if (read(sfd, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
+    if (info.ssi_signo == SIGHUP) {
+      spdlog::info("SIGHUP: reloading {}", args.config_file.empty() ? "the default config" : args.config_file);
+      auto fresh = load_config(args.config_file);
+      if (!fresh) {
+        spdlog::error("config not reloaded: it is invalid; still serving the previous one");
+        continue;
+      }
+      if (auto r = manager.reload(*fresh); !r) spdlog::error("config not reloaded: {}", r.error().message);
+      continue;
+    }
+    spdlog::info("signal {}: stopping", info.ssi_signo);
+    break;
+  }
+  stop = true;
+  events.join();
+  manager.stop();
+  close(sfd);
+  std::cout << "tessera plugin: stopped" << std::endl;
+  return exit_code;
+}
+
+}  // namespace
+
+void add_plugin_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<PluginArgs>();
+  auto* cmd = app.add_subcommand(
+      "plugin",
+      "Serve this node's GPUs, MIG devices and shared replicas to the kubelet (device-plugin API v1beta1).\n"
+      "Reads NVIDIA's device-plugin config; registers one resource per name; re-registers when the kubelet\n"
+      "restarts; marks devices Unhealthy on critical XID/ECC events and Healthy again after a quiet period.\n"
+      "SIGHUP reloads the config; SIGTERM stops and removes the sockets.");
+  cmd->add_option("-c,--config", args->config_file, "NVIDIA device-plugin config file (default: whole GPUs)");
+  add_driver_options(*cmd, args->driver);
+  cmd->add_option("--kubelet-dir", args->kubelet_dir, "The kubelet's device-plugin directory")
+      ->capture_default_str();
+  cmd->add_option("--health-recovery", args->recovery_seconds,
+                  "Seconds without a critical event before a device is Healthy again")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--ignore-xids", args->ignored_xids, "XIDs treated as application errors (NVIDIA's list by default)")
+      ->delimiter(',');
+  cmd->add_option("--inventory-interval", args->inventory_seconds, "Seconds between inventory refreshes")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->callback([args, &exit_code] { exit_code = run_plugin(*args); });
+}
+
+}  // namespace tessera::cli
