@@ -101,6 +101,7 @@ void add_mig_command(CLI::App& app, int& exit_code) {
   validate->add_flag("--json", args->json, "Print the result as JSON");
   validate->add_flag("-v,--verbose", args->verbose, "List every entry checked, with the layout it places");
   validate->callback([args, &exit_code] { exit_code = run_validate(*args); });
+  add_mig_apply_commands(*mig, exit_code);
 }
 
 }  // namespace tessera::cli

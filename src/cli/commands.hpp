@@ -8,6 +8,7 @@ namespace tessera::cli {
 
 void add_catalog_command(CLI::App& app, int& exit_code);
 void add_mig_command(CLI::App& app, int& exit_code);
+void add_mig_apply_commands(CLI::App& mig, int& exit_code);  // tessera mig plan / apply
 void add_config_command(CLI::App& app, int& exit_code);
 void add_inventory_command(CLI::App& app, int& exit_code);  // tessera inventory
 void add_sim_command(CLI::App& app, int& exit_code);        // tessera sim ...

@@ -7,6 +7,7 @@
 
 #include "config/mig_parted.hpp"
 #include "config/mig_parted_validate.hpp"
+#include "support/mig_brute_force.hpp"
 
 namespace tessera::mig {
 namespace {
@@ -47,30 +48,7 @@ std::map<uint32_t, int> counts_of(const MigLayout& l) {
   return c;
 }
 
-// Independent minimum: every placement of the desired multiset that the
-// catalog rules allow; the most current instances any of them leaves in place.
-size_t brute_force_min_destroyed(const GpuModel& m, const MigLayout& current, std::vector<uint32_t> wanted) {
-  std::sort(wanted.begin(), wanted.end());
-  size_t best_overlap = 0;
-  MigLayout chosen;
-  auto visit = [&](auto&& self, size_t i) -> void {
-    if (i == wanted.size()) {
-      size_t overlap = 0;
-      for (const auto& c : current)
-        if (std::find(chosen.begin(), chosen.end(), c) != chosen.end()) ++overlap;
-      best_overlap = std::max(best_overlap, overlap);
-      return;
-    }
-    for (const auto& pl : m.profiles[wanted[i]].placements) {
-      if (i > 0 && wanted[i - 1] == wanted[i] && pl.start <= chosen.back().start) continue;
-      chosen.push_back({wanted[i], pl.start});
-      if (check_layout(m, chosen)) self(self, i + 1);
-      chosen.pop_back();
-    }
-  };
-  visit(visit, 0);
-  return current.size() - best_overlap;
-}
+using testing::brute_force_min_destroyed;
 
 TEST(MigPlan, SevenOneGToFourOneGPlusThreeGKeepsFour) {
   const auto& m = model("A100-SXM4-80GB");

@@ -1,0 +1,238 @@
+// tessera mig plan / apply: bring a node's MIG layout to a named config of a
+// mig-parted file, changing only what must change.
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "cli/nvml_driver.hpp"
+#include "cli/output.hpp"
+#include "config/mig_parted.hpp"
+#include "config/mig_parted_validate.hpp"
+#include "reconciler/journal.hpp"
+#include "reconciler/mig_apply.hpp"
+#include "reconciler/node_state.hpp"
+
+namespace tessera::cli {
+namespace {
+
+struct ApplyArgs {
+  std::string file;
+  std::string config_name;
+  std::string labels_file;
+  DriverOptions driver;
+  std::string state_dir;
+  bool json = false;
+  bool force = false;
+  bool dry_run = false;
+};
+
+constexpr const char* kConfigLabel = "nvidia.com/mig.config";
+
+// The config name: --config-name, else the node label from a labels file
+// ("key=value" lines, as the downward API or a label writer leaves them).
+std::optional<std::string> config_name(const ApplyArgs& args, std::string& why) {
+  if (!args.config_name.empty()) return args.config_name;
+  if (args.labels_file.empty()) {
+    why = "no config named: pass -c NAME, or --labels-file FILE holding " + std::string(kConfigLabel) + "=NAME";
+    return std::nullopt;
+  }
+  std::ifstream in(args.labels_file);
+  if (!in) {
+    why = args.labels_file + ": cannot open the labels file";
+    return std::nullopt;
+  }
+  std::string line;
+  while (std::getline(in, line)) {
+    auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+    if (key == kConfigLabel && !value.empty()) return value;
+  }
+  why = args.labels_file + ": no " + std::string(kConfigLabel) + " label";
+  return std::nullopt;
+}
+
+std::string state_dir(const ApplyArgs& args) {
+  if (!args.state_dir.empty()) return args.state_dir;
+  if (!args.driver.sim.empty()) return args.driver.sim + "/tessera-state";
+  return "/var/lib/tessera";
+}
+
+nlohmann::json plan_json(const reconciler::NodePlan& plan) {
+  auto gpus = nlohmann::json::array();
+  for (const auto& g : plan.gpus) {
+    auto ops = nlohmann::json::array();
+    for (const auto& op : g.plan.operations)
+      ops.push_back({{"kind", mig::to_string(op.kind)}, {"description", g.model ? op.describe(*g.model) : ""}});
+    gpus.push_back({{"gpu", g.gpu},
+                    {"uuid", g.uuid},
+                    {"model", g.model ? g.model->name : ""},
+                    {"operations", ops},
+                    {"kept", g.kept},
+                    {"destroyed", g.destroyed},
+                    {"created", g.created},
+                    {"mode_change", g.plan.mode_change},
+                    {"pending_reset", g.pending_reset},
+                    {"error", g.error}});
+  }
+  return {{"config", plan.config_name}, {"operations", plan.operations()}, {"gpus", gpus}};
+}
+
+void print_plan(const reconciler::NodePlan& plan) {
+  Table t({"GPU", "MODEL", "KEEP", "DESTROY", "CREATE", "OPERATIONS"});
+  for (const auto& g : plan.gpus) {
+    std::string create;
+    for (const auto& c : g.plan.created)
+      create += (create.empty() ? "" : " ") + g.model->profiles[c.profile].name + "@" + std::to_string(c.start);
+    t.add({std::to_string(g.gpu), g.model ? g.model->name : "?", std::to_string(g.plan.kept.size()),
+           std::to_string(g.plan.destroyed.size()), create.empty() ? "-" : create,
+           std::to_string(g.plan.operations.size())});
+  }
+  t.print(std::cout);
+  for (const auto& g : plan.gpus)
+    for (const auto& op : g.plan.operations) std::cout << "  " << op.describe(*g.model) << '\n';
+}
+
+void print_report(const reconciler::NodePlan& plan) {
+  std::cout << "\nMIG devices:\n";
+  for (const auto& g : plan.gpus) {
+    for (const auto& u : g.kept) std::cout << "  GPU " << g.gpu << "  kept       " << u << '\n';
+    for (const auto& u : g.destroyed) std::cout << "  GPU " << g.gpu << "  destroyed  " << u << '\n';
+    for (const auto& u : g.created) std::cout << "  GPU " << g.gpu << "  created    " << u << '\n';
+    if (g.pending_reset)
+      std::cout << "  GPU " << g.gpu << "  MIG mode change pending: reset the GPU (nvidia-smi -r -i " << g.gpu
+                << ") or reboot the node, then apply again\n";
+    if (!g.error.empty()) std::cout << "  GPU " << g.gpu << "  FAILED: " << g.error << '\n';
+  }
+}
+
+int run(const ApplyArgs& args, bool apply) {
+  const char* cmd = apply ? "tessera mig apply" : "tessera mig plan";
+  std::string why;
+  auto name = config_name(args, why);
+  if (!name) {
+    std::cerr << cmd << ": " << why << '\n';
+    return kExitUsage;
+  }
+  // Validate everything before touching anything.
+  config::Diagnostics diags;
+  auto cfg = config::load_mig_parted(args.file, diags);
+  print_diagnostics(diags, std::cerr);
+  if (!cfg) return kExitInvalid;
+  const auto* mc = cfg->find(*name);
+  if (!mc) {
+    std::vector<std::string> names;
+    for (const auto& c : cfg->configs) names.push_back(c.name);
+    std::string hint;
+    for (const auto& n : nearest(*name, names, 3)) hint += (hint.empty() ? "" : ", ") + n;
+    std::cerr << cmd << ": " << args.file << " has no config named '" << *name << "' (nearest: " << hint << ")\n";
+    return kExitInvalid;
+  }
+  auto session = open_nvml(args.driver);
+  if (!session) {
+    std::cerr << cmd << ": " << session.error().message << '\n';
+    return kExitInvalid;
+  }
+  reconciler::JournalFile journal_file(state_dir(args));
+  bool interrupted_before = false;
+  if (apply) {
+    auto previous = journal_file.load();
+    if (!previous) {
+      std::cerr << cmd << ": " << previous.error().message << '\n';
+      return kExitInvalid;
+    }
+    if (*previous && (*previous)->interrupted()) {
+      interrupted_before = true;
+      spdlog::warn("the previous apply of '{}' was interrupted after {} of {} steps; planning again from the GPUs' state",
+                   (*previous)->config_name, (*previous)->done(), (*previous)->steps.size());
+    }
+  }
+  // A failure before any step: recorded as this apply's outcome, unless that
+  // would overwrite the record of an interrupted one.
+  auto refuse = [&](const std::string& message) {
+    std::cerr << cmd << ": " << message << '\n';
+    if (apply && !args.dry_run) {
+      (void)journal_file.write_state("failed");
+      if (!interrupted_before)
+        (void)journal_file.save({args.file, *name, reconciler::utc_now(), reconciler::utc_now(), "failed", message, {}});
+    }
+    return kExitInvalid;
+  };
+  auto node = reconciler::read_node_state(*session);
+  if (!node) return refuse(node.error().message);
+  auto plan = reconciler::plan_node(*node, *mc, args.force);
+  if (!plan) return refuse(plan.error().message);
+  if (!apply || args.dry_run) {
+    if (args.json) std::cout << plan_json(*plan).dump(2) << '\n';
+    else {
+      print_plan(*plan);
+      std::cout << (plan->operations() == 0 ? "nothing to do: the node matches '" + *name + "'\n"
+                                            : std::to_string(plan->operations()) + " operations\n");
+    }
+    return kExitOk;
+  }
+  if (auto s = journal_file.write_state("pending"); !s) {
+    std::cerr << cmd << ": " << s.error().message << '\n';
+    return kExitInvalid;
+  }
+  reconciler::Journal journal{args.file, *name, reconciler::utc_now(), "", "in-progress", "", {}};
+  if (auto s = journal_file.save(journal); !s) {
+    std::cerr << cmd << ": " << s.error().message << '\n';
+    return kExitInvalid;
+  }
+  auto result = reconciler::execute_plan(*session, std::move(*plan), journal_file, journal);
+  journal.finished = reconciler::utc_now();
+  journal.outcome = !result.success ? "failed" : result.pending_reset ? "pending-reset" : "success";
+  (void)journal_file.save(journal);
+  (void)journal_file.write_state(!result.success ? "failed" : result.pending_reset ? "pending" : "success");
+  if (args.json) {
+    auto j = plan_json(result.plan);
+    j["outcome"] = journal.outcome;
+    std::cout << j.dump(2) << '\n';
+  } else {
+    print_plan(result.plan);
+    print_report(result.plan);
+    std::cout << "\n" << *name << ": " << journal.outcome << " (" << journal.done() << " of " << journal.steps.size()
+              << " operations done; journal " << journal_file.journal_path() << ")\n";
+  }
+  return result.success ? kExitOk : kExitInvalid;
+}
+
+void add_common(CLI::App* cmd, ApplyArgs& args) {
+  cmd->add_option("-f,--file", args.file, "mig-parted config file (version v1, or a ConfigMap holding one)")->required();
+  cmd->add_option("-c,--config-name", args.config_name, "The named config to apply");
+  cmd->add_option("--labels-file", args.labels_file,
+                  "Read the config name from this node's labels (nvidia.com/mig.config=NAME lines)");
+  add_driver_options(*cmd, args.driver);
+  cmd->add_option("--state-dir", args.state_dir,
+                  "Where the journal and nvidia.com/mig.config.state live (default /var/lib/tessera; with --sim, DIR/tessera-state)");
+  cmd->add_flag("--json", args.json, "Print JSON");
+  cmd->add_flag("--force", args.force, "Destroy instances even when processes use them");
+}
+
+}  // namespace
+
+void add_mig_apply_commands(CLI::App& mig, int& exit_code) {
+  auto plan_args = std::make_shared<ApplyArgs>();
+  auto* plan = mig.add_subcommand("plan", "Show what `mig apply` would change on this node (reads only)");
+  add_common(plan, *plan_args);
+  plan->callback([plan_args, &exit_code] { exit_code = run(*plan_args, false); });
+
+  auto apply_args = std::make_shared<ApplyArgs>();
+  auto* apply = mig.add_subcommand(
+      "apply",
+      "Bring this node's MIG layout to a named config, keeping every instance the config can keep.\n"
+      "Validates first (nothing changes on invalid input), refuses to destroy instances in use unless\n"
+      "--force, records each step in a journal so an interrupted apply is completed by the next one, and\n"
+      "writes nvidia.com/mig.config.state (pending | success | failed) to the state directory.\n"
+      "MIG mode changes that need a GPU reset are reported as pending; tessera never resets a GPU.");
+  add_common(apply, *apply_args);
+  apply->add_flag("--dry-run", apply_args->dry_run, "Print the plan and change nothing");
+  apply->callback([apply_args, &exit_code] { exit_code = run(*apply_args, true); });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,185 @@
+#include "reconciler/mig_apply.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "config/mig_parted_validate.hpp"
+#include "nvml/device.hpp"
+#include "nvml/inventory.hpp"
+
+namespace tessera::reconciler {
+namespace {
+
+std::string gpu_label(const NodeGpu& g) {
+  return "GPU " + std::to_string(g.state.index) + " (" + (g.state.model ? g.state.model->name : g.name) + ")";
+}
+
+// Runs one operation; returns the GI id it created (create_gpu_instance).
+Result<uint32_t> run_operation(const nvml::Session& session, const GpuModel& model, const mig::Operation& op,
+                               uint32_t last_created_gi) {
+  auto dev = session.device(op.gpu);
+  if (!dev) return unexpected(dev.error().to_error());
+  const auto& profile = model.profiles[op.profile];
+  switch (op.kind) {
+    case mig::OpKind::set_mig_mode: {
+      auto status = dev->set_mig_mode(op.enabled);
+      if (!status) return unexpected(status.error().to_error());
+      // A non-success activation status means the change waits for a reset.
+      if (*status != nvml::abi::NVML_SUCCESS) return fail(Errc::conflict, "pending-reset");
+      return 0u;
+    }
+    case mig::OpKind::destroy_compute_instances: {
+      auto gi = dev->gpu_instance_by_id(op.gi_id);
+      if (!gi) return unexpected(gi.error().to_error());
+      auto cis = gi->compute_instances();
+      if (!cis) return unexpected(cis.error().to_error());
+      for (const auto& ci : *cis)
+        if (auto r = ci.destroy(); !r) return unexpected(r.error().to_error());
+      return 0u;
+    }
+    case mig::OpKind::destroy_gpu_instance: {
+      auto gi = dev->gpu_instance_by_id(op.gi_id);
+      if (!gi) return unexpected(gi.error().to_error());
+      if (auto r = gi->destroy(); !r) return unexpected(r.error().to_error());
+      return 0u;
+    }
+    case mig::OpKind::create_gpu_instance: {
+      auto info = dev->gpu_instance_profile(profile.nvml_index);
+      if (!info) return unexpected(info.error().to_error());
+      auto gi = dev->create_gpu_instance(info->id, Placement{op.start, profile.memory_slices});
+      if (!gi) return unexpected(gi.error().to_error());
+      auto gi_info = gi->info();
+      if (!gi_info) return unexpected(gi_info.error().to_error());
+      return gi_info->id;
+    }
+    case mig::OpKind::create_compute_instance: {
+      uint32_t gi_id = op.gi_id ? op.gi_id : last_created_gi;
+      auto gi = dev->gpu_instance_by_id(gi_id);
+      if (!gi) return unexpected(gi.error().to_error());
+      const auto* ci_profile = profile.default_compute_profile();
+      if (!ci_profile) return fail(Errc::unsupported, profile.name + " has no full compute-instance profile in the catalog");
+      auto info = gi->compute_profile(ci_profile->nvml_index);
+      if (!info) return unexpected(info.error().to_error());
+      auto ci = gi->create_compute_instance(info->id);
+      if (!ci) return unexpected(ci.error().to_error());
+      return gi_id;
+    }
+  }
+  return fail(Errc::internal, "unknown operation");
+}
+
+}  // namespace
+
+size_t NodePlan::operations() const {
+  size_t n = 0;
+  for (const auto& g : gpus) n += g.plan.operations.size();
+  return n;
+}
+
+Result<NodePlan> plan_node(const std::vector<NodeGpu>& node, const config::MigConfig& config, bool force) {
+  NodePlan out;
+  out.config_name = config.name;
+  std::vector<std::string> errors;
+  for (const auto& g : node) {
+    GpuOutcome o;
+    o.gpu = g.state.index;
+    o.uuid = g.state.uuid;
+    o.model = g.state.model;
+    // The first entry whose devices and device-filter select this GPU.
+    const config::MigConfigEntry* entry = nullptr;
+    for (size_t i = 0; i < config.entries.size() && !entry; ++i) {
+      const auto& e = config.entries[i];
+      bool filter_ok = e.device_filter.empty() ||
+                       std::find(e.device_filter.begin(), e.device_filter.end(), g.pci_device_id) != e.device_filter.end() ||
+                       (g.state.model && config::entry_applies_to(e, *g.state.model));
+      if (filter_ok && e.devices.selects(g.state.index)) {
+        entry = &e;
+        o.entry = i;
+      }
+    }
+    if (!entry) {
+      // mig-parted leaves GPUs that no entry selects as they are.
+      out.gpus.push_back(std::move(o));
+      continue;
+    }
+    if (!g.state.model) {
+      errors.push_back(gpu_label(g) + ": the GPU catalog does not know this GPU (PCI id " +
+                       format_pci_id(g.pci_device_id) + ")");
+      continue;
+    }
+    auto plan = mig::plan_gpu(g.state, {entry->mig_enabled, config::entry_counts(*entry)}, {.force = force});
+    if (!plan) {
+      errors.push_back(plan.error().message);
+      continue;
+    }
+    o.plan = std::move(*plan);
+    for (const auto& inst : g.state.instances) {
+      bool kept = std::find(o.plan.kept.begin(), o.plan.kept.end(), inst.gi_id) != o.plan.kept.end();
+      if (!inst.uuid.empty()) (kept ? o.kept : o.destroyed).push_back(inst.uuid);
+    }
+    out.gpus.push_back(std::move(o));
+  }
+  if (!errors.empty()) {
+    std::string msg;
+    for (const auto& e : errors) msg += (msg.empty() ? "" : "\n") + e;
+    return fail(Errc::validation, msg);
+  }
+  return out;
+}
+
+ApplyResult execute_plan(const nvml::Session& session, NodePlan plan, const JournalFile& journal_file, Journal& journal) {
+  ApplyResult result;
+  bool all_ok = true;
+  for (auto& g : plan.gpus) {
+    if (!g.plan.changes()) continue;
+    size_t first_step = journal.steps.size();
+    for (const auto& op : g.plan.operations)
+      journal.steps.push_back({g.gpu, op.describe(*g.model), "pending", ""});
+    (void)journal_file.save(journal);
+    uint32_t last_gi = 0;
+    std::vector<uint32_t> created_gis;
+    for (size_t i = 0; i < g.plan.operations.size(); ++i) {
+      const auto& op = g.plan.operations[i];
+      auto& step = journal.steps[first_step + i];
+      auto r = run_operation(session, *g.model, op, last_gi);
+      if (!r) {
+        if (r.error().message == "pending-reset") {
+          g.pending_reset = true;
+          step.status = "pending";
+          step.detail = "MIG mode change waits for a GPU reset";
+        } else {
+          g.error = r.error().message;
+          step.status = "failed";
+          step.detail = r.error().message;
+          all_ok = false;
+        }
+        (void)journal_file.save(journal);
+        break;
+      }
+      if (op.kind == mig::OpKind::create_gpu_instance) {
+        last_gi = *r;
+        created_gis.push_back(*r);
+        step.detail = "GI " + std::to_string(*r);
+      }
+      step.status = "done";
+      (void)journal_file.save(journal);
+    }
+    // The new MIG devices' UUIDs.
+    if (!created_gis.empty()) {
+      if (auto inv = nvml::collect_inventory(session); inv) {
+        for (const auto& rec : inv->gpus)
+          if (rec.index == g.gpu)
+            for (const auto& m : rec.mig_devices)
+              if (std::find(created_gis.begin(), created_gis.end(), m.gpu_instance_id) != created_gis.end())
+                g.created.push_back(m.uuid);
+      }
+    }
+    result.pending_reset = result.pending_reset || g.pending_reset;
+  }
+  result.success = all_ok;
+  result.plan = std::move(plan);
+  return result;
+}
+
+}  // namespace tessera::reconciler

@@ -1,0 +1,152 @@
+// `tessera mig apply` on simulated nodes: NVIDIA's default configs apply on
+// every model they target; every ordered pair of configs converges with the
+// fewest destroyed instances; an NVML failure at any step leaves a journal
+// from which the next apply converges; busy instances survive without --force.
+#include "reconciler/apply_support.hpp"
+#include "support/mig_brute_force.hpp"
+
+namespace tessera {
+namespace {
+
+using nlohmann::json;
+using testing::run;
+using testing::TempDir;
+
+TEST(MigApply, EveryDefaultConfigOnEveryModelItTargets) {
+  size_t applied = 0;
+  for (const auto& m : Catalog::builtin().models()) {
+    SCOPED_TRACE(m.name);
+    Node node(m.name);
+    for (const auto& c : configs_for(m)) {
+      auto r = node.apply(c.name);
+      ASSERT_EQ(r.exit_code, 0) << c.name << "\n" << r.err << r.out;
+      expect_matches(m, node, c);
+      ++applied;
+    }
+  }
+  EXPECT_GT(applied, 80u);
+}
+
+class ConfigPairs : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ConfigPairs, ConvergeAndDestroyTheMinimum) {
+  const auto& m = *Catalog::builtin().find(GetParam());
+  auto configs = configs_for(m);
+  ASSERT_GE(configs.size(), 8u);
+  size_t pairs = 0;
+  for (const auto& from : configs) {
+    Node node(m.name);
+    ASSERT_EQ(node.apply(from.name).exit_code, 0);
+    auto start = node.layout(m);
+    for (const auto& to : configs) {
+      SCOPED_TRACE(from.name + " -> " + to.name);
+      auto r = node.apply(to.name);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      auto report = json::parse(r.out);
+      expect_matches(m, node, to);
+      std::vector<uint32_t> wanted;
+      for (const auto& [name, count] : to.counts)
+        wanted.insert(wanted.end(), count, static_cast<uint32_t>(m.profile(name) - m.profiles.data()));
+      size_t minimum = to.enabled ? testing::brute_force_min_destroyed(m, start, wanted) : start.size();
+      EXPECT_EQ(report["gpus"][0]["destroyed"].size(), minimum);
+      // Back to `from` for the next pair (a transition too, checked the same way).
+      ASSERT_EQ(node.apply(from.name).exit_code, 0);
+      expect_matches(m, node, from);
+      start = node.layout(m);
+      ++pairs;
+    }
+  }
+  EXPECT_EQ(pairs, configs.size() * configs.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ConfigPairs, ::testing::Values("A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB"));
+
+TEST(MigApply, SevenOneGToFourOneGPlusThreeGKeepsFourUuids) {
+  testing::TempDir dir;
+  auto file = dir.write("c.yaml", R"(version: v1
+mig-configs:
+  seven:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 7}
+  mixed:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 4, "3g.40gb": 1}
+)");
+  Node node("A100-SXM4-80GB");
+  auto first = run({kBin, "mig", "apply", "-f", file, "-c", "seven", "--sim", node.dir(), "--json"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  auto created = json::parse(first.out)["gpus"][0]["created"];
+  ASSERT_EQ(created.size(), 7u);
+  auto second = run({kBin, "mig", "apply", "-f", file, "-c", "mixed", "--sim", node.dir(), "--json"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  auto report = json::parse(second.out)["gpus"][0];
+  ASSERT_EQ(report["kept"].size(), 4u);
+  EXPECT_EQ(report["destroyed"].size(), 3u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(report["kept"][i], created[i]);  // slices 0-3 keep their UUIDs
+}
+
+TEST(MigApply, IdempotentSecondApplyDoesNothing) {
+  Node node("H100-SXM5-80GB", 2);
+  ASSERT_EQ(node.apply("all-balanced").exit_code, 0);
+  auto again = node.apply("all-balanced");
+  ASSERT_EQ(again.exit_code, 0);
+  EXPECT_EQ(json::parse(again.out)["operations"], 0);
+}
+
+TEST(MigApply, BusyInstancesNeedForceAndTheMessageNamesTheProcess) {
+  const auto& m = *Catalog::builtin().find("A100-SXM4-80GB");
+  Node node(m.name);
+  auto first = node.apply("all-1g.10gb");
+  ASSERT_EQ(first.exit_code, 0);
+  std::string busy = json::parse(first.out)["gpus"][0]["created"][5];  // the 1g at slice 5
+  ASSERT_EQ(run({kBin, "sim", "process", node.dir(), "--pid", "4242", "--memory", "2GiB", "--mig-device", busy}).exit_code, 0);
+  auto before = node.layout(m);
+  auto refused = node.apply("all-3g.40gb");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("used by pid 4242"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--force"), std::string::npos);
+  EXPECT_EQ(node.layout(m), before);  // nothing changed
+  // A config that keeps the busy instance goes ahead around it.
+  auto around = node.apply("all-balanced");
+  EXPECT_EQ(around.exit_code, 1) << "all-balanced needs slices 4-7 for its 3g";
+  // --force destroys it; the simulated driver then refuses while the process runs (IN_USE).
+  auto forced = node.apply("all-3g.40gb", {"--force"});
+  EXPECT_EQ(forced.exit_code, 1);
+  EXPECT_NE(forced.out.find("NVML_ERROR_IN_USE"), std::string::npos) << forced.out << forced.err;
+  ASSERT_EQ(run({kBin, "sim", "end-process", node.dir(), "--pid", "4242"}).exit_code, 0);
+  EXPECT_EQ(node.apply("all-3g.40gb").exit_code, 0);
+}
+
+TEST(MigApply, StateFileAndJournal) {
+  Node node("A100-SXM4-80GB");
+  ASSERT_EQ(node.apply("all-2g.20gb").exit_code, 0);
+  std::ifstream state(node.dir() + "/tessera-state/mig.config.state");
+  std::string value;
+  state >> value;
+  EXPECT_EQ(value, "success");
+  std::ifstream journal(node.dir() + "/tessera-state/mig-journal.json");
+  auto j = json::parse(journal);
+  EXPECT_EQ(j["outcome"], "success");
+  EXPECT_EQ(j["config_name"], "all-2g.20gb");
+  EXPECT_EQ(j["steps"].size(), 7u);  // enable + 3 x (GI + CI)
+}
+
+TEST(MigApply, BadInputChangesNothing) {
+  Node node("A100-SXM4-80GB");
+  auto unknown = node.apply("all-1g.10gbb");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.err.find("has no config named 'all-1g.10gbb' (nearest: all-1g.10gb"), std::string::npos);
+  // all-1g.5gb is an A100-40GB layout: not placeable on this GPU.
+  auto wrong_gpu = node.apply("all-1g.5gb");
+  EXPECT_EQ(wrong_gpu.exit_code, 1);
+  EXPECT_NE(wrong_gpu.err.find("GPU 0 (A100-SXM4-80GB): A100-SXM4-80GB has no MIG profile '1g.5gb'"), std::string::npos)
+      << wrong_gpu.err;
+  EXPECT_FALSE(node.mig_enabled());
+  auto no_name = run({kBin, "mig", "apply", "-f", kDefaults, "--sim", node.dir()});
+  EXPECT_EQ(no_name.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace tessera
