@@ -28,6 +28,16 @@ ALIASES = {
 }
 
 
+# NVML names the reference table leaves unknown. Inferred from NVIDIA's
+# product naming (nvidia-smi lists GH200 boards by total memory); a real
+# device check should confirm them.
+INFERRED_NVML_NAMES = {
+    "GH200-96GB": "NVIDIA GH200 480GB",
+    "GH200-144GB": "NVIDIA GH200 144G HBM3e",
+    "GB200": "NVIDIA GB200",
+}
+
+
 def snap(mib):
     return int(mib) // 64 * 64
 
@@ -82,7 +92,8 @@ def main():
         w("  // %s: confidence %s." % (name, g.get("confidence", "unknown")))
         w("  models.push_back(GpuModel{")
         w("      .name = %s," % cstr(name))
-        w("      .nvml_name = %s," % cstr(re.sub(r" \(.*$", "", g.get("nvml_device_name") or "")))
+        nvml_name = re.sub(r" \(.*$", "", g.get("nvml_device_name") or "") or INFERRED_NVML_NAMES.get(name, "")
+        w("      .nvml_name = %s," % cstr(nvml_name))
         w("      .pci_device_id = %s," % g["pci_device_id"].replace("0x", "0x").upper().replace("0X", "0x"))
         w("      .alias_pci_ids = {%s}," % ", ".join("0x%08X" % a for a in sorted(aliases)))
         w("      .aliases = {%s}," % ", ".join(cstr(a) for a in ALIASES.get(name, [])))

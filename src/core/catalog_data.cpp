@@ -1117,7 +1117,7 @@ std::vector<GpuModel> builtin_gpu_models() {
   // GH200-96GB: confidence low (profile names and device id only).
   models.push_back(GpuModel{
       .name = "GH200-96GB",
-      .nvml_name = "",
+      .nvml_name = "NVIDIA GH200 480GB",
       .pci_device_id = 0x234210DE,
       .alias_pci_ids = {0x20B610DE, 0x232910DE, 0x233D10DE},
       .aliases = {"GH200"},
@@ -1281,7 +1281,7 @@ std::vector<GpuModel> builtin_gpu_models() {
   // GH200-144GB: confidence low-medium (first four profiles observed; 3g/4g/7g rows not retrieved).
   models.push_back(GpuModel{
       .name = "GH200-144GB",
-      .nvml_name = "",
+      .nvml_name = "NVIDIA GH200 144G HBM3e",
       .pci_device_id = 0x234810DE,
       .alias_pci_ids = {},
       .aliases = {"GH200-144G-HBM3e"},
@@ -1609,7 +1609,7 @@ std::vector<GpuModel> builtin_gpu_models() {
   // GB200: confidence low-medium (1g/2g rows observed; rest names only).
   models.push_back(GpuModel{
       .name = "GB200",
-      .nvml_name = "",
+      .nvml_name = "NVIDIA GB200",
       .pci_device_id = 0x294110DE,
       .alias_pci_ids = {},
       .aliases = {"GB200-186GB"},
