@@ -8,6 +8,7 @@
 #include "core/catalog.hpp"
 #include "core/mig_layout.hpp"
 #include "core/units.hpp"
+#include "core/text.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -116,8 +117,7 @@ void add_catalog_command(CLI::App& app, int& exit_code) {
     if (!gpu->empty()) {
       const auto* m = catalog.find(*gpu);
       if (!m) {
-        std::string hint;
-        for (const auto& n : catalog.nearest_names(*gpu)) hint += (hint.empty() ? "" : ", ") + n;
+        std::string hint = join(catalog.nearest_names(*gpu));
         std::cerr << "tessera catalog: unknown GPU model '" << *gpu << "' (nearest: " << hint
                   << "; `tessera catalog` lists all)\n";
         exit_code = kExitInvalid;

@@ -9,6 +9,7 @@
 #include "config/mig_parted.hpp"
 #include "config/mig_parted_validate.hpp"
 #include "core/catalog.hpp"
+#include "core/text.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -39,8 +40,7 @@ int run_validate(const ValidateArgs& args) {
   if (!args.gpu.empty()) {
     options.gpu = catalog.find(args.gpu);
     if (!options.gpu) {
-      std::string hint;
-      for (const auto& n : catalog.nearest_names(args.gpu)) hint += (hint.empty() ? "" : ", ") + n;
+      std::string hint = join(catalog.nearest_names(args.gpu));
       std::cerr << "tessera mig validate: unknown GPU model '" << args.gpu << "' (nearest: " << hint
                 << "; `tessera catalog` lists all)\n";
       return kExitUsage;

@@ -14,6 +14,7 @@
 #include "reconciler/journal.hpp"
 #include "reconciler/mig_apply.hpp"
 #include "reconciler/node_state.hpp"
+#include "core/text.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -127,8 +128,7 @@ int run(const ApplyArgs& args, bool apply) {
   if (!mc) {
     std::vector<std::string> names;
     for (const auto& c : cfg->configs) names.push_back(c.name);
-    std::string hint;
-    for (const auto& n : nearest(*name, names, 3)) hint += (hint.empty() ? "" : ", ") + n;
+    std::string hint = join(nearest(*name, names, 3));
     std::cerr << cmd << ": " << args.file << " has no config named '" << *name << "' (nearest: " << hint << ")\n";
     return kExitInvalid;
   }

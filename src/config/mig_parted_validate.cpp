@@ -1,4 +1,5 @@
 #include "config/mig_parted_validate.hpp"
+#include "core/text.hpp"
 
 #include <algorithm>
 #include <set>
@@ -31,8 +32,7 @@ EntryCheck check_on(const MigConfig& config, size_t index, const MigConfigEntry&
     if (!p) {
       std::vector<std::string> names;
       for (const auto& q : model.profiles) names.push_back(q.name);
-      std::string hint;
-      for (const auto& n : nearest(d.profile, names, 3)) hint += (hint.empty() ? "" : ", ") + n;
+      std::string hint = join(nearest(d.profile, names, 3));
       diags.error(d.where, field, model.name + " has no MIG profile '" + d.profile + "' (nearest: " + hint +
                                       "; all: " + profile_names(model) + ")");
       check.ok = false;
@@ -90,8 +90,7 @@ std::vector<EntryCheck> validate_mig_parted(const MigPartedConfig& config, const
     if (!only) {
       std::vector<std::string> names;
       for (const auto& c : config.configs) names.push_back(c.name);
-      std::string hint;
-      for (const auto& n : nearest(*options.config_name, names, 3)) hint += (hint.empty() ? "" : ", ") + n;
+      std::string hint = join(nearest(*options.config_name, names, 3));
       diags.error({config.file, 0, 0}, "mig-configs", "no config named '" + *options.config_name + "' (nearest: " + hint + ")");
       return checks;
     }

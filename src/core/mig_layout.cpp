@@ -1,4 +1,5 @@
 #include "core/mig_layout.hpp"
+#include "core/text.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -145,8 +146,7 @@ Result<MigLayout> place_counts(const GpuModel& model, const ProfileCounts& count
     if (!p) {
       std::vector<std::string> names;
       for (const auto& q : model.profiles) names.push_back(q.name);
-      std::string hint;
-      for (const auto& n : nearest(name, names, 3)) hint += (hint.empty() ? "" : ", ") + n;
+      std::string hint = join(nearest(name, names, 3));
       return fail(Errc::not_found, model.name + " has no MIG profile '" + name + "' (nearest: " + hint + ")");
     }
     if (count > p->max_count)

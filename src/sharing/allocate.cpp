@@ -3,14 +3,10 @@
 #include <algorithm>
 #include <set>
 
+#include "core/text.hpp"
+
 namespace tessera::sharing {
 namespace {
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
 
 std::string sanitize_for_path(const std::string& resource) {
   std::string out = resource;

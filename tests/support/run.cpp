@@ -17,6 +17,23 @@
 extern char** environ;
 
 namespace tessera::testing {
+namespace {
+
+// argv and the environment (ours plus `extra`) as posix_spawn wants them.
+struct SpawnArgs {
+  std::vector<std::string> env_strings;
+  std::vector<char*> argv, envp;
+  SpawnArgs(const std::vector<std::string>& args, const std::vector<std::string>& extra) {
+    for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+    env_strings.insert(env_strings.end(), extra.begin(), extra.end());
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+  }
+};
+
+}  // namespace
 
 RunResult run(const std::vector<std::string>& argv, const std::string& input, const std::vector<std::string>& env) {
   int in_pipe[2], out_pipe[2], err_pipe[2];
@@ -27,16 +44,9 @@ RunResult run(const std::vector<std::string>& argv, const std::string& input, co
   posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
   posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
   posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-  std::vector<std::string> envs;
-  for (char** e = environ; *e; ++e) envs.emplace_back(*e);
-  for (const auto& e : env) envs.push_back(e);
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const auto& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
+  SpawnArgs args(argv, env);
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), cenv.data());
+  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.argv.data(), args.envp.data());
   posix_spawn_file_actions_destroy(&actions);
   close(in_pipe[0]);
   close(out_pipe[1]);
@@ -92,15 +102,8 @@ Process::Process(const std::vector<std::string>& argv, const std::string& log_pa
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, fd, 1);
   posix_spawn_file_actions_adddup2(&actions, fd, 2);
-  std::vector<std::string> envs;
-  for (char** e = environ; *e; ++e) envs.emplace_back(*e);
-  for (const auto& e : env) envs.push_back(e);
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const auto& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
-  int rc = posix_spawn(&pid_, argv[0].c_str(), &actions, nullptr, cargv.data(), cenv.data());
+  SpawnArgs args(argv, env);
+  int rc = posix_spawn(&pid_, argv[0].c_str(), &actions, nullptr, args.argv.data(), args.envp.data());
   posix_spawn_file_actions_destroy(&actions);
   close(fd);
   if (rc != 0) throw std::runtime_error("cannot run " + argv[0] + ": " + std::strerror(rc));
