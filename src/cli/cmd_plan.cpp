@@ -1,8 +1,195 @@
-// tessera plan: not yet implemented.
+// tessera plan: cut a fleet's GPUs for a set of services, with proof of how
+// good the plan is (lower bound, gap, baselines).
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "config/fleet_spec.hpp"
+#include "planner/outputs.hpp"
+#include "planner/plan_check.hpp"
+#include "planner/report.hpp"
 
 namespace tessera::cli {
+namespace {
 
-void add_plan_command(CLI::App&, int&) {}
+struct PlanArgs {
+  std::string file;
+  std::string out_dir;
+  std::string svg;
+  std::string mode = "auto";
+  std::string gpu;
+  double time_limit = 60;
+  uint32_t gpus_per_node = 8;
+  bool json = false;
+  bool no_baselines = false;
+};
+
+nlohmann::json report_json(const planner::Report& r) {
+  nlohmann::json by_model = nlohmann::json::object();
+  for (const auto& [m, n] : r.gpus_by_model) by_model[m] = n;
+  nlohmann::json baselines = nlohmann::json::object();
+  nlohmann::json whole = nlohmann::json::object();
+  for (const auto& b : r.baselines) {
+    baselines[b.name] = b.gpus ? nlohmann::json(*b.gpus) : nlohmann::json(nullptr);
+    if (b.name != "whole-gpu") whole[b.name] = b.replicas_on_whole_gpus;
+  }
+  return {{"gpus_used", r.gpus_used},
+          {"gpus_by_model", by_model},
+          {"lower_bound", r.lower_bound},
+          {"optimal", r.optimal},
+          {"gap", r.gap},
+          {"mode", r.mode},
+          {"solve_seconds", r.seconds},
+          {"replicas", r.replicas},
+          {"instances_used", r.instances_used},
+          {"memory_utilisation", r.memory_utilisation},
+          {"gpus_changed", r.gpus_kept ? nlohmann::json(r.gpus_used - *r.gpus_kept) : nlohmann::json(nullptr)},
+          {"baselines", baselines},
+          {"baseline_replicas_on_whole_gpus", whole}};
+}
+
+void print_report(const planner::Problem& problem, const planner::Plan& plan, const planner::Report& r) {
+  Table gpus({"GPU", "MODEL", "LAYOUT", "INSTANCES"});
+  for (size_t g = 0; g < plan.gpus.size(); ++g) {
+    const auto& gpu = plan.gpus[g];
+    std::string instances;
+    for (const auto& inst : gpu.instances) {
+      std::string names;
+      for (const auto& rep : inst.replicas)
+        names += (names.empty() ? "" : "+") + problem.services[size_t(rep.service)].name;
+      instances += (instances.empty() ? "" : "  ") + planner::unit_of(problem, inst).name + "[" +
+                   (names.empty() ? "idle" : names) + "]";
+    }
+    gpus.add({std::to_string(g), problem.gpu_types[size_t(gpu.gpu_type)].model->name,
+              problem.layouts[size_t(gpu.layout)].name, instances});
+  }
+  gpus.print(std::cout);
+  char gap[32], util[32];
+  std::snprintf(gap, sizeof gap, "gap %.1f%%", r.gap * 100);
+  std::snprintf(util, sizeof util, "%.1f%%", r.memory_utilisation * 100);
+  std::cout << "\nGPUs used: " << r.gpus_used << " (lower bound " << r.lower_bound << ", "
+            << (r.optimal ? "proven optimal" : gap) << ", " << r.mode << " mode, " << int(r.seconds * 1000) << " ms)\n"
+            << "replicas: " << r.replicas << ", instances used: " << r.instances_used << ", memory utilisation: " << util
+            << "\n";
+  if (r.gpus_kept)
+    std::cout << "GPUs keeping their current layout: " << *r.gpus_kept << ", to reconfigure: " << r.gpus_used - *r.gpus_kept
+              << "\n";
+  for (const auto& b : r.baselines)
+    std::cout << "baseline " << b.name << ": " << (b.gpus ? std::to_string(*b.gpus) : "cannot hold these services")
+              << " GPUs\n";
+}
+
+bool write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) std::cerr << "tessera plan: cannot write " << path.string() << "\n";
+  return bool(out);
+}
+
+bool write_outputs(const PlanArgs& args, const planner::Problem& problem, const planner::Plan& plan,
+                   const planner::Report& report) {
+  if (!args.svg.empty() && !write_file(args.svg, planner::render_svg(problem, plan))) return false;
+  if (args.out_dir.empty()) return true;
+  std::error_code ec;
+  std::filesystem::create_directories(args.out_dir, ec);
+  if (ec) {
+    std::cerr << "tessera plan: cannot create " << args.out_dir << ": " << ec.message() << "\n";
+    return false;
+  }
+  std::filesystem::path dir(args.out_dir);
+  auto nodes = planner::assign_nodes(problem, plan, args.gpus_per_node);
+  bool ok = write_file(dir / "plan.yaml", planner::render_plan(problem, plan, nodes)) &&
+            write_file(dir / "mig-parted.yaml", planner::render_mig_parted(problem, plan)) &&
+            write_file(dir / "nodes.yaml", planner::render_node_map(problem, nodes)) &&
+            write_file(dir / "deployments.yaml", planner::render_deployments(problem, plan)) &&
+            write_file(dir / "report.json", report_json(report).dump(2) + "\n");
+  for (auto [sharing, name] : {std::pair{planner::Isolation::shared, "device-plugin-mps.yaml"},
+                               std::pair{planner::Isolation::best_effort, "device-plugin-time-slicing.yaml"}}) {
+    auto text = planner::render_device_plugin(problem, plan, sharing);
+    if (!text.empty()) ok = ok && write_file(dir / name, text);
+  }
+  return ok;
+}
+
+int run_plan(const PlanArgs& args) {
+  const auto& catalog = Catalog::builtin();
+  config::Diagnostics diags;
+  auto spec = config::load_fleet_spec(args.file, catalog, diags);
+  if (!spec) {
+    print_diagnostics(diags, std::cerr);
+    return kExitInvalid;
+  }
+  if (spec->fleet.empty()) {  // a CSV of services: the fleet comes from --gpu
+    const GpuModel* model = catalog.find(args.gpu.empty() ? "A100-SXM4-80GB" : args.gpu);
+    if (!model) {
+      std::string hint;
+      for (const auto& n : catalog.nearest_names(args.gpu)) hint += (hint.empty() ? "" : ", ") + n;
+      std::cerr << "tessera plan: unknown GPU model '" << args.gpu << "' (nearest: " << hint << ")\n";
+      return kExitUsage;
+    }
+    spec->fleet.push_back({model, {spec->file, 0, 0}, "--gpu", std::nullopt, {}});
+  } else if (!args.gpu.empty()) {
+    std::cerr << "tessera plan: --gpu applies to a CSV of services; " << args.file << " names its fleet\n";
+    return kExitUsage;
+  }
+  auto problem = planner::build_problem(*spec, {}, diags);
+  if (!problem) {
+    print_diagnostics(diags, std::cerr);
+    return kExitInvalid;
+  }
+  planner::SolverOptions options;
+  options.mode = args.mode == "exact" ? planner::Mode::exact : args.mode == "fast" ? planner::Mode::fast : planner::Mode::automatic;
+  options.seconds = args.time_limit;
+  auto solved = planner::solve(*problem, options);
+  if (!solved) {
+    if (solved.error().code == Errc::validation) std::cerr << solved.error().message << "\n";  // names file, line, field
+    else std::cerr << "tessera plan: " << spec->file << ": " << solved.error().message << "\n";
+    return kExitInvalid;
+  }
+  auto plan = planner::build_plan(*problem, solved->counts);
+  if (auto ok = planner::check_plan(*problem, plan); !ok) {
+    std::cerr << "tessera plan: internal error, the plan breaks a rule: " << ok.error().message << "\n";
+    return kExitInvalid;
+  }
+  planner::SolverOptions baseline_options = options;
+  baseline_options.seconds = std::min(args.time_limit, 10.0);
+  auto baselines = args.no_baselines ? std::vector<planner::Baseline>{} : planner::compute_baselines(*spec, baseline_options);
+  auto report = planner::make_report(*problem, *solved, plan, std::move(baselines));
+  if (!write_outputs(args, *problem, plan, report)) return kExitInvalid;
+  if (args.json) std::cout << report_json(report).dump(2) << "\n";
+  else print_report(*problem, plan, report);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<PlanArgs>();
+  auto* plan = app.add_subcommand(
+      "plan",
+      "Decide how to cut each GPU (MIG layout, MPS or time-sliced shares) and how many GPUs a set of services\n"
+      "needs, with the lower bound that proves how good the plan is. Reads a fleet spec (YAML) or a CSV of\n"
+      "services (then --gpu names the model). Writes the plan, a mig-parted config with a node map, NVIDIA\n"
+      "device-plugin configs and Deployments with -o.");
+  plan->add_option("-f,--file", args->file, "Fleet spec (YAML), or CSV of services ('-' for standard input)")->required();
+  plan->add_option("-o,--output", args->out_dir, "Write plan.yaml, mig-parted.yaml, nodes.yaml, device-plugin-*.yaml, "
+                                                  "deployments.yaml and report.json here");
+  plan->add_flag("--json", args->json, "Print the report as JSON");
+  plan->add_option("--svg", args->svg, "Draw the GPUs and their instances to this SVG file");
+  plan->add_option("--mode", args->mode, "exact (CBC, proves the optimum), fast (LP rounding, for large inputs), auto")
+      ->check(CLI::IsMember({"exact", "fast", "auto"}));
+  plan->add_option("--gpu", args->gpu, "GPU model for a CSV of services (default A100-SXM4-80GB)");
+  plan->add_option("--time-limit", args->time_limit, "Seconds the exact solver may take (then: best plan and bound)")
+      ->check(CLI::Range(0.1, 3600.0));
+  plan->add_option("--gpus-per-node", args->gpus_per_node, "GPUs per node in the node map")->check(CLI::Range(1, 64));
+  plan->add_flag("--no-baselines", args->no_baselines, "Skip the baselines (faster on large inputs)");
+  plan->callback([args, &exit_code] { exit_code = run_plan(*args); });
+}
 
 }  // namespace tessera::cli

@@ -1,0 +1,54 @@
+// The files a plan becomes, in the formats the ecosystem already reads:
+// mig-parted's config (one named config per distinct layout) with the nodes
+// that take each; NVIDIA's device-plugin config for the shared slices; one
+// Deployment per service and resource; an SVG map of the GPUs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/plan.hpp"
+#include "planner/problem.hpp"
+
+namespace tessera::planner {
+
+// A node holds GPUs of one model cut the same way, so that one mig-parted
+// config (node label nvidia.com/mig.config) applies to all of them.
+struct Node {
+  std::string name;      // "node-000"
+  std::string model;     // GPU model
+  std::string config;    // mig-parted config name
+  std::vector<uint32_t> gpus;  // plan GPU indices, in device order
+};
+
+std::vector<Node> assign_nodes(const Problem& problem, const Plan& plan, uint32_t gpus_per_node = 8);
+
+// "tessera-a100-sxm4-80gb-3g.40gbx2"
+std::string config_name(const Problem& problem, int layout);
+
+// mig-parted config v1 holding the configs the plan uses.
+std::string render_mig_parted(const Problem& problem, const Plan& plan);
+
+// nodes -> mig-parted config, with the plan GPUs on each.
+std::string render_node_map(const Problem& problem, const std::vector<Node>& nodes);
+
+// NVIDIA device-plugin configs (version v1): one for MPS sharing, one for
+// time-slicing; empty when the plan shares nothing that way (NVIDIA's plugin
+// takes one kind of sharing per config).
+std::string render_device_plugin(const Problem& problem, const Plan& plan, Isolation sharing);
+
+// Kubernetes Deployments, one per (service, resource), separated by "---".
+std::string render_deployments(const Problem& problem, const Plan& plan);
+
+// The resource a replica of `service` requests on `instance`: "nvidia.com/mig-3g.40gb",
+// "nvidia.com/gpu", "nvidia.com/gpu.shared".
+std::string resource_name(const Problem& problem, const PlannedInstance& instance);
+
+// The plan as YAML: per GPU its node, mig-parted config and instances with their
+// replicas ("service/replica", "#rank" for tensor-parallel ranks).
+std::string render_plan(const Problem& problem, const Plan& plan, const std::vector<Node>& nodes);
+
+std::string render_svg(const Problem& problem, const Plan& plan);
+
+}  // namespace tessera::planner

@@ -1,0 +1,106 @@
+// `tessera plan` run as a user runs it; its mig-parted output checked by the
+// real `tessera mig validate`, its device-plugin configs by `tessera config validate`.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "support/run.hpp"
+
+namespace tessera {
+namespace {
+
+using testing::run;
+using testing::TempDir;
+const std::string kBin = TESSERA_BIN;
+const std::string kExample = std::string(TESSERA_EXAMPLES) + "/fleet.yaml";
+const std::string kWorkload = std::string(TESSERA_SHARED_DATA) + "/workloads/llm-mix-37.csv";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(PlanCli, ExampleWritesEveryOutputAndTheyValidate) {
+  TempDir dir;
+  std::string svg = dir.path() + "/plan.svg";
+  auto r = run({kBin, "plan", "-f", kExample, "-o", dir.path() + "/out", "--json", "--svg", svg});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["gpus_used"], 9);
+  EXPECT_EQ(j["lower_bound"], 9);
+  EXPECT_EQ(j["optimal"], true);
+  EXPECT_EQ(j["baselines"]["whole-gpu"], 17);
+  EXPECT_TRUE(j["baselines"].contains("all-1g"));
+  EXPECT_TRUE(j["baselines"].contains("all-balanced"));
+
+  auto v = run({kBin, "mig", "validate", "-f", dir.path() + "/out/mig-parted.yaml"});
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_NE(v.out.find(": valid: 4 configs"), std::string::npos) << v.out;
+  for (const char* f : {"device-plugin-mps.yaml", "device-plugin-time-slicing.yaml"}) {
+    auto c = run({kBin, "config", "validate", "-f", dir.path() + "/out/" + f});
+    EXPECT_EQ(c.exit_code, 0) << f << "\n" << c.err;
+  }
+  auto deployments = slurp(dir.path() + "/out/deployments.yaml");
+  EXPECT_NE(deployments.find("nvidia.com/mig-3g.40gb.shared: 1"), std::string::npos) << deployments;
+  EXPECT_NE(deployments.find("VLLM_GPU_MEMORY_UTILIZATION"), std::string::npos);
+  EXPECT_NE(deployments.find("nvidia.com/gpu: 4"), std::string::npos);
+  auto map = slurp(svg);
+  EXPECT_EQ(map.rfind("<svg", 0), 0u);
+  EXPECT_NE(map.find("llama3-70b-bf16"), std::string::npos);
+  EXPECT_NE(slurp(dir.path() + "/out/nodes.yaml").find("mig-config: tessera-a100-sxm4-80gb-whole"), std::string::npos);
+}
+
+TEST(PlanCli, WorkloadCsvOnEveryModelValidates) {
+  for (const char* gpu : {"A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB"}) {
+    TempDir dir;
+    for (const char* mode : {"exact", "fast"}) {
+      auto r = run({kBin, "plan", "-f", kWorkload, "--gpu", gpu, "--mode", mode, "--json", "-o", dir.path()});
+      ASSERT_EQ(r.exit_code, 0) << gpu << " " << mode << "\n" << r.err;
+      auto j = nlohmann::json::parse(r.out);
+      EXPECT_GE(j["gpus_used"].get<int>(), j["lower_bound"].get<int>());
+      if (std::string(mode) == "exact") {
+        EXPECT_EQ(j["optimal"], true) << gpu;
+      }
+      EXPECT_LT(j["gpus_used"].get<int>(), j["baselines"]["whole-gpu"].get<int>()) << gpu;
+      auto v = run({kBin, "mig", "validate", "-f", dir.path() + "/mig-parted.yaml"});
+      EXPECT_EQ(v.exit_code, 0) << gpu << "\n" << v.err;
+    }
+  }
+}
+
+TEST(PlanCli, TooSmallFleet) {
+  TempDir dir;
+  auto spec = dir.write("fleet.yaml",
+                        "fleet:\n  - gpu: H100-SXM5-80GB\n    count: 2\nservices:\n"
+                        "  - {name: chat, memory: 70GiB, replicas: 5}\n");
+  auto r = run({kBin, "plan", "-f", spec});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, spec + ":2:5: error: fleet[0].count: the fleet is too small: 3 more H100-SXM5-80GB (5 in all) would "
+                   "make it feasible\n");
+}
+
+TEST(PlanCli, BadInputNamesFileLineAndField) {
+  TempDir dir;
+  auto spec = dir.write("fleet.yaml",
+                        "fleet:\n  - gpu: H100-SXM5-80GB\nservices:\n"
+                        "  - {name: chat, memory: 70GiB, replicas: -1}\n"
+                        "  - {name: huge, memory: 300GiB}\n");
+  auto r = run({kBin, "plan", "-f", spec});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, spec + ":4:43: error: services[0].replicas: -1 is out of range (allowed: 1 to 1000000)\n");
+  auto huge = dir.write("huge.yaml", "fleet:\n  - gpu: H100-SXM5-80GB\nservices:\n  - {name: huge, memory: 300GiB}\n");
+  auto h = run({kBin, "plan", "-f", huge});
+  EXPECT_EQ(h.exit_code, 1);
+  EXPECT_EQ(h.err, huge + ":4:5: error: services[0]: service 'huge' fits nowhere: needs 300 GiB per replica, more than "
+                          "a whole H100-SXM5-80GB (79.6 GiB); set gpus: 4 or more for tensor parallelism\n");
+  auto u = run({kBin, "plan", "-f", kWorkload, "--gpu", "H300"});
+  EXPECT_EQ(u.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace tessera
