@@ -14,6 +14,7 @@
 #include "planner/outputs.hpp"
 #include "planner/plan_check.hpp"
 #include "planner/report.hpp"
+#include "core/text.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -128,8 +129,7 @@ int run_plan(const PlanArgs& args) {
   if (spec->fleet.empty()) {  // a CSV of services: the fleet comes from --gpu
     const GpuModel* model = catalog.find(args.gpu.empty() ? "A100-SXM4-80GB" : args.gpu);
     if (!model) {
-      std::string hint;
-      for (const auto& n : catalog.nearest_names(args.gpu)) hint += (hint.empty() ? "" : ", ") + n;
+      std::string hint = join(catalog.nearest_names(args.gpu));
       std::cerr << "tessera plan: unknown GPU model '" << args.gpu << "' (nearest: " << hint << ")\n";
       return kExitUsage;
     }

@@ -9,6 +9,7 @@
 #include "config/mig_parted.hpp"
 #include "config/yaml_document.hpp"
 #include "core/units.hpp"
+#include "core/text.hpp"
 
 namespace tessera::config {
 namespace {
@@ -199,8 +200,7 @@ std::optional<FleetGpuSpec> parse_fleet_gpu(const YamlNode& node, const Catalog&
       if (!name) continue;
       g.model = catalog.find(*name);
       if (!g.model) {
-        std::string hint;
-        for (const auto& n : catalog.nearest_names(*name)) hint += (hint.empty() ? "" : ", ") + n;
+        std::string hint = join(catalog.nearest_names(*name));
         diags.error(e.value.where(), e.value.path(), "unknown GPU model '" + *name + "' (nearest: " + hint + ")");
       } else if (g.model->profiles.empty()) {
         diags.error(e.value.where(), e.value.path(), "GPU model '" + g.model->name + "' has no MIG profiles");
@@ -229,8 +229,7 @@ void check_capacity_profiles(const FleetSpec& spec, Diagnostics& diags) {
           names.push_back(p.name);
         }
       if (known) continue;
-      std::string hint;
-      for (const auto& n : nearest(c.profile, names, 3)) hint += (hint.empty() ? "" : ", ") + n;
+      std::string hint = join(nearest(c.profile, names, 3));
       diags.error(c.where, s.field + ".capacity." + c.profile,
                   "unknown MIG profile '" + c.profile + "' for the fleet's GPUs (nearest: " + hint + "; or 'gpu')");
     }
