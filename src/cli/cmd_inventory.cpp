@@ -1,8 +1,178 @@
-// tessera inventory: not yet implemented.
+// tessera inventory: the node's GPUs as NVML reports them, with their MIG
+// mode, GPU and compute instances and MIG devices.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.hpp"
+#include "cli/nvml_driver.hpp"
+#include "cli/output.hpp"
+#include "core/units.hpp"
+#include "nvml/inventory.hpp"
 
 namespace tessera::cli {
+namespace {
 
-void add_inventory_command(CLI::App&, int&) {}
+struct InventoryArgs {
+  DriverOptions driver;
+  bool json = false;
+  bool profiles = false;
+};
+
+nlohmann::json memory_json(const nvml::MemoryInfo& m) {
+  return {{"total_bytes", m.total}, {"used_bytes", m.used}, {"free_bytes", m.free}, {"reserved_bytes", m.reserved}};
+}
+
+nlohmann::json placement_json(const Placement& p) { return {{"start", p.start}, {"size", p.size}}; }
+
+nlohmann::json to_json(const nvml::Inventory& inv) {
+  auto gpus = nlohmann::json::array();
+  for (const auto& g : inv.gpus) {
+    auto gis = nlohmann::json::array();
+    for (const auto& gi : g.gpu_instances) {
+      auto cis = nlohmann::json::array();
+      for (const auto& ci : gi.compute_instances)
+        cis.push_back({{"id", ci.info.id},
+                       {"profile", ci.profile},
+                       {"profile_id", ci.info.profile_id},
+                       {"placement", placement_json(ci.info.placement)}});
+      gis.push_back({{"id", gi.info.id},
+                     {"profile", gi.profile},
+                     {"profile_id", gi.info.profile_id},
+                     {"placement", placement_json(gi.info.placement)},
+                     {"compute_instances", cis}});
+    }
+    auto migs = nlohmann::json::array();
+    for (const auto& m : g.mig_devices)
+      migs.push_back({{"uuid", m.uuid},
+                      {"gpu_instance", m.gpu_instance_id},
+                      {"compute_instance", m.compute_instance_id},
+                      {"memory", memory_json(m.memory)}});
+    nlohmann::json gpu = {{"index", g.index},
+                          {"name", g.name},
+                          {"model", g.model},
+                          {"uuid", g.uuid},
+                          {"pci_bus_id", g.pci.bus_id},
+                          {"pci_device_id", format_pci_id(g.pci.pci_device_id)},
+                          {"memory", memory_json(g.memory)},
+                          {"mig", {{"current", g.mig.current}, {"pending", g.mig.pending}}},
+                          {"gpu_instances", gis},
+                          {"mig_devices", migs}};
+    gpu["minor"] = g.minor ? nlohmann::json(*g.minor) : nlohmann::json(nullptr);
+    if (!g.notes.empty()) gpu["notes"] = g.notes;
+    gpus.push_back(std::move(gpu));
+  }
+  return {{"driver_version", inv.driver_version}, {"cuda_version", inv.cuda_version}, {"gpus", gpus}};
+}
+
+std::string on_off(bool b) { return b ? "on" : "off"; }
+
+void print_table(const nvml::Inventory& inv, std::ostream& out) {
+  out << "driver " << inv.driver_version << ", CUDA " << (inv.cuda_version.empty() ? "?" : inv.cuda_version) << ", "
+      << inv.gpus.size() << " GPUs\n";
+  Table gpus({"GPU", "MODEL", "UUID", "PCI", "MEMORY", "USED", "MIG", "MIG-PENDING"});
+  for (const auto& g : inv.gpus)
+    gpus.add({std::to_string(g.index), g.model.empty() ? g.name : g.model, g.uuid, g.pci.bus_id,
+              format_bytes(g.memory.total), format_bytes(g.memory.used), on_off(g.mig.current), on_off(g.mig.pending)});
+  gpus.print(out);
+  for (const auto& g : inv.gpus)
+    for (const auto& note : g.notes) out << "GPU " << g.index << ": not readable: " << note << '\n';
+  bool any = false;
+  Table instances({"GPU", "GI", "PROFILE", "PLACEMENT", "CI", "CI-PROFILE", "MIG-DEVICE", "MEMORY", "USED"});
+  for (const auto& g : inv.gpus)
+    for (const auto& gi : g.gpu_instances) {
+      std::string where = std::to_string(gi.info.placement.start) + ":" + std::to_string(gi.info.placement.size);
+      if (gi.compute_instances.empty())
+        instances.add(
+            {std::to_string(g.index), std::to_string(gi.info.id), gi.profile, where, "-", "-", "-", "-", "-"});
+      for (const auto& ci : gi.compute_instances) {
+        std::string uuid = "-", total = "-", used = "-";
+        for (const auto& m : g.mig_devices)
+          if (m.gpu_instance_id == gi.info.id && m.compute_instance_id == ci.info.id) {
+            uuid = m.uuid;
+            total = format_bytes(m.memory.total);
+            used = format_bytes(m.memory.used);
+          }
+        instances.add({std::to_string(g.index), std::to_string(gi.info.id), gi.profile, where,
+                       std::to_string(ci.info.id), ci.profile, uuid, total, used});
+      }
+      any = true;
+    }
+  if (any) {
+    out << '\n';
+    instances.print(out);
+  }
+}
+
+// Every GPU-instance profile the driver reports for each GPU, with its
+// possible placements (read-only: for comparing a driver with the catalog).
+nlohmann::json profiles_json(const nvml::Session& session, uint32_t index) {
+  auto gpu = session.device(index);
+  if (!gpu) return {{"error", gpu.error().message()}};
+  auto profiles = gpu->gpu_instance_profiles();
+  if (!profiles) return {{"error", profiles.error().message()}};
+  auto out = nlohmann::json::array();
+  for (const auto& p : *profiles) {
+    nlohmann::json j = {{"index", p.index},
+                        {"id", p.id},
+                        {"name", p.name},
+                        {"slices", p.slice_count},
+                        {"instance_count", p.instance_count},
+                        {"multiprocessors", p.multiprocessor_count},
+                        {"memory_mib", p.memory_mib},
+                        {"engines",
+                         {{"copy", p.engines.copy},
+                          {"decoders", p.engines.decoders},
+                          {"encoders", p.engines.encoders},
+                          {"jpegs", p.engines.jpegs},
+                          {"ofas", p.engines.ofas}}}};
+    if (auto placements = gpu->possible_placements(p.id)) {
+      auto arr = nlohmann::json::array();
+      for (const auto& pl : *placements) arr.push_back(placement_json(pl));
+      j["placements"] = arr;
+    } else {
+      j["placements_error"] = placements.error().message();
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+int run_inventory(const InventoryArgs& args) {
+  auto session = open_nvml(args.driver);
+  if (!session) {
+    std::cerr << "tessera inventory: " << session.error().message << '\n';
+    return kExitInvalid;
+  }
+  auto inv = nvml::collect_inventory(*session);
+  if (!inv) {
+    std::cerr << "tessera inventory: " << inv.error().message() << '\n';
+    return kExitInvalid;
+  }
+  if (args.json) {
+    auto j = to_json(*inv);
+    if (args.profiles)
+      for (auto& g : j["gpus"]) g["profiles"] = profiles_json(*session, g["index"].get<uint32_t>());
+    std::cout << j.dump(2) << '\n';
+  } else {
+    print_table(*inv, std::cout);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_inventory_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<InventoryArgs>();
+  auto* cmd = app.add_subcommand(
+      "inventory",
+      "List the node's GPUs through NVML: model, UUID, PCI bus id, memory, MIG mode (current and pending),\n"
+      "GPU instances with their placements, compute instances and MIG devices with their UUIDs and memory.");
+  add_driver_options(*cmd, args->driver);
+  cmd->add_flag("--json", args->json, "Print the inventory as JSON");
+  cmd->add_flag(
+      "--profiles", args->profiles,
+      "With --json: add each GPU's GPU-instance profiles and their possible placements, as the driver reports them");
+  cmd->callback([args, &exit_code] { exit_code = run_inventory(*args); });
+}
 
 }  // namespace tessera::cli

@@ -1,8 +1,209 @@
-// tessera sim: not yet implemented.
+// tessera sim ...: simulated GPU nodes. `create` makes one; the others drive
+// it as hardware and workloads would (processes, activity, Xid and ECC
+// events, resets, planned NVML faults). Any command given `--sim DIR` then
+// talks to that node through the simulator's libnvidia-ml.so.1.
+#include <iostream>
+
 #include "cli/commands.hpp"
+#include "cli/nvml_driver.hpp"
+#include "cli/output.hpp"
+#include "core/units.hpp"
+#include "nvml/error.hpp"
 
 namespace tessera::cli {
+namespace {
 
-void add_sim_command(CLI::App&, int&) {}
+struct SimArgs {
+  std::string dir;
+  // create
+  std::string gpu_model;
+  uint32_t count = 1;
+  std::string nvlink = "none";
+  bool mig = false;
+  uint64_t seed = 1;
+  std::string driver_version;
+  // the others
+  uint32_t gpu = 0;
+  std::string mig_device;
+  uint32_t pid = 0;
+  std::string memory = "0";
+  uint64_t xid = 0;
+  std::string ecc;
+  std::string function;
+  std::string error = "NVML_ERROR_UNKNOWN";
+  uint32_t nth = 1;
+  uint32_t times = 1;
+  int64_t gpu_instance = -1;
+  double gpu_util = -1, memory_util = -1, sm_util = -1, sm_occupancy = -1, dram_bw = -1;
+};
+
+int report(const char* what, const Result<nlohmann::json>& r) {
+  if (!r) {
+    std::cerr << "tessera sim " << what << ": " << r.error().message << '\n';
+    return kExitInvalid;
+  }
+  return kExitOk;
+}
+
+int run_create(const SimArgs& a) {
+  nlohmann::json req = {{"op", "create"},   {"dir", a.dir}, {"gpu", a.gpu_model},
+                        {"count", a.count}, {"mig", a.mig}, {"nvlink_all", a.nvlink == "all"},
+                        {"seed", a.seed}};
+  if (!a.driver_version.empty()) req["driver_version"] = a.driver_version;
+  auto r = sim_control(req);
+  if (int rc = report("create", r); rc != kExitOk) return rc;
+  const auto& gpus = (*r)["gpus"];
+  std::cout << "created " << a.dir << ": " << gpus.size() << " x " << gpus[0]["model"].get<std::string>()
+            << (a.nvlink == "all" ? ", NVLink between all" : "") << (a.mig ? ", MIG on" : "") << '\n';
+  return kExitOk;
+}
+
+int run_process(const SimArgs& a, bool end) {
+  nlohmann::json req = {{"op", end ? "end-process" : "process"}, {"dir", a.dir}, {"pid", a.pid}};
+  if (!end) {
+    auto bytes = parse_bytes(a.memory);
+    if (!bytes) {
+      std::cerr << "tessera sim process: --memory: " << bytes.error().message << '\n';
+      return kExitUsage;
+    }
+    req["memory_bytes"] = *bytes;
+    if (!a.mig_device.empty())
+      req["mig_device"] = a.mig_device;
+    else
+      req["gpu"] = a.gpu;
+  }
+  return report(end ? "end-process" : "process", sim_control(req));
+}
+
+int run_event(const SimArgs& a) {
+  nlohmann::json req = {{"op", "event"}, {"dir", a.dir}, {"gpu", a.gpu}};
+  if (!a.ecc.empty())
+    req["kind"] = "ecc-" + a.ecc;
+  else {
+    req["kind"] = "xid";
+    req["xid"] = a.xid;
+  }
+  if (a.gpu_instance >= 0) req["gpu_instance"] = a.gpu_instance;
+  return report("event", sim_control(req));
+}
+
+int run_activity(const SimArgs& a) {
+  nlohmann::json req = {{"op", "activity"}, {"dir", a.dir}, {"gpu", a.gpu}};
+  if (a.gpu_instance >= 0) req["gpu_instance"] = a.gpu_instance;
+  auto put = [&](const char* key, double v) {
+    if (v >= 0) req[key] = v;
+  };
+  if (a.gpu_util >= 0) req["gpu_util"] = static_cast<uint32_t>(a.gpu_util);
+  if (a.memory_util >= 0) req["memory_util"] = static_cast<uint32_t>(a.memory_util);
+  put("sm_util", a.sm_util);
+  put("sm_occupancy", a.sm_occupancy);
+  put("dram_bw_util", a.dram_bw);
+  return report("activity", sim_control(req));
+}
+
+int run_fault(const SimArgs& a) {
+  nvml::Return code{};
+  if (!nvml::parse_return_name(a.error, code)) {
+    std::cerr << "tessera sim fault: --error: '" << a.error
+              << "' is not an NVML return code (e.g. NVML_ERROR_UNKNOWN, NVML_ERROR_GPU_IS_LOST)\n";
+    return kExitUsage;
+  }
+  return report("fault", sim_control({{"op", "fault"},
+                                      {"dir", a.dir},
+                                      {"function", a.function},
+                                      {"error", static_cast<int>(code)},
+                                      {"nth", a.nth},
+                                      {"times", a.times}}));
+}
+
+CLI::Option* add_dir(CLI::App* cmd, SimArgs& a) {
+  return cmd->add_option("dir", a.dir, "The simulated node's directory")->required()->envname("TESSERA_SIM");
+}
+
+}  // namespace
+
+void add_sim_command(CLI::App& app, int& exit_code) {
+  auto* sim = app.add_subcommand("sim", "Simulated GPU nodes: make one, then drive it (use it with --sim DIR)");
+  sim->require_subcommand(1);
+  auto a = std::make_shared<SimArgs>();
+
+  auto* create = sim->add_subcommand("create", "Make a simulated node: GPUs of one catalog model");
+  add_dir(create, *a);
+  create->add_option("--gpu", a->gpu_model, "GPU model (catalog name or alias, e.g. A100-80GB, H100-80GB, H200)")
+      ->required();
+  create->add_option("--count", a->count, "Number of GPUs (1-16)")->check(CLI::Range(1, 16));
+  create->add_option("--nvlink", a->nvlink, "NVLink: 'all' connects every pair of GPUs, 'none' (default) none")
+      ->check(CLI::IsMember({"all", "none"}));
+  create->add_flag("--mig", a->mig, "Start with MIG mode enabled on every GPU");
+  create->add_option("--seed", a->seed, "Seed of the GPU and MIG device UUIDs");
+  create->add_option("--driver-version", a->driver_version, "Driver version to report (default 550.90.07)");
+  create->callback([a, &exit_code] { exit_code = run_create(*a); });
+
+  auto* process = sim->add_subcommand("process", "Start a simulated process holding GPU memory");
+  add_dir(process, *a);
+  process->add_option("--pid", a->pid, "Its process id")->required();
+  process->add_option("--memory", a->memory, "GPU memory it holds (e.g. 4GiB)");
+  auto* on_gpu = process->add_option("--gpu", a->gpu, "On this GPU (index; not in MIG mode)");
+  process->add_option("--mig-device", a->mig_device, "On this MIG device (UUID)")->excludes(on_gpu);
+  process->callback([a, &exit_code] { exit_code = run_process(*a, false); });
+
+  auto* end = sim->add_subcommand("end-process", "End a simulated process");
+  add_dir(end, *a);
+  end->add_option("--pid", a->pid, "Its process id")->required();
+  end->callback([a, &exit_code] { exit_code = run_process(*a, true); });
+
+  auto* event = sim->add_subcommand("event", "Raise an Xid or ECC event on a GPU");
+  add_dir(event, *a);
+  event->add_option("--gpu", a->gpu, "GPU index");
+  auto* xid = event->add_option("--xid", a->xid, "Xid number (e.g. 79: fallen off the bus)");
+  auto* ecc =
+      event->add_option("--ecc", a->ecc, "ECC error: single or double")->check(CLI::IsMember({"single", "double"}));
+  xid->excludes(ecc);
+  event->add_option("--gpu-instance", a->gpu_instance, "GPU instance the event concerns");
+  event->callback([a, xid, ecc, &exit_code] {
+    if (xid->count() + ecc->count() != 1) {
+      std::cerr << "tessera sim event: give --xid N or --ecc single|double\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    exit_code = run_event(*a);
+  });
+
+  auto* activity = sim->add_subcommand("activity", "Set a GPU's (or GPU instance's) utilisation and GPM activity");
+  add_dir(activity, *a);
+  activity->add_option("--gpu", a->gpu, "GPU index");
+  activity->add_option("--gpu-instance", a->gpu_instance, "GPU instance id (GPM activity only)");
+  activity->add_option("--gpu-util", a->gpu_util, "GPU utilisation, percent")->check(CLI::Range(0.0, 100.0));
+  activity->add_option("--memory-util", a->memory_util, "Memory utilisation, percent")->check(CLI::Range(0.0, 100.0));
+  activity->add_option("--sm-util", a->sm_util, "GPM SM utilisation, percent")->check(CLI::Range(0.0, 100.0));
+  activity->add_option("--sm-occupancy", a->sm_occupancy, "GPM SM occupancy, percent")->check(CLI::Range(0.0, 100.0));
+  activity->add_option("--dram-bw", a->dram_bw, "GPM DRAM bandwidth utilisation, percent")
+      ->check(CLI::Range(0.0, 100.0));
+  activity->callback([a, &exit_code] { exit_code = run_activity(*a); });
+
+  auto* fault = sim->add_subcommand("fault", "Make the Nth call of an NVML function return an error");
+  add_dir(fault, *a);
+  fault->add_option("--function", a->function, "NVML function, e.g. nvmlDeviceGetCount_v2")->required();
+  fault->add_option("--error", a->error, "NVML return code, e.g. NVML_ERROR_UNKNOWN (the default)");
+  fault->add_option("--nth", a->nth, "Which call fails, counted from the next across all processes (default 1)")
+      ->check(CLI::PositiveNumber);
+  fault->add_option("--times", a->times, "How many calls in a row fail (default 1)")->check(CLI::PositiveNumber);
+  fault->callback([a, &exit_code] { exit_code = run_fault(*a); });
+
+  auto* reset = sim->add_subcommand("reset", "Reset a GPU: applies a pending MIG mode (refused while processes run)");
+  add_dir(reset, *a);
+  reset->add_option("--gpu", a->gpu, "GPU index");
+  reset->callback([a, &exit_code] {
+    exit_code = report("reset", sim_control({{"op", "reset"}, {"dir", a->dir}, {"gpu", a->gpu}}));
+  });
+
+  auto* show = sim->add_subcommand("show", "Print the node's state as JSON");
+  add_dir(show, *a);
+  show->callback([a, &exit_code] {
+    auto r = sim_control({{"op", "show"}, {"dir", a->dir}});
+    exit_code = report("show", r);
+    if (r) std::cout << r->dump(2) << '\n';
+  });
+}
 
 }  // namespace tessera::cli

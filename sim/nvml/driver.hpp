@@ -1,0 +1,129 @@
+// The simulated driver's per-process half: NVML's init count, the node store
+// opened by nvmlInit_v2 (directory from TESSERA_SIM_DIR), and the handles
+// given out. Handles are interned by what they name (a GPU index, or the
+// never-reused uid of an instance), so asking twice gives the same pointer,
+// and a handle to a destroyed instance stays invalid. This is a C library's
+// state, hence one per process; every entry point takes its mutex. The node
+// directory is read at the first nvmlInit_v2, so a process uses one node
+// until its last nvmlShutdown.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <tuple>
+
+#include "mig_engine.hpp"
+#include "node_store.hpp"
+#include "nvml/abi.hpp"
+#include "nvml/functions.hpp"
+
+// Declares every entry point with the loader's signatures, so a definition
+// below that disagrees fails to compile.
+namespace tessera::nvml::abi {
+extern "C" {
+#define TESSERA_SIM_DECLARE(ret, name, params) ret name params;
+TESSERA_NVML_FUNCTIONS(TESSERA_SIM_DECLARE, TESSERA_SIM_DECLARE)
+#undef TESSERA_SIM_DECLARE
+}
+}  // namespace tessera::nvml::abi
+
+// Exported NVML entry points: default visibility in a library built with
+// -fvisibility=hidden, C linkage.
+#define TESSERA_SIM_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace tessera::sim {
+
+using namespace nvml::abi;
+
+enum class HandleKind : uint32_t { gpu, mig_device, gpu_instance, compute_instance };
+
+constexpr uint32_t kHandleMagic = 0x7E55E2A1;
+
+struct SimHandle {
+  uint32_t magic = kHandleMagic;
+  HandleKind kind = HandleKind::gpu;
+  uint32_t gpu = 0;
+  uint64_t uid = 0;  // GPU instance uid, or compute instance uid for MIG devices
+};
+
+struct SimEventSet {
+  uint32_t magic = kHandleMagic;
+  std::map<uint32_t, unsigned long long> registered;  // GPU index -> event types
+  uint64_t last_seq = 0;
+};
+
+struct SimGpmSample {
+  uint32_t magic = kHandleMagic;
+  bool taken = false;
+  uint32_t gpu = 0;
+  int64_t gpu_instance = -1;
+  Activity activity;
+  uint64_t taken_ns = 0;
+};
+
+// A device handle resolved against the current node.
+struct DeviceRef {
+  uint32_t gpu = 0;
+  const SimGpuInstance* gi = nullptr;      // set for MIG devices
+  const SimComputeInstance* ci = nullptr;  // set for MIG devices
+  bool is_mig() const { return ci != nullptr; }
+};
+
+class Driver {
+ public:
+  Driver() = default;
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+  ~Driver();
+
+  std::mutex mu;
+  int init_count = 0;
+  std::unique_ptr<NodeStore> store;
+  std::set<SimEventSet*> event_sets;
+  std::set<SimGpmSample*> gpm_samples;
+
+  SimHandle* intern(HandleKind kind, uint32_t gpu, uint64_t uid);
+  nvmlDevice_t gpu_handle(uint32_t gpu) { return reinterpret_cast<nvmlDevice_t>(intern(HandleKind::gpu, gpu, 0)); }
+  // Drops every handle and object (on the last nvmlShutdown).
+  void reset();
+
+  // NVML_SUCCESS, or the error a planned fault makes this call return;
+  // `current` is the node as just read (most calls have no fault planned).
+  Return inject_fault(const char* function, const Node& current);
+  // Applies `change` under the node lock; writes the node back when it
+  // returns NVML_SUCCESS.
+  Return mutate(const std::function<Return(Node&)>& change);
+
+ private:
+  std::map<std::tuple<HandleKind, uint32_t, uint64_t>, std::unique_ptr<SimHandle>> handles_;
+};
+
+Driver& driver();
+
+// Resolves a device handle: a whole GPU or a live MIG device.
+Return resolve_device(const Node& node, nvmlDevice_t device, DeviceRef& out);
+// Resolves a whole-GPU handle only (INVALID_ARGUMENT for a MIG device).
+Return resolve_gpu(const Node& node, nvmlDevice_t device, uint32_t& gpu);
+Return resolve_gpu_instance(const Node& node, nvmlGpuInstance_t handle, uint32_t& gpu, const SimGpuInstance*& gi);
+Return resolve_compute_instance(const Node& node, nvmlComputeInstance_t handle, uint32_t& gpu, ComputeRef& ref);
+
+// The common frame of an entry point: initialised, fault plan, current node.
+template <class Body>
+Return call(const char* function, Body&& body) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (d.init_count == 0 || !d.store) return NVML_ERROR_UNINITIALIZED;
+  auto node = d.store->read();
+  if (!node) return NVML_ERROR_UNKNOWN;
+  if (Return r = d.inject_fault(function, **node); r != NVML_SUCCESS) return r;
+  return body(d, **node);
+}
+
+// Copies `text` into an NVML string buffer; INSUFFICIENT_SIZE when it does not fit.
+Return copy_string(const std::string& text, char* buffer, unsigned int length);
+
+constexpr uint64_t kMiB = 1024ULL * 1024ULL;
+
+}  // namespace tessera::sim

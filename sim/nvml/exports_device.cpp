@@ -1,0 +1,349 @@
+// Simulated NVML: initialisation, system queries and whole-device queries.
+#include <cstdlib>
+#include <cstring>
+
+#include "driver.hpp"
+#include "nvml/functions.hpp"
+
+using namespace tessera::sim;
+
+namespace {
+
+uint64_t used_bytes(const Node& node, uint32_t gpu, int64_t gi) {
+  uint64_t used = 0;
+  for (const auto& p : node.processes)
+    if (p.gpu == gpu && (gi < 0 || p.gpu_instance == gi)) used += p.memory_bytes;
+  return used;
+}
+
+// Total and used bytes of a GPU or of a MIG device (its GPU instance's memory).
+void memory_of(const Node& node, const DeviceRef& ref, uint64_t& total, uint64_t& used) {
+  const auto& model = model_of(node.gpus[ref.gpu]);
+  if (ref.is_mig()) {
+    const auto* p = model.profile_by_id(ref.gi->profile_id);
+    total = (p ? p->memory_mib : 0) * kMiB;
+    used = used_bytes(node, ref.gpu, ref.gi->id);
+  } else {
+    total = model.memory_mib * kMiB;
+    used = used_bytes(node, ref.gpu, -1);
+  }
+  if (used > total) used = total;
+}
+
+nvmlDeviceArchitecture_t architecture_of(const tessera::GpuModel& model) {
+  if (model.architecture == "Ampere") return NVML_DEVICE_ARCH_AMPERE;
+  if (model.architecture == "Hopper") return NVML_DEVICE_ARCH_HOPPER;
+  if (model.architecture == "Blackwell") return NVML_DEVICE_ARCH_BLACKWELL;
+  return NVML_DEVICE_ARCH_UNKNOWN;
+}
+
+void fill_pci(const Node& node, uint32_t gpu, nvmlPciInfo_t* pci) {
+  const auto& g = node.gpus[gpu];
+  std::memset(pci, 0, sizeof *pci);
+  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02X:00.0", g.bus);
+  std::snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", g.bus);
+  pci->domain = 0;
+  pci->bus = g.bus;
+  pci->device = 0;
+  pci->pciDeviceId = model_of(g).pci_device_id;
+  pci->pciSubSystemId = 0x147F10DE;
+}
+
+// NVLink links per GPU: 12 on Ampere (A100), 18 on Hopper and Blackwell.
+unsigned int nvlink_count(const tessera::GpuModel& model) { return model.architecture == "Ampere" ? 12 : 18; }
+
+}  // namespace
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlInit_v2(void) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (d.init_count == 0) {
+    const char* dir = std::getenv("TESSERA_SIM_DIR");
+    if (!dir || !*dir) return NVML_ERROR_DRIVER_NOT_LOADED;
+    auto store = NodeStore::open(dir);
+    if (!store) return NVML_ERROR_DRIVER_NOT_LOADED;
+    d.store = std::move(*store);
+  }
+  auto node = d.store->read();
+  Return r = node ? d.inject_fault("nvmlInit_v2", **node) : NVML_ERROR_UNKNOWN;
+  if (r != NVML_SUCCESS) {
+    if (d.init_count == 0) d.reset();
+    return r;
+  }
+  ++d.init_count;
+  return NVML_SUCCESS;
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlShutdown(void) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (d.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  auto node = d.store->read();
+  if (!node) return NVML_ERROR_UNKNOWN;
+  if (Return r = d.inject_fault("nvmlShutdown", **node); r != NVML_SUCCESS) return r;
+  if (--d.init_count == 0) d.reset();
+  return NVML_SUCCESS;
+}
+
+TESSERA_SIM_EXPORT const char* nvmlErrorString(nvmlReturn_t result) {
+  switch (result) {
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+      return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_NOT_FOUND:
+      return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT:
+      return "Timeout";
+    case NVML_ERROR_IN_USE:
+      return "In use by another client";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES:
+      return "Insufficient resources";
+    default:
+      return "Unknown Error";
+  }
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  return call("nvmlSystemGetDriverVersion",
+              [&](Driver&, const Node& node) { return copy_string(node.driver_version, version, length); });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* cudaDriverVersion) {
+  return call("nvmlSystemGetCudaDriverVersion_v2", [&](Driver&, const Node& node) {
+    if (!cudaDriverVersion) return NVML_ERROR_INVALID_ARGUMENT;
+    *cudaDriverVersion = node.cuda_version;
+    return NVML_SUCCESS;
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) {
+  return call("nvmlDeviceGetCount_v2", [&](Driver&, const Node& node) {
+    if (!deviceCount) return NVML_ERROR_INVALID_ARGUMENT;
+    *deviceCount = static_cast<unsigned int>(node.gpus.size());
+    return NVML_SUCCESS;
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+  return call("nvmlDeviceGetHandleByIndex_v2", [&](Driver& d, const Node& node) {
+    if (!device || index >= node.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+    *device = d.gpu_handle(index);
+    return NVML_SUCCESS;
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
+  return call("nvmlDeviceGetHandleByUUID", [&](Driver& d, const Node& node) {
+    if (!uuid || !device) return NVML_ERROR_INVALID_ARGUMENT;
+    for (uint32_t i = 0; i < node.gpus.size(); ++i) {
+      if (node.gpus[i].uuid == uuid) {
+        *device = d.gpu_handle(i);
+        return NVML_SUCCESS;
+      }
+      // MIG UUIDs give MIG device handles (facts 1.2).
+      for (const auto& gi : node.gpus[i].gpu_instances)
+        for (const auto& ci : gi.compute_instances)
+          if (ci.uuid == uuid) {
+            *device = reinterpret_cast<nvmlDevice_t>(d.intern(HandleKind::mig_device, i, ci.uid));
+            return NVML_SUCCESS;
+          }
+    }
+    return NVML_ERROR_NOT_FOUND;
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+  return call("nvmlDeviceGetName", [&](Driver&, const Node& node) {
+    DeviceRef ref;
+    if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
+    const auto& model = model_of(node.gpus[ref.gpu]);
+    // A few catalog models lack the name NVML gives them; say what they are.
+    std::string text = model.nvml_name.empty() ? "NVIDIA " + model.name : model.nvml_name;
+    if (ref.is_mig())
+      if (const auto* p = model.profile_by_id(ref.gi->profile_id)) text += " MIG " + p->name;
+    return copy_string(text, name, length);
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  return call("nvmlDeviceGetUUID", [&](Driver&, const Node& node) {
+    DeviceRef ref;
+    if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
+    return copy_string(ref.is_mig() ? ref.ci->uuid : node.gpus[ref.gpu].uuid, uuid, length);
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* minorNumber) {
+  return call("nvmlDeviceGetMinorNumber", [&](Driver&, const Node& node) {
+    uint32_t gpu = 0;
+    if (Return r = resolve_gpu(node, device, gpu); r != NVML_SUCCESS) return r;
+    if (!minorNumber) return NVML_ERROR_INVALID_ARGUMENT;
+    *minorNumber = node.gpus[gpu].minor;
+    return NVML_SUCCESS;
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  return call("nvmlDeviceGetPciInfo_v3", [&](Driver&, const Node& node) {
+    DeviceRef ref;
+    if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
+    if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
+    fill_pci(node, ref.gpu, pci);
+    return NVML_SUCCESS;
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  return call("nvmlDeviceGetMemoryInfo", [&](Driver&, const Node& node) {
+    DeviceRef ref;
+    if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
+    if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
+    uint64_t total = 0, used = 0;
+    memory_of(node, ref, total, used);
+    *memory = nvmlMemory_t{total, total - used, used};
+    return NVML_SUCCESS;
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
+  return call("nvmlDeviceGetMemoryInfo_v2", [&](Driver&, const Node& node) {
+    DeviceRef ref;
+    if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
+    if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
+    // The trap of nvidia-settings #78: the version is sizeof | 2 << 24, not 2.
+    if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    uint64_t total = 0, used = 0;
+    memory_of(node, ref, total, used);
+    memory->total = total;
+    memory->reserved = 0;
+    memory->free = total - used;
+    memory->used = used;
+    return NVML_SUCCESS;
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) {
+  return call("nvmlDeviceGetUtilizationRates", [&](Driver&, const Node& node) {
+    DeviceRef ref;
+    if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
+    if (ref.is_mig()) return NVML_ERROR_NOT_SUPPORTED;  // per-instance activity is GPM's job
+    if (!utilization) return NVML_ERROR_INVALID_ARGUMENT;
+    *utilization = nvmlUtilization_t{node.gpus[ref.gpu].gpu_util, node.gpus[ref.gpu].memory_util};
+    return NVML_SUCCESS;
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t* arch) {
+  return call("nvmlDeviceGetArchitecture", [&](Driver&, const Node& node) {
+    DeviceRef ref;
+    if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
+    if (!arch) return NVML_ERROR_INVALID_ARGUMENT;
+    *arch = architecture_of(model_of(node.gpus[ref.gpu]));
+    return NVML_SUCCESS;
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) {
+  return call("nvmlDeviceGetCudaComputeCapability", [&](Driver&, const Node& node) {
+    DeviceRef ref;
+    if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
+    if (!major || !minor) return NVML_ERROR_INVALID_ARGUMENT;
+    const auto& cc = model_of(node.gpus[ref.gpu]).compute_capability;  // "9.0"
+    *major = std::atoi(cc.c_str());
+    auto dot = cc.find('.');
+    *minor = dot == std::string::npos ? 0 : std::atoi(cc.c_str() + dot + 1);
+    return NVML_SUCCESS;
+  });
+}
+
+namespace {
+
+nvmlReturn_t running_processes(const char* function, nvmlDevice_t device, unsigned int* infoCount,
+                               nvmlProcessInfo_t* infos) {
+  return call(function, [&](Driver&, const Node& node) {
+    DeviceRef ref;
+    if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
+    if (!infoCount) return NVML_ERROR_INVALID_ARGUMENT;
+    std::vector<nvmlProcessInfo_t> found;
+    for (const auto& p : node.processes) {
+      if (p.gpu != ref.gpu) continue;
+      if (ref.is_mig() && p.gpu_instance != ref.gi->id) continue;
+      found.push_back(nvmlProcessInfo_t{
+          p.pid, p.memory_bytes, p.gpu_instance < 0 ? NVML_INSTANCE_ID_NONE : static_cast<unsigned int>(p.gpu_instance),
+          p.compute_instance < 0 ? NVML_INSTANCE_ID_NONE : static_cast<unsigned int>(p.compute_instance)});
+    }
+    unsigned int capacity = *infoCount;
+    *infoCount = static_cast<unsigned int>(found.size());
+    if (found.size() > capacity) return NVML_ERROR_INSUFFICIENT_SIZE;
+    if (!found.empty() && !infos) return NVML_ERROR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < found.size(); ++i) infos[i] = found[i];  // the 24-byte stride
+    return NVML_SUCCESS;
+  });
+}
+
+}  // namespace
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
+                                                                        nvmlProcessInfo_t* infos) {
+  return running_processes("nvmlDeviceGetComputeRunningProcesses_v3", device, infoCount, infos);
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int* infoCount,
+                                                                        nvmlProcessInfo_t* infos) {
+  return running_processes("nvmlDeviceGetComputeRunningProcesses_v2", device, infoCount, infos);
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                                    nvmlGpuTopologyLevel_t* pathInfo) {
+  return call("nvmlDeviceGetTopologyCommonAncestor", [&](Driver&, const Node& node) {
+    uint32_t a = 0, b = 0;
+    if (Return r = resolve_gpu(node, device1, a); r != NVML_SUCCESS) return r;
+    if (Return r = resolve_gpu(node, device2, b); r != NVML_SUCCESS) return r;
+    if (!pathInfo) return NVML_ERROR_INVALID_ARGUMENT;
+    // An HGX board: GPU pairs share a PCIe switch, each half of the board
+    // hangs off one CPU socket.
+    if (a == b)
+      *pathInfo = NVML_TOPOLOGY_INTERNAL;
+    else if (a / 2 == b / 2)
+      *pathInfo = NVML_TOPOLOGY_SINGLE;
+    else if (a / 4 == b / 4)
+      *pathInfo = NVML_TOPOLOGY_NODE;
+    else
+      *pathInfo = NVML_TOPOLOGY_SYSTEM;
+    return NVML_SUCCESS;
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                                         nvmlEnableState_t* isActive) {
+  return call("nvmlDeviceGetNvLinkState", [&](Driver&, const Node& node) {
+    uint32_t gpu = 0;
+    if (Return r = resolve_gpu(node, device, gpu); r != NVML_SUCCESS) return r;
+    if (!isActive || link >= nvlink_count(model_of(node.gpus[gpu]))) return NVML_ERROR_INVALID_ARGUMENT;
+    *isActive = node.gpus[gpu].nvlink_peers.empty() ? NVML_FEATURE_DISABLED : NVML_FEATURE_ENABLED;
+    return NVML_SUCCESS;
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                                    nvmlPciInfo_t* pci) {
+  return call("nvmlDeviceGetNvLinkRemotePciInfo_v2", [&](Driver&, const Node& node) {
+    uint32_t gpu = 0;
+    if (Return r = resolve_gpu(node, device, gpu); r != NVML_SUCCESS) return r;
+    const auto& peers = node.gpus[gpu].nvlink_peers;
+    if (!pci || link >= nvlink_count(model_of(node.gpus[gpu]))) return NVML_ERROR_INVALID_ARGUMENT;
+    if (peers.empty()) return NVML_ERROR_NOT_SUPPORTED;
+    // Links spread round-robin over the peers.
+    fill_pci(node, peers[link % peers.size()], pci);
+    return NVML_SUCCESS;
+  });
+}

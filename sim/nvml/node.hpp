@@ -1,0 +1,122 @@
+// A simulated GPU node, as data: the topology (fixed when the node is
+// created) and the driver's state (MIG mode, GPU and compute instances,
+// processes, pending events, the fault plan). Serialised as one JSON file in
+// the node's directory; see node_store.hpp for how processes share it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/catalog.hpp"
+#include "core/error.hpp"
+
+namespace tessera::sim {
+
+// Synthetic activity, in percent (GPM metrics and utilisation).
+struct Activity {
+  double sm_util = 0;
+  double sm_occupancy = 0;
+  double dram_bw_util = 0;
+};
+
+struct SimComputeInstance {
+  uint64_t uid = 0;  // never reused, so stale handles stay stale
+  uint32_t id = 0;
+  uint32_t profile_id = 0;
+  uint32_t start = 0;  // compute slices inside the GPU instance
+  uint32_t size = 0;
+  std::string uuid;  // the MIG device's "MIG-..."
+};
+
+struct SimGpuInstance {
+  uint64_t uid = 0;
+  uint32_t id = 0;
+  uint32_t profile_id = 0;
+  uint32_t start = 0;  // memory slices
+  uint32_t size = 0;
+  Activity activity;
+  std::vector<SimComputeInstance> compute_instances;
+};
+
+struct SimGpu {
+  std::string model;  // catalog name
+  std::string uuid;
+  uint32_t bus = 0;
+  uint32_t minor = 0;
+  std::vector<uint32_t> nvlink_peers;  // GPU indices
+  bool mig_current = false;
+  bool mig_pending = false;
+  uint32_t gpu_util = 0;
+  uint32_t memory_util = 0;
+  Activity activity;
+  std::vector<SimGpuInstance> gpu_instances;
+};
+
+// Instance ids are -1 for a process on a whole GPU.
+struct SimProcess {
+  uint32_t pid = 0;
+  uint32_t gpu = 0;
+  int64_t gpu_instance = -1;
+  int64_t compute_instance = -1;
+  uint64_t memory_bytes = 0;
+};
+
+struct SimEvent {
+  uint64_t seq = 0;
+  uint32_t gpu = 0;
+  uint64_t type = 0;
+  uint64_t data = 0;
+  int64_t gpu_instance = -1;
+  int64_t compute_instance = -1;
+};
+
+// Calls number nth .. nth + times - 1 of `function` (counted across every
+// process using the node) return `error`.
+struct SimFault {
+  std::string function;
+  uint32_t nth = 1;
+  uint32_t times = 1;
+  uint32_t calls = 0;
+  int error = 999;
+};
+
+struct Node {
+  uint64_t seed = 0;
+  std::string driver_version = "550.90.07";
+  int cuda_version = 12040;
+  std::vector<SimGpu> gpus;
+  std::vector<SimProcess> processes;
+  std::vector<SimEvent> events;
+  uint64_t next_event_seq = 1;
+  uint64_t next_uid = 1;
+  uint64_t mig_uuids_issued = 0;
+  std::vector<SimFault> faults;
+};
+
+struct NodeSpec {
+  std::string gpu;  // catalog name or alias
+  uint32_t count = 1;
+  bool nvlink_all = false;
+  bool mig = false;  // start with MIG mode enabled
+  uint64_t seed = 1;
+};
+
+// A fresh node from the catalog; errors name an unknown model or bad count.
+[[nodiscard]] Result<Node> make_node(const NodeSpec& spec);
+
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", the same for the same inputs.
+std::string make_uuid(const char* prefix, uint64_t seed, uint64_t salt, uint64_t index);
+// The next MIG device UUID of `node` (advances its counter).
+std::string next_mig_uuid(Node& node);
+
+// The catalog model of a simulated GPU (found when the node was created).
+const GpuModel& model_of(const SimGpu& gpu);
+
+std::string to_json_text(const Node& node);
+[[nodiscard]] Result<Node> node_from_json_text(const std::string& text);
+
+// Appends an event, keeping the most recent few hundred.
+void push_event(Node& node, uint32_t gpu, uint64_t type, uint64_t data, int64_t gi = -1, int64_t ci = -1);
+
+}  // namespace tessera::sim

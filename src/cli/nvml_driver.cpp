@@ -1,0 +1,86 @@
+#include "cli/nvml_driver.hpp"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+namespace tessera::cli {
+
+namespace fs = std::filesystem;
+
+void add_driver_options(CLI::App& command, DriverOptions& options) {
+  command.add_option("--sim", options.sim, "Use the simulated node in this directory instead of the GPUs' driver")
+      ->envname("TESSERA_SIM");
+  command.add_option("--nvml-library", options.nvml_library, "Load this NVML library instead of libnvidia-ml.so.1")
+      ->envname("TESSERA_NVML_LIBRARY");
+}
+
+std::string simulator_library_path() {
+  if (const char* env = std::getenv("TESSERA_SIM_LIBRARY"); env && *env) return env;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "libnvidia-ml.so.1";
+  return (exe.parent_path() / ".." / "sim" / "nvml" / "libnvidia-ml.so.1").lexically_normal().string();
+}
+
+Result<nvml::Session> open_nvml(const DriverOptions& options) {
+  std::string path = std::string(nvml::kDefaultLibrary);
+  if (!options.sim.empty()) {
+    if (!fs::exists(fs::path(options.sim) / "node.lock"))
+      return fail(Errc::not_found, options.sim + " is not a simulated node (make one with `tessera sim create " +
+                                       options.sim + " --gpu MODEL --count N`)");
+    path = simulator_library_path();
+    if (!fs::exists(path))
+      return fail(Errc::not_found, "the simulator library " + path + " is missing (set TESSERA_SIM_LIBRARY)");
+    // The simulator reads its node's directory when NVML is initialised.
+    setenv("TESSERA_SIM_DIR", options.sim.c_str(), 1);
+  } else if (!options.nvml_library.empty()) {
+    path = options.nvml_library;
+  }
+  auto library = nvml::Library::open(path);
+  if (!library) {
+    if (library.error().code == Errc::not_found && options.sim.empty())
+      return fail(Errc::not_found, "no NVIDIA driver found (" + library.error().message +
+                                       "); to use a simulated node instead, pass --sim DIR or set TESSERA_SIM=DIR "
+                                       "(make one with `tessera sim create DIR --gpu A100-80GB --count 2`)");
+    return unexpected<Error>(library.error());
+  }
+  auto session = nvml::Session::open(std::move(*library));
+  if (!session) {
+    // The library is installed but the kernel driver is not loaded.
+    if (session.error().code == nvml::abi::NVML_ERROR_DRIVER_NOT_LOADED && options.sim.empty())
+      return fail(Errc::driver, "no NVIDIA driver loaded (" + session.error().message() +
+                                    "); to use a simulated node instead, pass --sim DIR or set TESSERA_SIM=DIR");
+    return unexpected<Error>(session.error().to_error());
+  }
+  return std::move(*session);
+}
+
+Result<nlohmann::json> sim_control(const nlohmann::json& request) {
+  std::string path = simulator_library_path();
+  // RTLD_LOCAL, and closed after use: the control call needs no NVML session.
+  std::unique_ptr<void, int (*)(void*)> handle(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL), dlclose);
+  if (!handle) {
+    const char* why = dlerror();
+    return fail(Errc::not_found,
+                "cannot load the simulator library " + path + ": " + (why ? why : "?") + " (set TESSERA_SIM_LIBRARY)");
+  }
+  using Control = int (*)(const char*, char**);
+  using Free = void (*)(char*);
+  auto control = reinterpret_cast<Control>(dlsym(handle.get(), "tesseraSimControl"));
+  auto release = reinterpret_cast<Free>(dlsym(handle.get(), "tesseraSimFree"));
+  if (!control || !release) return fail(Errc::unsupported, path + " is not tessera's NVML simulator");
+  char* reply = nullptr;
+  int rc = control(request.dump().c_str(), &reply);
+  std::string text = reply ? reply : "{}";
+  release(reply);
+  auto json = nlohmann::json::parse(text, nullptr, false);
+  if (json.is_discarded()) return fail(Errc::internal, "the simulator replied with bad JSON");
+  if (rc != 0) return fail(Errc::validation, json.value("error", std::string("the simulator refused")));
+  return json;
+}
+
+}  // namespace tessera::cli

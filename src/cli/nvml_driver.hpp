@@ -1,0 +1,35 @@
+// Which NVML a command talks to: the system's libnvidia-ml.so.1, a library
+// named with --nvml-library, or the simulator's with --sim DIR (a node made
+// by `tessera sim create`). Also the simulator's control entry point, which
+// `tessera sim` uses to drive a node.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/error.hpp"
+#include "nvml/session.hpp"
+
+namespace tessera::cli {
+
+struct DriverOptions {
+  std::string sim;           // a simulated node's directory
+  std::string nvml_library;  // an NVML library to load instead of the system's
+};
+
+// Adds --sim (env TESSERA_SIM) and --nvml-library (env TESSERA_NVML_LIBRARY).
+void add_driver_options(CLI::App& command, DriverOptions& options);
+
+// The simulator library: TESSERA_SIM_LIBRARY, else the one built beside this
+// program (<dir of the executable>/../sim/nvml/libnvidia-ml.so.1).
+std::string simulator_library_path();
+
+// Loads the chosen library and initialises NVML. Without a driver the error
+// is one line that says so and how to use --sim.
+[[nodiscard]] Result<nvml::Session> open_nvml(const DriverOptions& options);
+
+// Sends one request to the simulator library's control entry point.
+[[nodiscard]] Result<nlohmann::json> sim_control(const nlohmann::json& request);
+
+}  // namespace tessera::cli

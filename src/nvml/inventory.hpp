@@ -1,0 +1,59 @@
+// What a node's GPUs are and how they are cut, read through NVML in one pass:
+// GPUs, their MIG mode, GPU and compute instances, and MIG devices. Profile
+// names come from the driver where it gives them, else from the catalog.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nvml/error.hpp"
+#include "nvml/session.hpp"
+#include "nvml/types.hpp"
+
+namespace tessera::nvml {
+
+struct ComputeInstanceRecord {
+  ComputeInstanceInfo info;
+  std::string profile;  // "1c.3g.40gb"
+};
+
+struct GpuInstanceRecord {
+  GpuInstanceInfo info;
+  std::string profile;  // "3g.40gb"
+  std::vector<ComputeInstanceRecord> compute_instances;
+};
+
+struct MigDeviceRecord {
+  std::string uuid;  // "MIG-..."
+  uint32_t gpu_instance_id = 0;
+  uint32_t compute_instance_id = 0;
+  MemoryInfo memory;
+};
+
+struct GpuRecord {
+  uint32_t index = 0;
+  std::string name;   // what NVML calls it: "NVIDIA A100-SXM4-80GB"
+  std::string model;  // the catalog's name, empty when the catalog lacks it
+  std::string uuid;
+  PciInfo pci;
+  std::optional<uint32_t> minor;
+  MemoryInfo memory;
+  MigMode mig;
+  std::vector<GpuInstanceRecord> gpu_instances;
+  std::vector<MigDeviceRecord> mig_devices;
+  // What could not be read for lack of privileges (NVML_ERROR_NO_PERMISSION:
+  // the aggregate memory of a MIG-mode GPU, or its instances, for non-root
+  // users); the rest of the record is still right.
+  std::vector<std::string> notes;
+};
+
+struct Inventory {
+  std::string driver_version;
+  std::string cuda_version;  // "12.4"; empty when libcuda is absent
+  std::vector<GpuRecord> gpus;
+};
+
+[[nodiscard]] Result<Inventory> collect_inventory(const Session& session);
+
+}  // namespace tessera::nvml

@@ -1,0 +1,42 @@
+#include "sim_node.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace tessera::testing {
+
+SimNode::SimNode(const std::string& model, uint32_t count, const std::vector<std::string>& extra)
+    : dir_(tmp_.path() + "/node") {
+  std::vector<std::string> argv = {kBin, "sim", "create", dir_, "--gpu", model, "--count", std::to_string(count)};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  auto r = run(argv);
+  if (r.exit_code != 0) throw std::runtime_error("tessera sim create failed: " + r.err);
+}
+
+nvml::Session SimNode::open() const {
+  // The simulator reads its directory from the environment at nvmlInit_v2.
+  setenv("TESSERA_SIM_DIR", dir_.c_str(), 1);
+  auto lib = nvml::Library::open(kSimLibrary);
+  if (!lib) throw std::runtime_error(lib.error().message);
+  auto session = nvml::Session::open(std::move(*lib));
+  if (!session) throw std::runtime_error(session.error().message());
+  return std::move(*session);
+}
+
+RunResult SimNode::tessera(std::vector<std::string> args, bool with_sim) const {
+  args.insert(args.begin(), kBin);
+  if (with_sim) {
+    args.push_back("--sim");
+    args.push_back(dir_);
+  }
+  return run(args);
+}
+
+void SimNode::drive(const std::string& sub, const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {kBin, "sim", sub, dir_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = run(argv);
+  if (r.exit_code != 0) throw std::runtime_error("tessera sim " + sub + " failed: " + r.err);
+}
+
+}  // namespace tessera::testing
