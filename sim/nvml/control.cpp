@@ -128,6 +128,11 @@ void add_fault(Node& node, const json& req) {
 
 json handle(const json& req) {
   std::string op = req.at("op").get<std::string>();
+  if (op == "calls") {  // this process's NVML calls so far, by entry point
+    auto& d = driver();
+    std::lock_guard lock(d.mu);
+    return {{"calls", d.calls}};
+  }
   std::string dir = req.at("dir").get<std::string>();
   if (op == "create") {
     NodeSpec spec;

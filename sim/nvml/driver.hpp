@@ -83,6 +83,8 @@ class Driver {
   std::unique_ptr<NodeStore> store;
   std::set<SimEventSet*> event_sets;
   std::set<SimGpmSample*> gpm_samples;
+  // NVML entry points called in this process, by name (for benchmarks).
+  std::map<std::string, uint64_t> calls;
 
   SimHandle* intern(HandleKind kind, uint32_t gpu, uint64_t uid);
   nvmlDevice_t gpu_handle(uint32_t gpu) { return reinterpret_cast<nvmlDevice_t>(intern(HandleKind::gpu, gpu, 0)); }
@@ -115,6 +117,7 @@ Return call(const char* function, Body&& body) {
   auto& d = driver();
   std::lock_guard lock(d.mu);
   if (d.init_count == 0 || !d.store) return NVML_ERROR_UNINITIALIZED;
+  ++d.calls[function];
   auto node = d.store->read();
   if (!node) return NVML_ERROR_UNKNOWN;
   if (Return r = d.inject_fault(function, **node); r != NVML_SUCCESS) return r;

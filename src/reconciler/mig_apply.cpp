@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 
 #include "config/mig_parted_validate.hpp"
 #include "nvml/device.hpp"
@@ -131,6 +132,7 @@ Result<NodePlan> plan_node(const std::vector<NodeGpu>& node, const config::MigCo
 ApplyResult execute_plan(const nvml::Session& session, NodePlan plan, const JournalFile& journal_file, Journal& journal) {
   ApplyResult result;
   bool all_ok = true;
+  std::map<uint32_t, std::vector<uint32_t>> created_by_gpu;  // GPU -> GI ids created
   for (auto& g : plan.gpus) {
     if (!g.plan.changes()) continue;
     size_t first_step = journal.steps.size();
@@ -165,17 +167,23 @@ ApplyResult execute_plan(const nvml::Session& session, NodePlan plan, const Jour
       step.status = "done";
       (void)journal_file.save(journal);
     }
-    // The new MIG devices' UUIDs.
-    if (!created_gis.empty()) {
-      if (auto inv = nvml::collect_inventory(session); inv) {
+    created_by_gpu[g.gpu] = std::move(created_gis);
+    result.pending_reset = result.pending_reset || g.pending_reset;
+  }
+  // The new MIG devices' UUIDs: one read of the node after every GPU is done.
+  bool created_any = std::any_of(created_by_gpu.begin(), created_by_gpu.end(), [](const auto& kv) { return !kv.second.empty(); });
+  if (created_any) {
+    if (auto inv = nvml::collect_inventory(session); inv) {
+      for (auto& g : plan.gpus) {
+        const auto& gis = created_by_gpu[g.gpu];
         for (const auto& rec : inv->gpus)
           if (rec.index == g.gpu)
             for (const auto& m : rec.mig_devices)
-              if (std::find(created_gis.begin(), created_gis.end(), m.gpu_instance_id) != created_gis.end())
-                g.created.push_back(m.uuid);
+              if (std::find(gis.begin(), gis.end(), m.gpu_instance_id) != gis.end()) g.created.push_back(m.uuid);
       }
+    } else {
+      spdlog::warn("cannot read the new MIG devices' UUIDs: {}", inv.error().message());
     }
-    result.pending_reset = result.pending_reset || g.pending_reset;
   }
   result.success = all_ok;
   result.plan = std::move(plan);

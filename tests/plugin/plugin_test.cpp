@@ -125,10 +125,12 @@ TEST(Plugin, ReRegistersAfterKubeletRestartsWithoutLeaking) {
     if (i == 9) fds_before = open_fds();
   }
   // No growth in open files across the last 90 restarts: once connections in
-  // flight settle, the count is back near where it was (a leak would add ~90).
-  auto settled = std::chrono::steady_clock::now() + 3s;
-  while (open_fds() > fds_before + 4 && std::chrono::steady_clock::now() < settled) std::this_thread::sleep_for(50ms);
-  EXPECT_LE(open_fds(), fds_before + 4);
+  // flight settle, the count is back near where it was. A leak of even one
+  // descriptor per restart would add 90; gRPC's pollers and connections being
+  // torn down account for a few either way, more on a loaded machine.
+  auto settled = std::chrono::steady_clock::now() + 5s;
+  while (open_fds() > fds_before + 12 && std::chrono::steady_clock::now() < settled) std::this_thread::sleep_for(50ms);
+  EXPECT_LE(open_fds(), fds_before + 12);
 }
 
 TEST(Plugin, MissingKubeletIsRetriedWhenItAppears) {

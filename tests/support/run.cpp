@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -24,7 +25,13 @@ struct SpawnArgs {
   std::vector<std::string> env_strings;
   std::vector<char*> argv, envp;
   SpawnArgs(const std::vector<std::string>& args, const std::vector<std::string>& extra) {
-    for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+    // Entries in `extra` replace ours of the same name.
+    auto name_of = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
+    for (char** e = environ; *e; ++e) {
+      std::string entry = *e;
+      bool replaced = std::any_of(extra.begin(), extra.end(), [&](const std::string& x) { return name_of(x) == name_of(entry); });
+      if (!replaced) env_strings.push_back(entry);
+    }
     env_strings.insert(env_strings.end(), extra.begin(), extra.end());
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
