@@ -13,7 +13,9 @@
 #      slices, instance count, SMs, memory, engines, possible placements) with
 #      tessera's catalog (`tessera catalog --gpu MODEL --json`);
 #   4. times NVML calls (p50/p99 over 10,000 calls each) and one `nvidia-smi`;
-#   5. writes $OUT/device-check.json and a short table $OUT/device-check.txt.
+#   5. writes $OUT/device-check.json and a short table $OUT/device-check.txt;
+#   6. runs `tessera mig plan` (never apply) for a few of NVIDIA's configs
+#      against the GPUs' current MIG state, into $OUT/mig-plan-*.json.
 #
 # TESSERA_NVML_LIBRARY=PATH makes tessera and nvml_latency load another NVML
 # (with the simulator's and TESSERA_SIM_DIR=DIR the script can be tried
@@ -115,6 +117,16 @@ done <"$OUT/models.txt"
 log "NVML call latency ($CALLS calls each)"
 "$NVML_LATENCY_BIN" --calls "$CALLS" ${TESSERA_NVML_LIBRARY:+--library "$TESSERA_NVML_LIBRARY"} >"$OUT/nvml-latency.json" 2>"$OUT/nvml-latency.err" ||
   echo '{"results": [], "error": "nvml_latency failed"}' >"$OUT/nvml-latency.json"
+
+# --- 6. MIG plan, read-only ----------------------------------------------------
+# `tessera mig plan` reads the GPUs' MIG state and prints what `mig apply`
+# would do; it never changes anything (apply is not run here).
+MIG_CONFIG=${MIG_CONFIG:-../shared/data/nvidia/mig-parted-config-default.yaml}
+[[ -f $MIG_CONFIG ]] || MIG_CONFIG=examples/mig-config.yaml
+for config in all-disabled all-enabled all-balanced; do
+  log "mig plan -c $config (read-only)"
+  "$TESSERA_BIN" mig plan -f "$MIG_CONFIG" -c "$config" --json >"$OUT/mig-plan-$config.json" 2>"$OUT/mig-plan-$config.err" || true
+done
 
 # --- 3 and 5. compare and report ----------------------------------------------
 log "comparing"
