@@ -13,6 +13,20 @@ namespace {
 nvmlGpuInstance_t gi_handle(Driver& d, uint32_t gpu, uint64_t uid) {
   return reinterpret_cast<nvmlGpuInstance_t>(d.intern(HandleKind::gpu_instance, gpu, uid));
 }
+
+// NVML's list calls: INSUFFICIENT_SIZE (with the count needed) when the
+// caller's array is too small, else the handles and their count.
+template <class Handle, class Make>
+Return fill_handles(const std::vector<uint64_t>& uids, unsigned int* count, Handle* out, Make make) {
+  if (uids.size() > *count) {
+    *count = static_cast<unsigned int>(uids.size());
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (size_t i = 0; i < uids.size(); ++i) out[i] = make(uids[i]);
+  *count = static_cast<unsigned int>(uids.size());
+  return NVML_SUCCESS;
+}
+
 nvmlComputeInstance_t ci_handle(Driver& d, uint32_t gpu, uint64_t uid) {
   return reinterpret_cast<nvmlComputeInstance_t>(d.intern(HandleKind::compute_instance, gpu, uid));
 }
@@ -278,13 +292,7 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, u
     std::vector<uint64_t> uids;
     for (const auto& gi : node.gpus[gpu].gpu_instances)
       if (gi.profile_id == profileId) uids.push_back(gi.uid);
-    if (uids.size() > *count) {
-      *count = static_cast<unsigned int>(uids.size());
-      return NVML_ERROR_INSUFFICIENT_SIZE;
-    }
-    for (size_t i = 0; i < uids.size(); ++i) gpuInstances[i] = gi_handle(d, gpu, uids[i]);
-    *count = static_cast<unsigned int>(uids.size());
-    return NVML_SUCCESS;
+    return fill_handles(uids, count, gpuInstances, [&](uint64_t uid) { return gi_handle(d, gpu, uid); });
   });
 }
 
@@ -388,13 +396,7 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstan
     std::vector<uint64_t> uids;
     for (const auto& ci : gi->compute_instances)
       if (ci.profile_id == profileId) uids.push_back(ci.uid);
-    if (uids.size() > *count) {
-      *count = static_cast<unsigned int>(uids.size());
-      return NVML_ERROR_INSUFFICIENT_SIZE;
-    }
-    for (size_t i = 0; i < uids.size(); ++i) computeInstances[i] = ci_handle(d, gpu, uids[i]);
-    *count = static_cast<unsigned int>(uids.size());
-    return NVML_SUCCESS;
+    return fill_handles(uids, count, computeInstances, [&](uint64_t uid) { return ci_handle(d, gpu, uid); });
   });
 }
 

@@ -153,6 +153,20 @@ Result<uint32_t> Device::compute_instance_id() const {
   return id;
 }
 
+// The fields the v1 and v2 profile structs share.
+template <class Raw>
+GpuInstanceProfileInfo profile_info(uint32_t index, const Raw& raw, std::string name) {
+  return GpuInstanceProfileInfo{index,
+                                raw.id,
+                                raw.isP2pSupported != 0,
+                                raw.sliceCount,
+                                raw.instanceCount,
+                                raw.multiprocessorCount,
+                                Engines{raw.copyEngineCount, raw.decoderCount, raw.encoderCount, raw.jpegCount, raw.ofaCount},
+                                raw.memorySizeMB,
+                                std::move(name)};
+}
+
 Result<GpuInstanceProfileInfo> Device::gpu_instance_profile(uint32_t index) const {
   // The V call with a v2 struct adds the profile's name (R510+).
   if (api_->nvmlDeviceGetGpuInstanceProfileInfoV) {
@@ -161,30 +175,12 @@ Result<GpuInstanceProfileInfo> Device::gpu_instance_profile(uint32_t index) cons
     auto r = api_->nvmlDeviceGetGpuInstanceProfileInfoV(handle_, index, &raw);
     if (r != NVML_SUCCESS)
       return fail(r, "nvmlDeviceGetGpuInstanceProfileInfoV", describe() + ", profile index " + std::to_string(index));
-    return GpuInstanceProfileInfo{
-        index,
-        raw.id,
-        raw.isP2pSupported != 0,
-        raw.sliceCount,
-        raw.instanceCount,
-        raw.multiprocessorCount,
-        Engines{raw.copyEngineCount, raw.decoderCount, raw.encoderCount, raw.jpegCount, raw.ofaCount},
-        raw.memorySizeMB,
-        from_buffer(raw.name)};
+    return profile_info(index, raw, from_buffer(raw.name));
   }
   nvmlGpuInstanceProfileInfo_t raw{};
   if (auto r = api_->nvmlDeviceGetGpuInstanceProfileInfo(handle_, index, &raw); r != NVML_SUCCESS)
     return fail(r, "nvmlDeviceGetGpuInstanceProfileInfo", describe() + ", profile index " + std::to_string(index));
-  return GpuInstanceProfileInfo{
-      index,
-      raw.id,
-      raw.isP2pSupported != 0,
-      raw.sliceCount,
-      raw.instanceCount,
-      raw.multiprocessorCount,
-      Engines{raw.copyEngineCount, raw.decoderCount, raw.encoderCount, raw.jpegCount, raw.ofaCount},
-      raw.memorySizeMB,
-      ""};
+  return profile_info(index, raw, "");
 }
 
 Result<std::vector<GpuInstanceProfileInfo>> Device::gpu_instance_profiles() const {
