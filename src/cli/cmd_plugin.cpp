@@ -116,7 +116,6 @@ int run_plugin(const PluginArgs& args) {
   std::atomic<bool> stop{false};
   std::thread events([&] { watch_events(*session, *inventory, manager, stop); });
   auto next_inventory = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(args.inventory_seconds * 1000));
-  int exit_code = kExitOk;
   while (true) {
     pollfd p{sfd, POLLIN, 0};
     int n = poll(&p, 1, 250);
@@ -151,7 +150,7 @@ int run_plugin(const PluginArgs& args) {
   manager.stop();
   close(sfd);
   std::cout << "tessera plugin: stopped" << std::endl;
-  return exit_code;
+  return kExitOk;
 }
 
 }  // namespace

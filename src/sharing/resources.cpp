@@ -120,7 +120,6 @@ Result<std::vector<Resource>> build_resources(const Inventory& inventory, const 
   const auto* sharing = config.sharing();
   SharingMode mode = config.uses_mps() ? SharingMode::mps : SharingMode::time_slicing;
   std::map<std::string, size_t> position;  // per unshared resource, for `devices: N`
-  std::set<std::string> used_entries;
   for (const auto& p : *physical) {
     size_t pos = position[p.resource]++;
     const config::ReplicatedResource* entry = nullptr;
@@ -135,7 +134,6 @@ Result<std::vector<Resource>> build_resources(const Inventory& inventory, const 
       resource(p.resource).devices.push_back(p.device);
       continue;
     }
-    used_entries.insert(entry->name);
     std::string name = !entry->rename.empty() ? entry->rename
                        : sharing->rename_by_default ? p.resource + ".shared"
                                                     : p.resource;
