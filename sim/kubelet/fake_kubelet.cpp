@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "plugin/proto/deviceplugin_v1beta1.grpc.pb.h"
+#include "plugin/proto/podresources_v1.grpc.pb.h"
 
 namespace tessera::sim {
 
@@ -88,6 +89,11 @@ class FakeKubelet::Impl final : public api::Registration::Service {
   std::map<std::string, std::shared_ptr<Watch>> watches_;
   std::vector<std::thread> threads_;
   std::unique_ptr<grpc::Server> server_;
+  // What pod-resources List reports: the ids per resource of each named container.
+  std::map<ContainerRef, std::map<std::string, std::vector<std::string>>> assigned_;
+  std::unique_ptr<::v1::PodResourcesLister::Service> pod_resources_;
+  std::unique_ptr<grpc::Server> pod_resources_server_;
+  std::string pod_resources_socket_;
   // One client per plugin endpoint, kept like the kubelet's device manager keeps its connection.
   std::map<std::string, std::shared_ptr<api::DevicePlugin::Stub>> stubs_;
 
@@ -103,6 +109,41 @@ class FakeKubelet::Impl final : public api::Registration::Service {
     return stub;
   }
 };
+
+namespace {
+
+// List from the recorded allocations, one PodResources per pod. Like a 1.20
+// kubelet, GetAllocatableResources is left to the base: UNIMPLEMENTED.
+class PodResourcesLister final : public ::v1::PodResourcesLister::Service {
+ public:
+  explicit PodResourcesLister(FakeKubelet::Impl& kubelet) : kubelet_(kubelet) {}
+
+  grpc::Status List(grpc::ServerContext*, const ::v1::ListPodResourcesRequest*,
+                    ::v1::ListPodResourcesResponse* response) override {
+    std::lock_guard lock(kubelet_.mutex_);
+    ::v1::PodResources* pod = nullptr;
+    for (const auto& [ref, resources] : kubelet_.assigned_) {  // ordered: a pod's containers are adjacent
+      if (!pod || pod->namespace_() != ref.pod_namespace || pod->name() != ref.pod) {
+        pod = response->add_pod_resources();
+        pod->set_namespace_(ref.pod_namespace);
+        pod->set_name(ref.pod);
+      }
+      auto* container = pod->add_containers();
+      container->set_name(ref.container);
+      for (const auto& [resource, ids] : resources) {
+        auto* devices = container->add_devices();
+        devices->set_resource_name(resource);
+        for (const auto& id : ids) devices->add_device_ids(id);
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  FakeKubelet::Impl& kubelet_;
+};
+
+}  // namespace
 
 FakeKubelet::FakeKubelet(std::string dir) : impl_(std::make_unique<Impl>(std::move(dir))) {}
 
@@ -131,6 +172,13 @@ void FakeKubelet::stop() {
     impl_->server_->Shutdown(std::chrono::system_clock::now() + 1s);
     impl_->server_->Wait();
     impl_->server_.reset();
+  }
+  if (impl_->pod_resources_server_) {
+    impl_->pod_resources_server_->Shutdown(std::chrono::system_clock::now() + 1s);
+    impl_->pod_resources_server_->Wait();
+    impl_->pod_resources_server_.reset();
+    std::error_code ec;
+    std::filesystem::remove(impl_->pod_resources_socket_, ec);
   }
   impl_->stop_watches();
   {
@@ -197,6 +245,33 @@ Result<Allocation> FakeKubelet::allocate(const std::string& resource, const std:
   out.annotations.insert(r.annotations().begin(), r.annotations().end());
   for (const auto& m : r.mounts()) out.mounts.emplace_back(m.host_path(), m.container_path());
   return out;
+}
+
+Result<Allocation> FakeKubelet::allocate(const ContainerRef& container, const std::string& resource,
+                                        const std::vector<std::string>& ids) {
+  auto a = allocate(resource, ids);
+  if (a) {
+    std::lock_guard lock(impl_->mutex_);
+    auto& held = impl_->assigned_[container][resource];
+    held.insert(held.end(), ids.begin(), ids.end());
+  }
+  return a;
+}
+
+Result<void> FakeKubelet::serve_pod_resources(const std::string& socket) {
+  namespace fs = std::filesystem;
+  if (impl_->pod_resources_server_) return fail(Errc::conflict, "fake kubelet already serves pod-resources");
+  std::error_code ec;
+  fs::create_directories(fs::path(socket).parent_path(), ec);
+  fs::remove(socket, ec);
+  impl_->pod_resources_ = std::make_unique<PodResourcesLister>(*impl_);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + socket, grpc::InsecureServerCredentials());
+  builder.RegisterService(impl_->pod_resources_.get());
+  impl_->pod_resources_server_ = builder.BuildAndStart();
+  if (!impl_->pod_resources_server_) return fail(Errc::io, "fake kubelet cannot listen on " + socket);
+  impl_->pod_resources_socket_ = socket;
+  return {};
 }
 
 Result<std::vector<std::string>> FakeKubelet::preferred(const std::string& resource,

@@ -1,10 +1,13 @@
 // A kubelet peer for tests and the demo: serves Registration on
 // <dir>/kubelet.sock, records each registration, opens ListAndWatch on the
 // plugin's socket and keeps the latest device list, and calls Allocate and
-// GetPreferredAllocation the way the kubelet does. Never linked into the product.
+// GetPreferredAllocation the way the kubelet does; on request also serves the
+// pod-resources API v1 on a second socket, reporting the allocations it made
+// for named containers. Never linked into the product.
 #pragma once
 
 #include <chrono>
+#include <compare>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -38,6 +41,14 @@ struct Allocation {
   std::map<std::string, std::string> annotations;
 };
 
+// The container an allocation is for, as pod-resources List reports it.
+struct ContainerRef {
+  std::string pod_namespace;
+  std::string pod;
+  std::string container;
+  auto operator<=>(const ContainerRef&) const = default;
+};
+
 class FakeKubelet {
  public:
   explicit FakeKubelet(std::string dir);
@@ -61,6 +72,14 @@ class FakeKubelet {
   bool wait_for_registrations(size_t count, std::chrono::milliseconds timeout) const;
 
   [[nodiscard]] Result<Allocation> allocate(const std::string& resource, const std::vector<std::string>& ids);
+  // The same, for a named container: once the plugin accepts, pod-resources
+  // List reports the ids as that container's (added to any it holds already).
+  [[nodiscard]] Result<Allocation> allocate(const ContainerRef& container, const std::string& resource,
+                                            const std::vector<std::string>& ids);
+
+  // Serves PodResourcesLister on `socket` until stop(), as a 1.20 kubelet
+  // does: List answers, GetAllocatableResources is UNIMPLEMENTED.
+  [[nodiscard]] Result<void> serve_pod_resources(const std::string& socket);
   [[nodiscard]] Result<std::vector<std::string>> preferred(const std::string& resource,
                                                            const std::vector<std::string>& available,
                                                            const std::vector<std::string>& must_include, int size);
