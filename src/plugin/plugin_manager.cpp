@@ -46,8 +46,12 @@ Result<void> PluginManager::apply(sharing::Inventory inventory, const config::De
     servers_.emplace(name, std::move(*server));
     spdlog::info("serving {} on {}", name, opts.socket_path);
     auto reg = register_resource(kubelet_socket(), socket_name(name), name);
-    if (reg) ++registrations_;
-    else spdlog::warn("{} (will register when the kubelet appears)", reg.error().message);
+    if (reg) {
+      ++registrations_;
+      spdlog::info("registered {} with the kubelet", name);
+    } else {
+      spdlog::warn("{} (will register when the kubelet appears)", reg.error().message);
+    }
   }
   return {};
 }
@@ -85,8 +89,12 @@ Result<void> PluginManager::register_all() {
       server = std::move(*restarted);
     }
     auto reg = register_resource(kubelet_socket(), socket_name(name), name);
-    if (reg) ++registrations_;
-    else if (first_error) first_error = reg;
+    if (reg) {
+      ++registrations_;
+      spdlog::info("registered {} with the kubelet", name);
+    } else if (first_error) {
+      first_error = reg;
+    }
   }
   return first_error;
 }
