@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds tessera's container image with no registry: a Debian bookworm base made
+# with debootstrap (holding exactly the packages whose libraries the binary
+# links) is imported once, then deploy/image/Dockerfile adds the binaries.
+#
+#   deploy/image/build.sh --tessera BIN --sim-lib LIB [--tag tessera:latest]
+#
+# Talks to the daemon named by DOCKER_HOST. The base image's tag carries a hash
+# of its package list, so it is rebuilt only when the binary's libraries change.
+# TESSERA_DEBIAN_MIRROR overrides the mirror debootstrap uses. Needs root.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+tag=tessera:latest
+tessera= sim_lib=
+usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "image: error: $*" >&2; exit 1; }
+say() { echo "image: $*" >&2; }
+
+while (($#)); do
+  case $1 in
+    --tessera) tessera=${2:?}; shift 2 ;;
+    --sim-lib) sim_lib=${2:?}; shift 2 ;;
+    --tag) tag=${2:?}; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument '$1'" ;;
+  esac
+done
+[[ -x $tessera ]] || die "--tessera: '$tessera' is not an executable"
+[[ -f $sim_lib ]] || die "--sim-lib: '$sim_lib' does not exist"
+command -v docker >/dev/null || die "docker is missing (scripts/setup.sh --e2e)"
+
+# The Debian packages that own the shared libraries the binaries load.
+packages() {
+  local lib real
+  { ldd "$tessera"; ldd "$sim_lib"; } | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
+    real=$(readlink -f "$lib")
+    dpkg -S "$real" 2>/dev/null || dpkg -S "${real/#\/usr\/lib/\/lib}" 2>/dev/null ||
+      die "no Debian package owns $lib ($real)"
+  done | cut -d: -f1 | sort -u | grep -vx -e libc6 -e libgcc-s1 -e libstdc++6 | paste -sd, -
+}
+
+pkgs=$(packages)
+base=tessera-base:bookworm-$(printf '%s' "$pkgs" | sha256sum | cut -c1-12)
+if docker image inspect "$base" >/dev/null 2>&1; then
+  say "base $base present"
+else
+  command -v debootstrap >/dev/null || die "debootstrap is missing (scripts/setup.sh --e2e)"
+  rootfs=$(mktemp -d /tmp/tessera-rootfs.XXXXXX)
+  trap 'rm -rf "$rootfs"' EXIT
+  say "debootstrap bookworm (minbase + ${pkgs//,/ })"
+  started=$SECONDS
+  debootstrap --variant=minbase --include="$pkgs" bookworm "$rootfs" \
+    "${TESSERA_DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$rootfs.log" 2>&1 ||
+    { tail -20 "$rootfs.log" >&2; rm -f "$rootfs.log"; die "debootstrap failed"; }
+  rm -f "$rootfs.log"
+  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+  tar -C "$rootfs" -c . | docker import -m "debootstrap bookworm minbase: $pkgs" - "$base" >/dev/null
+  say "base $base made in $((SECONDS - started)) s"
+fi
+
+context=$(mktemp -d /tmp/tessera-image.XXXXXX)
+trap 'rm -rf "$context" ${rootfs:+"$rootfs"}' EXIT
+cp "$here/Dockerfile" "$context/"
+cp "$tessera" "$context/tessera"
+cp "$sim_lib" "$context/libnvidia-ml-sim.so.1"
+# The legacy builder: BuildKit's default network needs a bridge, which a
+# node built with --bridge=none does not have.
+DOCKER_BUILDKIT=0 docker build -q --network=none --build-arg "BASE=$base" -t "$tag" "$context" >/dev/null 2>"$context/err" ||
+  { cat "$context/err" >&2; die "docker build failed"; }
+say "built $tag ($(docker image inspect -f '{{.Size}}' "$tag" | awk '{printf "%.0f MB", $1/1e6}')) on $base"
+echo "$base"
