@@ -2,6 +2,9 @@
 # Installs what tessera needs to build and test, from Debian's packages only.
 # Idempotent: installs nothing when everything is present. Needs root (or sudo)
 # only when something is missing.
+#
+#   scripts/setup.sh          build and unit-test dependencies
+#   scripts/setup.sh --e2e    also what the real-cluster tests need (tests/e2e)
 set -euo pipefail
 
 # Build and test dependencies (DESIGN.md, Conventions).
@@ -13,6 +16,15 @@ packages=(
   coinor-libcbc-dev                   # exact MILP solver for the planner
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # kubelet device-plugin API
 )
+
+case "${1:-}" in
+  "") ;;
+  --e2e)
+    # A loopback Kubernetes: Go builds kubelet and control plane from Debian's
+    # source package; etcd, dockerd and a debootstrap base image run them.
+    packages+=(golang-go make rsync etcd-server docker.io debootstrap) ;;
+  *) echo "setup: unknown option '$1' (use --e2e or nothing)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

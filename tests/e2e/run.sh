@@ -1,0 +1,520 @@
+#!/usr/bin/env bash
+# tessera on a real Kubernetes: a one-node loopback cluster (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, dockerd and a kubelet 1.20.2 built
+# from Debian's source) whose node has two simulated A100-80GB GPUs, with
+# tessera deployed as the DaemonSet of deploy/.
+#
+#   tests/e2e/run.sh BUILD_DIR [--only NAME[,NAME...]] [--list]
+#
+# BUILD_DIR holds a built tessera (src/tessera, sim/nvml/libnvidia-ml.so.1).
+# Every scenario prints its time; a failing one is named, with the last lines
+# of the kubelet's and tessera's logs, and the run exits 1. Everything started
+# here is stopped by PID and every mount under the run's directories removed,
+# pass or fail; the last line says whether anything was left behind.
+#
+# Environment:
+#   TESSERA_E2E_CACHE   Kubernetes binaries, docker images (~/.cache/tessera/e2e)
+#   TESSERA_E2E_BREAK   a scenario whose expectation is broken on purpose, to
+#                       prove that a failure is caught and reported
+#   TESSERA_E2E_KEEP    1: keep the run directory (logs) after the run
+# Needs root: it runs dockerd and a kubelet. Listens on 127.0.0.1 only.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+here=$repo/tests/e2e
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+
+build_dir= only= list=0
+while (($#)); do
+  case $1 in
+    --only) only=${2:?--only needs a scenario name}; shift 2 ;;
+    --list) list=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    -*) usage >&2; echo "e2e: unknown option '$1'" >&2; exit 2 ;;
+    *) [[ -z $build_dir ]] || { echo "e2e: one BUILD_DIR only" >&2; exit 2; }; build_dir=$1; shift ;;
+  esac
+done
+
+readonly SCENARIOS=(manifests mig-capacity mig-pods pod-resources kubelet-restart xid-79 time-slicing)
+if ((list)); then printf '%s\n' "${SCENARIOS[@]}"; exit 0; fi
+[[ -n $build_dir ]] || { usage >&2; exit 2; }
+build_dir=$(cd "$build_dir" && pwd)
+tessera=$build_dir/src/tessera
+sim_lib=$build_dir/sim/nvml/libnvidia-ml.so.1
+for s in ${only//,/ }; do
+  [[ " ${SCENARIOS[*]} " == *" $s "* ]] || { echo "e2e: unknown scenario '$s' (--list shows them)" >&2; exit 2; }
+done
+
+cache=${TESSERA_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera/e2e}
+readonly NODE=tessera-e2e
+readonly PORTS=(2379 2380 2381 16443 10248 10250 10257 10259)
+# Paths the kubelet and dockerd use whatever their flags say; removed at the
+# end only when this run created them.
+readonly HOST_PATHS=(/var/lib/kubelet /var/log/pods /var/log/containers /run/docker /run/containerd)
+
+say() { printf '\033[1me2e:\033[0m %s\n' "$*"; }
+die() { printf 'e2e: error: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- preflight
+[[ $(id -u) -eq 0 ]] || die "needs root (it runs dockerd and a kubelet)"
+[[ -x $tessera ]] || die "$tessera is missing: build first (./x build dev)"
+[[ -f $sim_lib ]] || die "$sim_lib is missing: build first (./x build dev)"
+for tool in etcd dockerd runc debootstrap kubectl openssl jq ss; do
+  command -v $tool >/dev/null || die "$tool is missing (run scripts/setup.sh --e2e)"
+done
+[[ ! -e /var/lib/kubelet/device-plugins ]] ||
+  die "/var/lib/kubelet/device-plugins exists: a kubelet may run on this machine; not touching it"
+for port in "${PORTS[@]}"; do
+  ! ss -Hltn "sport = :$port" | grep -q . || die "port $port is in use; the test cluster needs it on 127.0.0.1"
+done
+
+# The kubelet adds KUBE-* iptables chains; those it adds are removed at the end.
+kube_chains() {
+  local t
+  command -v iptables >/dev/null || return 0
+  for t in filter nat mangle; do iptables -t $t -S 2>/dev/null | awk -v t=$t '$1 == "-N" && $2 ~ /^KUBE-/ {print t, $2}'; done | sort
+}
+chains_before=$(kube_chains)
+
+started_at=$SECONDS
+kube_bin=$("$here/build-kubernetes.sh")
+
+# Short: unix socket paths under it must stay under 108 bytes.
+run=$(mktemp -d /tmp/tessera-e2e.XXXXXX)
+mkdir -p "$run/logs" "$run/state"
+created=()
+for p in "${HOST_PATHS[@]}"; do [[ -e $p ]] || created+=("$p"); done
+declare -A pid_of=()
+order=()
+current=setup
+
+export DOCKER_HOST=unix://$run/docker.sock
+export KUBECONFIG=$run/kubeconfig
+export AWS_EC2_METADATA_DISABLED=true  # the kubelet's in-tree ECR provider probes EC2 otherwise
+kc() { kubectl --request-timeout=20s "$@" 2> >(grep -v 'version difference' >&2); }
+
+start() {  # start NAME COMMAND...: in the background, logged to logs/NAME.log
+  local name=$1; shift
+  "$@" >>"$run/logs/$name.log" 2>&1 &
+  pid_of[$name]=$!
+  order+=("$name")
+}
+
+stop() {  # stop NAME: TERM, then KILL after 20 s
+  local name=$1 pid=${pid_of[$1]:-} i
+  [[ -n $pid ]] || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 200; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    say "$name (pid $pid) ignored SIGTERM for 20 s: killing it"
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+  unset "pid_of[$name]"
+}
+
+wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...: poll until COMMAND succeeds
+  local limit=$1 what=$2; shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "timed out after ${limit}s waiting for $what"
+    sleep 0.5
+  done
+}
+
+plugin_container() {
+  docker ps -q --filter label=io.kubernetes.container.name=device-plugin --filter label=io.kubernetes.pod.namespace=tessera | head -1
+}
+
+show_logs() {
+  local c
+  echo "--- last 25 lines of the kubelet's log"
+  tail -n 25 "$run/logs/kubelet.log" 2>/dev/null || echo "(no kubelet log)"
+  echo "--- last 25 lines of tessera's (device-plugin and mig-apply containers)"
+  for c in $(docker ps -aq --filter label=io.kubernetes.pod.namespace=tessera --filter label=io.kubernetes.docker.type=container 2>/dev/null); do
+    echo "[$(docker inspect -f '{{index .Config.Labels "io.kubernetes.container.name"}}] ({{.State.Status}}, exit {{.State.ExitCode}})' "$c")"
+    docker logs --tail 25 "$c" 2>&1
+  done
+}
+
+fail() {
+  echo
+  echo "e2e: scenario $current FAILED: $*" >&2
+  show_logs >&2
+  exit 1
+}
+
+remove_new_chains() {
+  local t chain rule
+  comm -13 <(echo "$chains_before") <(kube_chains) | while read -r t chain; do
+    # First the rules that jump to it, then the chain.
+    iptables -t "$t" -S | grep -- "-j $chain\( \|$\)" | grep -v "^-A $chain " | sed 's/^-A/-D/' |
+      while read -r rule; do eval "iptables -t $t $rule"; done
+    iptables -t "$t" -F "$chain" && iptables -t "$t" -X "$chain"
+  done
+}
+
+teardown() {
+  local rc=$? name left=()
+  trap - EXIT INT TERM
+  set +e
+  say "teardown"
+  stop kubelet
+  if [[ -n ${pid_of[dockerd]:-} ]]; then
+    local ids
+    ids=$(docker ps -aq 2>/dev/null)
+    [[ -z $ids ]] || docker rm -f $ids >/dev/null 2>&1
+  fi
+  for name in kube-scheduler kube-controller-manager kube-apiserver dockerd etcd; do stop "$name"; done
+  # Whatever is still mounted under the run's paths (the kubelet's volumes, its
+  # self bind-mount, dockerd's netns), deepest first.
+  local prefixes=("$run" "$cache/docker" "${created[@]}") m p
+  for ((i = 0; i < 3; i++)); do
+    while read -r m; do
+      for p in "${prefixes[@]}"; do
+        [[ $m == "$p" || $m == "$p"/* ]] && { umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; }
+      done
+    done < <(findmnt -rn -o TARGET | sort -r)
+  done
+  for p in "${created[@]}"; do rm -rf "$p"; done
+  remove_new_chains
+  # Check: no process of ours, no mount, no listener on our ports.
+  for name in "${order[@]}"; do
+    [[ -n ${pid_of[$name]:-} ]] && kill -0 "${pid_of[$name]}" 2>/dev/null && left+=("process $name")
+  done
+  while read -r m; do
+    for p in "${prefixes[@]}"; do [[ $m == "$p" || $m == "$p"/* ]] && left+=("mount $m"); done
+  done < <(findmnt -rn -o TARGET)
+  for port in "${PORTS[@]}"; do ss -Hltn "sport = :$port" | grep -q . && left+=("listener on port $port"); done
+  [[ $(kube_chains) == "$chains_before" ]] || left+=("iptables chains $(comm -13 <(echo "$chains_before") <(kube_chains) | tr '\n' ' ')")
+  pgrep -f "$run" >/dev/null && left+=("processes naming $run: $(pgrep -f "$run" | tr '\n' ' ')")
+  if [[ ${TESSERA_E2E_KEEP:-0} == 1 ]]; then say "logs kept in $run/logs"; else rm -rf "$run"; fi
+  if ((${#left[@]})); then
+    echo "e2e: LEFT BEHIND: ${left[*]}" >&2
+    rc=1
+  else
+    say "nothing left running or mounted"
+  fi
+  say "total $((SECONDS - started_at)) s; exit $rc"
+  exit $rc
+}
+trap teardown EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- cluster
+t0=$SECONDS
+say "dockerd"
+cp "$here/runc-clamp" "$run/runc-clamp"
+start dockerd dockerd --host="$DOCKER_HOST" --data-root="$cache/docker" --exec-root="$run/de" \
+  --pidfile="$run/dockerd.pid" --bridge=none --iptables=false --ip6tables=false --ip-masq=false \
+  --add-runtime runc-clamp="$run/runc-clamp" --default-runtime=runc-clamp
+wait_for 30 "dockerd" docker info
+# Left by an earlier run that was killed before its teardown.
+stale=$(docker ps -aq)
+[[ -z $stale ]] || docker rm -f $stale >/dev/null
+
+say "images"
+base=$("$repo/deploy/image/build.sh" --tessera "$tessera" --sim-lib "$sim_lib" --tag tessera:latest)
+# The pod sandbox: sleeps, and stops at once on SIGTERM.
+DOCKER_BUILDKIT=0 docker build -q --network=none -t tessera-e2e-pause:local - >/dev/null 2>>"$run/logs/images.log" <<EOF
+FROM $base
+CMD ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
+EOF
+docker tag "$base" tessera-e2e-base:local
+
+say "etcd, kube-apiserver, kube-controller-manager, kube-scheduler"
+start etcd etcd --name e2e --data-dir "$run/etcd" \
+  --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+  --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+  --initial-cluster e2e=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381
+openssl genrsa -out "$run/sa.key" 2048 2>/dev/null
+token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+echo "$token,admin,admin,system:masters" >"$run/tokens.csv"
+cat >"$KUBECONFIG" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: e2e, cluster: {server: "https://127.0.0.1:16443", insecure-skip-tls-verify: true}}]
+users: [{name: admin, user: {token: "$token"}}]
+contexts: [{name: e2e, context: {cluster: e2e, user: admin}}]
+current-context: e2e
+EOF
+start kube-apiserver "$kube_bin/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
+  --bind-address=127.0.0.1 --secure-port=16443 --insecure-port=0 \
+  --cert-dir="$run/apiserver" --token-auth-file="$run/tokens.csv" --authorization-mode=AlwaysAllow \
+  --service-account-key-file="$run/sa.key" --service-account-signing-key-file="$run/sa.key" \
+  --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range=10.0.0.0/24
+wait_for 60 "the API server" kc get --raw /readyz
+start kube-controller-manager "$kube_bin/kube-controller-manager" --kubeconfig="$KUBECONFIG" \
+  --bind-address=127.0.0.1 --port=0 --leader-elect=false --service-account-private-key-file="$run/sa.key" \
+  --use-service-account-credentials=false
+start kube-scheduler "$kube_bin/kube-scheduler" --kubeconfig="$KUBECONFIG" \
+  --bind-address=127.0.0.1 --port=0 --leader-elect=false
+
+say "simulated node: 2 x A100-80GB"
+"$tessera" sim create "$run/node" --gpu A100-80GB --count 2 >/dev/null
+
+# No --node-ip: the kubelet refuses a loopback one, and host-network pods take
+# the node's address as theirs.
+kubelet_args=(--kubeconfig="$KUBECONFIG" --hostname-override=$NODE
+  --node-labels=nvidia.com/gpu.present=true
+  --address=127.0.0.1 --port=10250 --read-only-port=0 --healthz-bind-address=127.0.0.1 --healthz-port=10248
+  --root-dir="$run/kubelet" --cert-dir="$run/kubelet-pki" --volume-plugin-dir="$run/kubelet-volume-plugins"
+  --container-runtime=docker --docker-endpoint="$DOCKER_HOST"
+  --container-runtime-endpoint="unix://$run/dockershim.sock" --image-service-endpoint="unix://$run/dockershim.sock"
+  --pod-infra-container-image=tessera-e2e-pause:local --image-pull-progress-deadline=10s
+  --fail-swap-on=false --cgroups-per-qos=false --enforce-node-allocatable= --cgroup-driver=cgroupfs
+  --eviction-hard='memory.available<1Mi,nodefs.available<1%,imagefs.available<1%' --image-gc-high-threshold=100
+  --make-iptables-util-chains=false --node-status-update-frequency=2s --sync-frequency=5s --v=2)
+say "kubelet"
+start kubelet "$kube_bin/kubelet" "${kubelet_args[@]}"
+node_ready() {
+  [[ $(kc get node $NODE -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]
+}
+wait_for 90 "node $NODE to be Ready" node_ready
+# Everything listens on loopback (or unix sockets) only.
+wide=$(ss -Hltnp | awk '$4 !~ /^(127\.0\.0\.1|\[::1\]|\[::ffff:127\.0\.0\.1\]):/' |
+       grep -E "$(IFS='|'; echo "pid=(${pid_of[*]})"),") || true
+[[ -z $wide ]] || fail "listening beyond loopback: $wide"
+cluster_s=$((SECONDS - t0))
+timings=()
+say "cluster up in $cluster_s s ($("$kube_bin/kubelet" --version), $(etcd --version | head -1), dockerd $(docker version -f '{{.Server.Version}}'))"
+
+# ---------------------------------------------------------------- helpers
+# A kustomize overlay over deploy/overlays/NAME that runs tessera on the
+# simulated node: its directory mounted into both containers, the state dir
+# under the run, a short health-recovery period, and the host's network (the
+# test node has no CNI).
+overlay() {
+  local name=$1 dir=$run/overlays/$1
+  mkdir -p "$dir"
+  cat >"$dir/kustomization.yaml" <<EOF
+resources:
+- $(realpath --relative-to="$dir" "$repo/deploy/overlays/$name")
+patches:
+- path: simulated-node.yaml
+EOF
+  cat >"$dir/simulated-node.yaml" <<EOF
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: tessera, namespace: tessera}
+spec:
+  template:
+    spec:
+      hostNetwork: true  # the test node has no CNI
+      initContainers:
+      - name: mig-apply
+        env: [{name: TESSERA_SIM, value: /var/lib/tessera-sim}]
+        volumeMounts: [{name: sim, mountPath: /var/lib/tessera-sim}]
+      containers:
+      - name: device-plugin
+        command: ["tessera", "plugin", "--config", "/etc/tessera/device-plugin/config.yaml",
+                  "--kubelet-dir", "/var/lib/kubelet/device-plugins", "--health-recovery", "5"]
+        env: [{name: TESSERA_SIM, value: /var/lib/tessera-sim}]
+        volumeMounts: [{name: sim, mountPath: /var/lib/tessera-sim}]
+      volumes:
+      - {name: sim, hostPath: {path: "$run/node", type: Directory}}
+      - {name: state, hostPath: {path: "$run/state", type: DirectoryOrCreate}}
+EOF
+  echo "$dir"
+}
+
+node_field() {  # node_field capacity|allocatable RESOURCE
+  local r=${2//./\\.}
+  kc get node $NODE -o jsonpath="{.status.$1.$r}"
+}
+
+expect_resource() {  # expect_resource SECONDS RESOURCE COUNT: capacity and allocatable
+  local resource=$2 want=$3 deadline=$((SECONDS + $1)) cap alloc
+  while :; do
+    cap=$(node_field capacity "$resource") alloc=$(node_field allocatable "$resource")
+    [[ $cap == "$want" && $alloc == "$want" ]] && return 0
+    ((SECONDS < deadline)) || fail "node $NODE has $resource capacity '$cap', allocatable '$alloc' after $1 s; expected $want"
+    sleep 0.5
+  done
+}
+
+expect_allocatable() {  # expect_allocatable SECONDS RESOURCE COUNT
+  local limit=$1 resource=$2 want=$3 deadline=$(($1 * 10)) i
+  for ((i = 0; i < deadline; i++)); do
+    [[ $(node_field allocatable "$resource") == "$want" ]] && return 0
+    sleep 0.1
+  done
+  fail "allocatable $resource is $(node_field allocatable "$resource") after ${limit}s, expected $want"
+}
+
+# The expected value, or a wrong one when this scenario is broken on purpose
+# (used where the check does not wait, so a broken run fails at once).
+want() { if [[ ${TESSERA_E2E_BREAK:-} == "$current" ]]; then echo $(($1 + 1)); else echo "$1"; fi; }
+
+pod() {  # pod NAME RESOURCE COUNT: a pod that holds COUNT of RESOURCE and sleeps
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default, labels: {app: e2e-consumer}}
+spec:
+  hostNetwork: true
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: cuda
+    image: tessera-e2e-base:local
+    imagePullPolicy: Never
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
+    resources: {limits: {$2: $3}}
+EOF
+}
+
+container_env() {  # container_env POD: the env docker gave the pod's container
+  local id
+  id=$(docker ps -q --filter "label=io.kubernetes.pod.name=$1" --filter label=io.kubernetes.container.name=cuda | head -1)
+  [[ -n $id ]] || fail "no running container for pod $1"
+  docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$id"
+}
+
+pods_in_phase() { kc get pods -l app=e2e-consumer --field-selector="status.phase=$1" -o name | wc -l; }
+
+deploy_overlay() {  # deploy_overlay NAME: apply it and restart tessera's pod so it reads the new configs
+  kc apply -k "$(overlay "$1")" >/dev/null || fail "kubectl apply -k of overlay $1 failed"
+  kc -n tessera delete pod -l app.kubernetes.io/name=tessera --wait=false >/dev/null 2>&1 || true
+}
+
+registrations() { docker logs "$(plugin_container)" 2>&1 | grep -c 'registered .* with the kubelet' || true; }
+
+# ---------------------------------------------------------------- scenarios
+scenario_manifests() {
+  # The API server validates every overlay (unknown fields, types, admission).
+  kc apply -f "$repo/deploy/base/namespace.yaml" >/dev/null
+  local o
+  for o in base overlays/mig-mixed overlays/time-slicing overlays/mps; do
+    kc apply --dry-run=server -k "$repo/deploy/$o" >"$run/logs/dry-run.log" 2>&1 ||
+      { cat "$run/logs/dry-run.log"; fail "the API server refused deploy/$o"; }
+    echo "  deploy/$o: accepted ($(grep -c 'server dry run' "$run/logs/dry-run.log") objects)"
+  done
+}
+
+scenario_mig-capacity() {
+  deploy_overlay mig-mixed
+  expect_resource 120 nvidia.com/mig-1g.20gb 8
+  local n
+  n=$(node_field capacity nvidia.com/mig-1g.20gb)
+  [[ $n == "$(want 8)" ]] || fail "node $NODE has nvidia.com/mig-1g.20gb capacity $n, expected $(want 8)"
+  n=$("$tessera" inventory --sim "$run/node" --json | jq '[.gpus[].gpu_instances[] | select(.profile == "1g.20gb")] | length')
+  [[ $n == 8 ]] || fail "tessera inventory lists $n 1g.20gb GPU instances, expected 8"
+  echo "  capacity nvidia.com/mig-1g.20gb: $(node_field capacity nvidia.com/mig-1g.20gb), allocatable $(node_field allocatable nvidia.com/mig-1g.20gb)"
+}
+
+scenario_mig-pods() {
+  local i
+  for i in $(seq 0 8); do pod "mig-$i" nvidia.com/mig-1g.20gb 1; echo ---; done | kc apply -f - >/dev/null
+  running_eight() { [[ $(pods_in_phase Running) == 8 && $(pods_in_phase Pending) == 1 ]]; }
+  wait_for 120 "8 pods Running and 1 Pending" running_eight
+  local pending uuids=() env uuid known
+  pending=$(kc get pods -l app=e2e-consumer --field-selector=status.phase=Pending -o jsonpath='{.items[0].metadata.name}')
+  kc get events --field-selector "involvedObject.name=$pending,reason=FailedScheduling" -o jsonpath='{.items[*].message}' |
+    grep -q 'Insufficient nvidia.com/mig-1g.20gb' || fail "pod $pending is Pending but not for lack of nvidia.com/mig-1g.20gb"
+  echo "  $pending: Pending (Insufficient nvidia.com/mig-1g.20gb)"
+  known=$("$tessera" inventory --sim "$run/node" --json | jq -r '.gpus[].mig_devices[].uuid')
+  for i in $(seq 0 8); do
+    [[ mig-$i == "$pending" ]] && continue
+    env=$(container_env "mig-$i")
+    uuid=$(sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p' <<<"$env")
+    [[ $uuid == MIG-* ]] || fail "mig-$i: NVIDIA_VISIBLE_DEVICES='$uuid' is not one MIG UUID"
+    grep -qx "$uuid" <<<"$known" || fail "mig-$i: $uuid is not a MIG device in tessera inventory"
+    uuids+=("$uuid")
+    echo "  mig-$i: NVIDIA_VISIBLE_DEVICES=$uuid"
+  done
+  local distinct
+  distinct=$(printf '%s\n' "${uuids[@]}" | sort -u | wc -l)
+  [[ $distinct == "$(want 8)" ]] || fail "$distinct distinct MIG UUIDs among 8 pods"
+}
+
+scenario_pod-resources() {
+  # The kubelet's pod-resources API agrees with each container's environment.
+  local listed i pod uuid got
+  listed=$("$tessera" pods --socket "$run/kubelet/pod-resources/kubelet.sock" --json) ||
+    fail "tessera pods could not list the kubelet's pod resources"
+  for pod in $(kc get pods -l app=e2e-consumer --field-selector=status.phase=Running -o jsonpath='{.items[*].metadata.name}'); do
+    uuid=$(container_env "$pod" | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')
+    got=$(jq -r --arg p "$pod" '.[] | select(.namespace == "default" and .pod == $p and .container == "cuda"
+            and .resource == "nvidia.com/mig-1g.20gb") | .devices[]' <<<"$listed")
+    [[ $got == "$uuid" ]] || fail "pod-resources lists '$got' for $pod, its env says '$uuid'"
+    echo "  default/$pod cuda nvidia.com/mig-1g.20gb [$got]"
+  done
+  i=$(jq '[.[] | select(.namespace == "default") | .pod] | unique | length' <<<"$listed")
+  [[ $i == "$(want 8)" ]] || fail "pod-resources lists $i pods in default, expected 8"
+}
+
+scenario_kubelet-restart() {
+  local before container restarts_before
+  container=$(plugin_container)
+  restarts_before=$(kc -n tessera get pods -l app.kubernetes.io/name=tessera -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}')
+  before=$(registrations)
+  stop kubelet
+  start kubelet "$kube_bin/kubelet" "${kubelet_args[@]}"
+  registered_again() { (($(registrations) > before)); }
+  wait_for 60 "tessera to register again with the restarted kubelet" registered_again
+  expect_resource 60 nvidia.com/mig-1g.20gb 8
+  [[ $(plugin_container) == "$container" ]] || fail "tessera's container was replaced; it should have re-registered in place"
+  local restarts
+  restarts=$(kc -n tessera get pods -l app.kubernetes.io/name=tessera -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}')
+  [[ $restarts == "$restarts_before" ]] || fail "tessera's container restarted ($restarts_before -> $restarts)"
+  echo "  registrations $before -> $(registrations); same container, allocatable back to 8"
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+scenario_xid-79() {
+  local t
+  t=$(now_ms)
+  "$tessera" sim event "$run/node" --gpu 0 --xid 79 >/dev/null
+  expect_allocatable 15 nvidia.com/mig-1g.20gb 4
+  echo "  XID 79 on GPU 0: allocatable 8 -> 4 in $(($(now_ms) - t)) ms"
+  t=$(now_ms)
+  expect_allocatable 30 nvidia.com/mig-1g.20gb 8
+  echo "  no further event: allocatable back to 8 in $(($(now_ms) - t)) ms (recovery period 5 s)"
+}
+
+scenario_time-slicing() {
+  kc delete pods -l app=e2e-consumer --wait=false >/dev/null
+  no_consumers() { [[ -z $(kc get pods -l app=e2e-consumer -o name) ]]; }
+  wait_for 60 "the MIG consumer pods to go away" no_consumers
+  deploy_overlay time-slicing
+  expect_resource 120 nvidia.com/gpu 8
+  echo "  capacity nvidia.com/gpu: $(node_field capacity nvidia.com/gpu)"
+  local i env gpus
+  gpus=$("$tessera" inventory --sim "$run/node" --json | jq -r '.gpus[].uuid')
+  for i in 0 1 2; do pod "ts-$i" nvidia.com/gpu 1; echo ---; done | kc apply -f - >/dev/null
+  three_running() { [[ $(pods_in_phase Running) == 3 ]]; }
+  wait_for 90 "3 time-sliced pods Running" three_running
+  local listed
+  listed=$("$tessera" pods --socket "$run/kubelet/pod-resources/kubelet.sock" --json)
+  for i in 0 1 2; do
+    env=$(container_env "ts-$i")
+    local uuid limit ids
+    uuid=$(sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p' <<<"$env")
+    limit=$(sed -n 's/^TESSERA_DEVICE_MEMORY_LIMIT_0=//p' <<<"$env")
+    grep -qx "$uuid" <<<"$gpus" || fail "ts-$i: NVIDIA_VISIBLE_DEVICES='$uuid' is not a GPU of the node"
+    [[ $limit == $((85899345920 / 4)) ]] || fail "ts-$i: TESSERA_DEVICE_MEMORY_LIMIT_0='$limit', expected a quarter of 80 GiB"
+    ids=$(jq -r --arg p "ts-$i" '.[] | select(.pod == $p and .resource == "nvidia.com/gpu") | .devices[]' <<<"$listed")
+    [[ $ids == "$uuid::"[0-9]* ]] || fail "ts-$i: pod-resources lists '$ids', expected a replica $uuid::<n>"
+    echo "  ts-$i: device $ids, NVIDIA_VISIBLE_DEVICES=$uuid, TESSERA_DEVICE_MEMORY_LIMIT_0=$limit"
+  done
+}
+
+# What each scenario needs done before it, for --only.
+declare -A NEEDS=([mig-pods]=mig-capacity [pod-resources]="mig-capacity mig-pods"
+                  [kubelet-restart]=mig-capacity [xid-79]=mig-capacity)
+selected=" ${only//,/ } "
+for s in ${only//,/ }; do selected+="${NEEDS[$s]:-} "; done
+for s in "${SCENARIOS[@]}"; do
+  [[ -z $only || $selected == *" $s "* ]] || continue
+  current=$s
+  t=$SECONDS
+  say "scenario $s"
+  "scenario_$s"
+  say "scenario $s passed in $((SECONDS - t)) s"
+  timings+=("$(printf '  %-16s %4d s' "$s" $((SECONDS - t)))")
+done
+current=done
+say "all scenarios passed (cluster up in $cluster_s s)"
+printf '%s\n' "${timings[@]}"
