@@ -63,7 +63,7 @@ for tool in etcd dockerd runc debootstrap kubectl openssl jq ss; do
   command -v $tool >/dev/null || die "$tool is missing (run scripts/setup.sh --e2e)"
 done
 [[ ! -e /var/lib/kubelet/device-plugins ]] ||
-  die "/var/lib/kubelet/device-plugins exists: a kubelet may run on this machine; not touching it"
+  die "/var/lib/kubelet/device-plugins exists: a kubelet may run on this machine, so the test will not touch it (if an e2e run was killed before its teardown, stop its processes and remove /var/lib/kubelet)"
 for port in "${PORTS[@]}"; do
   ! ss -Hltn "sport = :$port" | grep -q . || die "port $port is in use; the test cluster needs it on 127.0.0.1"
 done
