@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
       "shared replicas to the kubelet, and checks the configs you already have.",
       "tessera"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "tessera " TESSERA_VERSION, "Print tessera's version and exit");
   app.footer("Run `tessera COMMAND --help` for a command's options. Exit codes: 0 ok, 1 invalid input or failure, 2 usage.");
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "Log level: trace, debug, info, warn, error, off")
@@ -39,6 +40,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <regex>
+
 #include "support/run.hpp"
 
 namespace tessera {
@@ -18,6 +20,12 @@ TEST(Cli, HelpExplainsTheCommands) {
   auto v = run({kBin, "mig", "validate", "--help"});
   EXPECT_EQ(v.exit_code, 0);
   EXPECT_NE(v.out.find("device-filter"), std::string::npos);
+}
+
+TEST(Cli, VersionNeedsNoCommand) {
+  auto r = run({kBin, "--version"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::regex_match(r.out, std::regex(R"(tessera \d+\.\d+\.\d+\n)"))) << r.out;
 }
 
 TEST(Cli, NoCommandIsAUsageError) {
