@@ -37,7 +37,8 @@ packages() {
     real=$(readlink -f "$lib")
     dpkg -S "$real" 2>/dev/null || dpkg -S "${real/#\/usr\/lib/\/lib}" 2>/dev/null ||
       die "no Debian package owns $lib ($real)"
-  done | cut -d: -f1 | sort -u | grep -vx -e libc6 -e libgcc-s1 -e libstdc++6 | paste -sd, -
+  done | sed 's/: .*//; s/, /\n/g' | cut -d: -f1 | sort -u | { grep -vx -e libc6 -e libgcc-s1 -e libstdc++6 || true; } |
+    paste -sd, -
 }
 
 pkgs=$(packages)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds kubelet, kube-apiserver, kube-controller-manager and kube-scheduler
 # from Debian's `kubernetes` source package (1.20.2, with vendor/) once, into a
-# cache outside the clone, and prints the directory that holds them.
+# cache outside the clone, and prints the directory that holds them. It builds
+# the package's upstream tarball (orig.tar.gz) as it is; Debian's patches are
+# not applied.
 #
 #   tests/e2e/build-kubernetes.sh      # reuses the cache when its version matches
 #
@@ -40,6 +42,8 @@ command -v rsync >/dev/null || die "rsync is missing (run scripts/setup.sh --e2e
 
 work=$out/work
 rm -rf "$out"
+# A failed build leaves no 3.5 GB tree behind.
+trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/apt/lists/partial" "$work/apt/cache/archives/partial" "$work/dl" "$work/src" "$bin"
 
 # The deb-src index for bookworm, read with apt's own signature checks.
@@ -60,7 +64,7 @@ say "downloading kubernetes $DEB_VERSION source"
 (cd "$work/dl" && apt-get "${apt_opts[@]}" -qq source --download-only "kubernetes=$DEB_VERSION" >&2) ||
   die "apt-get source kubernetes=$DEB_VERSION failed"
 
-orig=$(ls "$work"/dl/kubernetes_*.orig.tar.gz 2>/dev/null | head -1)
+orig=$(compgen -G "$work/dl/kubernetes_*.orig.tar.gz" | head -1) || true
 [[ -n $orig ]] || die "no orig tarball downloaded in $work/dl"
 say "unpacking $(basename "$orig")"
 tar -xzf "$orig" --strip-components=1 -C "$work/src"
@@ -89,7 +93,7 @@ done
 "$bin/kubelet" --version | grep -qx "Kubernetes $K8S_VERSION" ||
   die "built kubelet reports '$("$bin/kubelet" --version)', not $K8S_VERSION"
 echo "$K8S_VERSION $DEB_VERSION" >"$out/VERSION"
-# The tree and Go's build cache are 3.5 GB; the binaries are all that is reused.
-rm -rf "$work"
+# The tree and Go's build cache are 3.5 GB; the binaries are all that is reused
+# (the EXIT trap removes them).
 say "built in $((SECONDS - started)) s: $(du -sh "$bin" | cut -f1) in $bin"
 echo "$bin"

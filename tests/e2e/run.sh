@@ -47,10 +47,13 @@ done
 
 cache=${TESSERA_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera/e2e}
 readonly NODE=tessera-e2e
-readonly PORTS=(2379 2380 2381 16443 10248 10250 10257 10259)
+# etcd off its usual ports, which a packaged etcd service may hold.
+readonly ETCD_PORTS=(12379 12380 12381)
+readonly PORTS=("${ETCD_PORTS[@]}" 16443 10248 10250 10257 10259)
 # Paths the kubelet and dockerd use whatever their flags say; removed at the
 # end only when this run created them.
-readonly HOST_PATHS=(/var/lib/kubelet /var/log/pods /var/log/containers /run/docker /run/containerd)
+readonly HOST_PATHS=(/var/lib/kubelet/device-plugins /var/lib/kubelet /var/log/pods /var/log/containers
+                     /run/docker /run/containerd)
 
 say() { printf '\033[1me2e:\033[0m %s\n' "$*"; }
 die() { printf 'e2e: error: %s\n' "$*" >&2; exit 1; }
@@ -59,7 +62,7 @@ die() { printf 'e2e: error: %s\n' "$*" >&2; exit 1; }
 [[ $(id -u) -eq 0 ]] || die "needs root (it runs dockerd and a kubelet)"
 [[ -x $tessera ]] || die "$tessera is missing: build first (./x build dev)"
 [[ -f $sim_lib ]] || die "$sim_lib is missing: build first (./x build dev)"
-for tool in etcd dockerd runc debootstrap kubectl openssl jq ss; do
+for tool in etcd containerd dockerd runc debootstrap kubectl openssl jq ss findmnt; do
   command -v $tool >/dev/null || die "$tool is missing (run scripts/setup.sh --e2e)"
 done
 [[ ! -e /var/lib/kubelet/device-plugins ]] ||
@@ -127,7 +130,15 @@ plugin_container() {
 }
 
 show_logs() {
-  local c
+  local c f
+  if [[ $current == setup ]]; then
+    for f in "$run"/logs/*.log; do
+      [[ -f $f ]] || continue
+      echo "--- last 10 lines of $(basename "$f")"
+      tail -n 10 "$f"
+    done
+    return
+  fi
   echo "--- last 25 lines of the kubelet's log"
   tail -n 25 "$run/logs/kubelet.log" 2>/dev/null || echo "(no kubelet log)"
   echo "--- last 25 lines of tessera's (device-plugin and mig-apply containers)"
@@ -137,7 +148,9 @@ show_logs() {
   done
 }
 
+failed=0
 fail() {
+  failed=1
   echo
   echo "e2e: scenario $current FAILED: $*" >&2
   show_logs >&2
@@ -158,6 +171,10 @@ teardown() {
   local rc=$? name left=()
   trap - EXIT INT TERM
   set +e
+  if ((rc != 0 && !failed)) && [[ $current != done ]]; then
+    echo "e2e: scenario $current FAILED: exit $rc from ${failed_cmd:-a command} (in $0)" >&2
+    [[ -n ${pid_of[dockerd]:-} ]] && show_logs >&2
+  fi
   say "teardown"
   stop kubelet
   if [[ -n ${pid_of[dockerd]:-} ]]; then
@@ -165,10 +182,10 @@ teardown() {
     ids=$(docker ps -aq 2>/dev/null)
     [[ -z $ids ]] || docker rm -f $ids >/dev/null 2>&1
   fi
-  for name in kube-scheduler kube-controller-manager kube-apiserver dockerd etcd; do stop "$name"; done
+  for name in kube-scheduler kube-controller-manager kube-apiserver dockerd containerd etcd; do stop "$name"; done
   # Whatever is still mounted under the run's paths (the kubelet's volumes, its
   # self bind-mount, dockerd's netns), deepest first.
-  local prefixes=("$run" "$cache/docker" "${created[@]}") m p
+  local prefixes=("$run" "$cache/docker" "$cache/containerd" "${created[@]}") m p
   for ((i = 0; i < 3; i++)); do
     while read -r m; do
       for p in "${prefixes[@]}"; do
@@ -176,7 +193,12 @@ teardown() {
       done
     done < <(findmnt -rn -o TARGET | sort -r)
   done
-  for p in "${created[@]}"; do rm -rf "$p"; done
+  local still= patterns=()
+  for p in "${prefixes[@]}"; do patterns+=(-e "$p"); done
+  still=$(findmnt -rn -o TARGET | grep -F "${patterns[@]}" || true)
+  if [[ -z $still ]]; then
+    for p in "${created[@]}"; do rm -rf --one-file-system "$p"; done
+  fi
   remove_new_chains
   # Check: no process of ours, no mount, no listener on our ports.
   for name in "${order[@]}"; do
@@ -188,7 +210,7 @@ teardown() {
   for port in "${PORTS[@]}"; do ss -Hltn "sport = :$port" | grep -q . && left+=("listener on port $port"); done
   [[ $(kube_chains) == "$chains_before" ]] || left+=("iptables chains $(comm -13 <(echo "$chains_before") <(kube_chains) | tr '\n' ' ')")
   pgrep -f "$run" >/dev/null && left+=("processes naming $run: $(pgrep -f "$run" | tr '\n' ' ')")
-  if [[ ${TESSERA_E2E_KEEP:-0} == 1 ]]; then say "logs kept in $run/logs"; else rm -rf "$run"; fi
+  if [[ ${TESSERA_E2E_KEEP:-0} == 1 || -n $still ]]; then say "logs kept in $run/logs"; else rm -rf --one-file-system "$run"; fi
   if ((${#left[@]})); then
     echo "e2e: LEFT BEHIND: ${left[*]}" >&2
     rc=1
@@ -200,14 +222,27 @@ teardown() {
 }
 trap teardown EXIT
 trap 'exit 130' INT TERM
+# Remember which command failed, for a failure outside fail().
+set -E
+trap 'failed_cmd="line $LINENO: $BASH_COMMAND"' ERR
 
 # ---------------------------------------------------------------- cluster
 t0=$SECONDS
-say "dockerd"
+say "containerd, dockerd"
+# Our own containerd: dockerd would otherwise use a system one whenever
+# /run/containerd/containerd.sock exists, and our containers would live there.
+# Not its CRI plugin: the kubelet talks to dockerd.
+printf 'version = 2\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n' >"$run/containerd.toml"
+start containerd containerd --config "$run/containerd.toml" --address "$run/containerd.sock" \
+  --root "$cache/containerd" --state "$run/containerd"
+wait_for 30 "containerd" test -S "$run/containerd.sock"
 cp "$here/runc-clamp" "$run/runc-clamp"
-start dockerd dockerd --host="$DOCKER_HOST" --data-root="$cache/docker" --exec-root="$run/de" \
+# Its own (empty) daemon.json and key file, not /etc/docker's; cgroupfs as the kubelet is told.
+echo "{\"deprecated-key-path\": \"$run/docker-key.json\"}" >"$run/daemon.json"
+start dockerd dockerd --config-file="$run/daemon.json" \
+  --host="$DOCKER_HOST" --containerd="$run/containerd.sock" --data-root="$cache/docker" --exec-root="$run/de" \
   --pidfile="$run/dockerd.pid" --bridge=none --iptables=false --ip6tables=false --ip-masq=false \
-  --add-runtime runc-clamp="$run/runc-clamp" --default-runtime=runc-clamp
+  --exec-opt native.cgroupdriver=cgroupfs --add-runtime runc-clamp="$run/runc-clamp" --default-runtime=runc-clamp
 wait_for 30 "dockerd" docker info
 # Left by an earlier run that was killed before its teardown.
 stale=$(docker ps -aq)
@@ -223,10 +258,11 @@ EOF
 docker tag "$base" tessera-e2e-base:local
 
 say "etcd, kube-apiserver, kube-controller-manager, kube-scheduler"
+etcd_url=http://127.0.0.1:${ETCD_PORTS[0]}
 start etcd etcd --name e2e --data-dir "$run/etcd" \
-  --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-  --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-  --initial-cluster e2e=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381
+  --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
+  --listen-peer-urls "http://127.0.0.1:${ETCD_PORTS[1]}" --initial-advertise-peer-urls "http://127.0.0.1:${ETCD_PORTS[1]}" \
+  --initial-cluster "e2e=http://127.0.0.1:${ETCD_PORTS[1]}" --listen-metrics-urls "http://127.0.0.1:${ETCD_PORTS[2]}"
 openssl genrsa -out "$run/sa.key" 2048 2>/dev/null
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 echo "$token,admin,admin,system:masters" >"$run/tokens.csv"
@@ -238,7 +274,7 @@ users: [{name: admin, user: {token: "$token"}}]
 contexts: [{name: e2e, context: {cluster: e2e, user: admin}}]
 current-context: e2e
 EOF
-start kube-apiserver "$kube_bin/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
+start kube-apiserver "$kube_bin/kube-apiserver" --etcd-servers="$etcd_url" \
   --bind-address=127.0.0.1 --secure-port=16443 --insecure-port=0 \
   --cert-dir="$run/apiserver" --token-auth-file="$run/tokens.csv" --authorization-mode=AlwaysAllow \
   --service-account-key-file="$run/sa.key" --service-account-signing-key-file="$run/sa.key" \
@@ -261,6 +297,7 @@ kubelet_args=(--kubeconfig="$KUBECONFIG" --hostname-override=$NODE
   --root-dir="$run/kubelet" --cert-dir="$run/kubelet-pki" --volume-plugin-dir="$run/kubelet-volume-plugins"
   --container-runtime=docker --docker-endpoint="$DOCKER_HOST"
   --container-runtime-endpoint="unix://$run/dockershim.sock" --image-service-endpoint="unix://$run/dockershim.sock"
+  --experimental-dockershim-root-directory="$run/dockershim"
   --pod-infra-container-image=tessera-e2e-pause:local --image-pull-progress-deadline=10s
   --fail-swap-on=false --cgroups-per-qos=false --enforce-node-allocatable= --cgroup-driver=cgroupfs
   --eviction-hard='memory.available<1Mi,nodefs.available<1%,imagefs.available<1%' --image-gc-high-threshold=100
@@ -334,12 +371,13 @@ expect_resource() {  # expect_resource SECONDS RESOURCE COUNT: capacity and allo
 }
 
 expect_allocatable() {  # expect_allocatable SECONDS RESOURCE COUNT
-  local limit=$1 resource=$2 want=$3 deadline=$(($1 * 10)) i
-  for ((i = 0; i < deadline; i++)); do
-    [[ $(node_field allocatable "$resource") == "$want" ]] && return 0
+  local resource=$2 want=$3 deadline=$((SECONDS + $1)) got
+  while :; do
+    got=$(node_field allocatable "$resource")
+    [[ $got == "$want" ]] && return 0
+    ((SECONDS < deadline)) || fail "allocatable $resource is '$got' after $1 s, expected $want"
     sleep 0.1
   done
-  fail "allocatable $resource is $(node_field allocatable "$resource") after ${limit}s, expected $want"
 }
 
 # The expected value, or a wrong one when this scenario is broken on purpose
@@ -419,7 +457,7 @@ scenario_mig-pods() {
     env=$(container_env "mig-$i")
     uuid=$(sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p' <<<"$env")
     [[ $uuid == MIG-* ]] || fail "mig-$i: NVIDIA_VISIBLE_DEVICES='$uuid' is not one MIG UUID"
-    grep -qx "$uuid" <<<"$known" || fail "mig-$i: $uuid is not a MIG device in tessera inventory"
+    grep -qxF "$uuid" <<<"$known" || fail "mig-$i: $uuid is not a MIG device in tessera inventory"
     uuids+=("$uuid")
     echo "  mig-$i: NVIDIA_VISIBLE_DEVICES=$uuid"
   done
@@ -437,7 +475,7 @@ scenario_pod-resources() {
     uuid=$(container_env "$pod" | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')
     got=$(jq -r --arg p "$pod" '.[] | select(.namespace == "default" and .pod == $p and .container == "cuda"
             and .resource == "nvidia.com/mig-1g.20gb") | .devices[]' <<<"$listed")
-    [[ $got == "$uuid" ]] || fail "pod-resources lists '$got' for $pod, its env says '$uuid'"
+    [[ -n $uuid && $got == "$uuid" ]] || fail "pod-resources lists '$got' for $pod, its env says '$uuid'"
     echo "  default/$pod cuda nvidia.com/mig-1g.20gb [$got]"
   done
   i=$(jq '[.[] | select(.namespace == "default") | .pod] | unique | length' <<<"$listed")
@@ -449,10 +487,18 @@ scenario_kubelet-restart() {
   container=$(plugin_container)
   restarts_before=$(kc -n tessera get pods -l app.kubernetes.io/name=tessera -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}')
   before=$(registrations)
+  local log_from
+  log_from=$(wc -l <"$run/logs/kubelet.log")
   stop kubelet
   start kubelet "$kube_bin/kubelet" "${kubelet_args[@]}"
   registered_again() { (($(registrations) > before)); }
   wait_for 60 "tessera to register again with the restarted kubelet" registered_again
+  # A restarted kubelet counts no device of a resource until its plugin
+  # registers again: wait for the new kubelet to log tessera's endpoint, then
+  # two node-status periods (2 s each), so the Node shows what it counts now.
+  new_kubelet_logged() { tail -n +$((log_from + 1)) "$run/logs/kubelet.log" | grep "$1" >/dev/null; }
+  wait_for 30 "the new kubelet to take tessera's endpoint" new_kubelet_logged 'Registered endpoint.*nvidia.com/mig-1g.20gb'
+  sleep 4
   expect_resource 60 nvidia.com/mig-1g.20gb 8
   [[ $(plugin_container) == "$container" ]] || fail "tessera's container was replaced; it should have re-registered in place"
   local restarts
@@ -493,10 +539,10 @@ scenario_time-slicing() {
     local uuid limit ids
     uuid=$(sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p' <<<"$env")
     limit=$(sed -n 's/^TESSERA_DEVICE_MEMORY_LIMIT_0=//p' <<<"$env")
-    grep -qx "$uuid" <<<"$gpus" || fail "ts-$i: NVIDIA_VISIBLE_DEVICES='$uuid' is not a GPU of the node"
+    [[ $uuid == GPU-* ]] && grep -qxF "$uuid" <<<"$gpus" || fail "ts-$i: NVIDIA_VISIBLE_DEVICES='$uuid' is not a GPU of the node"
     [[ $limit == $((85899345920 / 4)) ]] || fail "ts-$i: TESSERA_DEVICE_MEMORY_LIMIT_0='$limit', expected a quarter of 80 GiB"
     ids=$(jq -r --arg p "ts-$i" '.[] | select(.pod == $p and .resource == "nvidia.com/gpu") | .devices[]' <<<"$listed")
-    [[ $ids == "$uuid::"[0-9]* ]] || fail "ts-$i: pod-resources lists '$ids', expected a replica $uuid::<n>"
+    [[ $ids =~ ^"$uuid"::[0-9]+$ ]] || fail "ts-$i: pod-resources lists '$ids', expected one replica $uuid::<n>"
     echo "  ts-$i: device $ids, NVIDIA_VISIBLE_DEVICES=$uuid, TESSERA_DEVICE_MEMORY_LIMIT_0=$limit"
   done
 }
