@@ -50,10 +50,11 @@ readonly NODE=tessera-e2e
 # etcd off its usual ports, which a packaged etcd service may hold.
 readonly ETCD_PORTS=(12379 12380 12381)
 readonly PORTS=("${ETCD_PORTS[@]}" 16443 10248 10250 10257 10259)
-# Paths the kubelet and dockerd use whatever their flags say; removed at the
-# end only when this run created them.
+# Paths the kubelet, dockerd and containerd use whatever their flags say (the
+# last two only if a flag below stopped working); removed at the end only when
+# this run created them, and checked.
 readonly HOST_PATHS=(/var/lib/kubelet/device-plugins /var/lib/kubelet /var/log/pods /var/log/containers
-                     /run/docker /run/containerd)
+                     /run/docker /run/containerd /var/lib/dockershim /etc/docker/key.json)
 
 say() { printf '\033[1me2e:\033[0m %s\n' "$*"; }
 die() { printf 'e2e: error: %s\n' "$*" >&2; exit 1; }
@@ -208,6 +209,7 @@ teardown() {
     for p in "${prefixes[@]}"; do [[ $m == "$p" || $m == "$p"/* ]] && left+=("mount $m"); done
   done < <(findmnt -rn -o TARGET)
   for port in "${PORTS[@]}"; do ss -Hltn "sport = :$port" | grep -q . && left+=("listener on port $port"); done
+  for p in "${created[@]}"; do [[ -e $p ]] && left+=("path $p"); done
   [[ $(kube_chains) == "$chains_before" ]] || left+=("iptables chains $(comm -13 <(echo "$chains_before") <(kube_chains) | tr '\n' ' ')")
   pgrep -f "$run" >/dev/null && left+=("processes naming $run: $(pgrep -f "$run" | tr '\n' ' ')")
   if [[ ${TESSERA_E2E_KEEP:-0} == 1 || -n $still ]]; then say "logs kept in $run/logs"; else rm -rf --one-file-system "$run"; fi
