@@ -63,9 +63,12 @@ die() { printf 'e2e: error: %s\n' "$*" >&2; exit 1; }
 [[ $(id -u) -eq 0 ]] || die "needs root (it runs dockerd and a kubelet)"
 [[ -x $tessera ]] || die "$tessera is missing: build first (./x build dev)"
 [[ -f $sim_lib ]] || die "$sim_lib is missing: build first (./x build dev)"
-for tool in etcd containerd dockerd runc debootstrap kubectl openssl jq ss findmnt; do
+for tool in etcd containerd dockerd runc debootstrap openssl jq ss findmnt; do
   command -v $tool >/dev/null || die "$tool is missing (run scripts/setup.sh --e2e)"
 done
+# Debian 12's kubectl (1.20) embeds a kustomize too old for deploy/ (and its
+# package conflicts with other kubectl installs), so this one is not installed.
+command -v kubectl >/dev/null || die "kubectl is missing: install kubectl 1.21 or newer (kustomize v4+ is needed for deploy/)"
 [[ ! -e /var/lib/kubelet/device-plugins ]] ||
   die "/var/lib/kubelet/device-plugins exists: a kubelet may run on this machine, so the test will not touch it (if an e2e run was killed before its teardown, stop its processes and remove /var/lib/kubelet)"
 for port in "${PORTS[@]}"; do
