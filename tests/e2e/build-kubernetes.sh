@@ -78,7 +78,7 @@ KUBE_GIT_COMMIT='debian-$DEB_VERSION'
 KUBE_GIT_TREE_STATE='clean'
 EOF
 
-say "building ${BINARIES[*]} with $(go version | cut -d' ' -f3) (about 7 minutes of CPU on 2 cores)"
+say "building ${BINARIES[*]} with $(go version | cut -d' ' -f3) (6-7 minutes on 2 cores)"
 what=$(printf 'cmd/%s ' "${BINARIES[@]}")
 (
   cd "$work/src"
