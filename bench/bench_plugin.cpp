@@ -74,6 +74,14 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::err);
   auto dir = std::filesystem::temp_directory_path() / ("tessera-bench-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
+  // Removed on every way out, after the kubelet and plugin (declared later) are gone.
+  struct RemoveOnExit {
+    std::filesystem::path path;
+    ~RemoveOnExit() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } remove_dir{dir};
   sim::FakeKubelet kubelet(dir.string());
   if (!kubelet.start()) return 1;
   plugin::PluginOptions opts;
@@ -162,6 +170,5 @@ int main(int argc, char** argv) {
   std::printf("rss %zu -> %zu KiB, open files %zu -> %zu\n", rss_first, rss_kib(), fds_first, open_fds());
   manager.stop();
   kubelet.stop();
-  std::filesystem::remove_all(dir);
   return 0;
 }
