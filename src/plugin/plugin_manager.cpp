@@ -16,6 +16,14 @@ PluginManager::~PluginManager() { stop(); }
 
 std::string PluginManager::kubelet_socket() const { return options_.kubelet_dir + "/" + kKubeletSocket; }
 
+Result<void> PluginManager::register_one(const std::string& name) {
+  auto reg = register_resource(kubelet_socket(), socket_name(name), name);
+  if (!reg) return reg;
+  ++registrations_;
+  spdlog::info("registered {} with the kubelet", name);
+  return {};
+}
+
 Result<void> PluginManager::apply(sharing::Inventory inventory, const config::DevicePluginConfig& config) {
   auto resources = sharing::build_resources(inventory, config);
   if (!resources) return unexpected(resources.error());
@@ -45,13 +53,8 @@ Result<void> PluginManager::apply(sharing::Inventory inventory, const config::De
     if (!server) return unexpected(server.error());
     servers_.emplace(name, std::move(*server));
     spdlog::info("serving {} on {}", name, opts.socket_path);
-    auto reg = register_resource(kubelet_socket(), socket_name(name), name);
-    if (reg) {
-      ++registrations_;
-      spdlog::info("registered {} with the kubelet", name);
-    } else {
+    if (auto reg = register_one(name); !reg)
       spdlog::warn("{} (will register when the kubelet appears)", reg.error().message);
-    }
   }
   return {};
 }
@@ -88,13 +91,7 @@ Result<void> PluginManager::register_all() {
       }
       server = std::move(*restarted);
     }
-    auto reg = register_resource(kubelet_socket(), socket_name(name), name);
-    if (reg) {
-      ++registrations_;
-      spdlog::info("registered {} with the kubelet", name);
-    } else if (first_error) {
-      first_error = reg;
-    }
+    if (auto reg = register_one(name); !reg && first_error) first_error = reg;
   }
   return first_error;
 }

@@ -52,6 +52,8 @@ class PluginManager {
  private:
   [[nodiscard]] Result<void> apply(sharing::Inventory inventory, const config::DevicePluginConfig& config);
   std::string kubelet_socket() const;
+  // Registers one served resource with the kubelet; counts and logs a success.
+  [[nodiscard]] Result<void> register_one(const std::string& name);
 
   PluginOptions options_;
   std::shared_ptr<DeviceState> state_;
