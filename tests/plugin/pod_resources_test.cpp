@@ -18,6 +18,15 @@ const ResourceDevices* find(const std::vector<ResourceDevices>& rs, const std::s
   return nullptr;
 }
 
+// `c` is named `name` and holds exactly `ids` of one resource.
+void expect_holds(const ContainerDevices& c, const std::string& name, const std::string& resource,
+                  const std::vector<std::string>& ids) {
+  EXPECT_EQ(c.name, name);
+  ASSERT_EQ(c.resources.size(), 1u) << name;
+  EXPECT_EQ(c.resources[0].resource, resource) << name;
+  EXPECT_EQ(c.resources[0].ids, ids) << name;
+}
+
 TEST(PodResources, ListReportsEachContainersDevices) {
   AllocatedNode node;
   auto pods = list_pod_resources(node.pod_resources, 5s);
@@ -28,23 +37,14 @@ TEST(PodResources, ListReportsEachContainersDevices) {
   EXPECT_EQ(embed.pod_namespace, "default");
   EXPECT_EQ(embed.name, "embed-1");
   ASSERT_EQ(embed.containers.size(), 1u);
-  EXPECT_EQ(embed.containers[0].name, "main");
-  ASSERT_EQ(embed.containers[0].resources.size(), 1u);
-  EXPECT_EQ(embed.containers[0].resources[0].resource, "nvidia.com/mig-1g.20gb");
-  EXPECT_EQ(embed.containers[0].resources[0].ids, (std::vector<std::string>{"MIG-a", "MIG-b"}));
+  expect_holds(embed.containers[0], "main", "nvidia.com/mig-1g.20gb", {"MIG-a", "MIG-b"});
 
   const auto& llm = (*pods)[1];
   EXPECT_EQ(llm.pod_namespace, "ml");
   EXPECT_EQ(llm.name, "llm-0");
   ASSERT_EQ(llm.containers.size(), 2u);
-  EXPECT_EQ(llm.containers[0].name, "server");
-  ASSERT_EQ(llm.containers[0].resources.size(), 1u);
-  EXPECT_EQ(llm.containers[0].resources[0].resource, "nvidia.com/gpu");
-  EXPECT_EQ(llm.containers[0].resources[0].ids, std::vector<std::string>{"GPU-0000"});
-  EXPECT_EQ(llm.containers[1].name, "sidecar");
-  ASSERT_EQ(llm.containers[1].resources.size(), 1u);
-  EXPECT_EQ(llm.containers[1].resources[0].resource, "nvidia.com/mig-3g.40gb");
-  EXPECT_EQ(llm.containers[1].resources[0].ids, std::vector<std::string>{"MIG-c"});
+  expect_holds(llm.containers[0], "server", "nvidia.com/gpu", {"GPU-0000"});
+  expect_holds(llm.containers[1], "sidecar", "nvidia.com/mig-3g.40gb", {"MIG-c"});
 }
 
 // A container's later allocation of another resource is listed beside the first.
