@@ -171,6 +171,15 @@ remove_new_chains() {
   done
 }
 
+our_mounts() {  # the mounts under teardown's prefixes, deepest first
+  local m p
+  findmnt -rn -o TARGET | sort -r | while read -r m; do
+    for p in "${prefixes[@]}"; do
+      if [[ $m == "$p" || $m == "$p"/* ]]; then echo "$m"; break; fi
+    done
+  done
+}
+
 teardown() {
   local rc=$? name left=()
   trap - EXIT INT TERM
@@ -189,17 +198,11 @@ teardown() {
   for name in kube-scheduler kube-controller-manager kube-apiserver dockerd containerd etcd; do stop "$name"; done
   # Whatever is still mounted under the run's paths (the kubelet's volumes, its
   # self bind-mount, dockerd's netns), deepest first.
-  local prefixes=("$run" "$cache/docker" "$cache/containerd" "${created[@]}") m p
+  local prefixes=("$run" "$cache/docker" "$cache/containerd" "${created[@]}") m p still
   for ((i = 0; i < 3; i++)); do
-    while read -r m; do
-      for p in "${prefixes[@]}"; do
-        [[ $m == "$p" || $m == "$p"/* ]] && { umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; }
-      done
-    done < <(findmnt -rn -o TARGET | sort -r)
+    while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done < <(our_mounts)
   done
-  local still= patterns=()
-  for p in "${prefixes[@]}"; do patterns+=(-e "$p"); done
-  still=$(findmnt -rn -o TARGET | grep -F "${patterns[@]}" || true)
+  still=$(our_mounts)
   if [[ -z $still ]]; then
     for p in "${created[@]}"; do rm -rf --one-file-system "$p"; done
   fi
@@ -208,9 +211,7 @@ teardown() {
   for name in "${order[@]}"; do
     [[ -n ${pid_of[$name]:-} ]] && kill -0 "${pid_of[$name]}" 2>/dev/null && left+=("process $name")
   done
-  while read -r m; do
-    for p in "${prefixes[@]}"; do [[ $m == "$p" || $m == "$p"/* ]] && left+=("mount $m"); done
-  done < <(findmnt -rn -o TARGET)
+  while read -r m; do [[ -n $m ]] && left+=("mount $m"); done <<<"$still"
   for port in "${PORTS[@]}"; do ss -Hltn "sport = :$port" | grep -q . && left+=("listener on port $port"); done
   for p in "${created[@]}"; do [[ -e $p ]] && left+=("path $p"); done
   [[ $(kube_chains) == "$chains_before" ]] || left+=("iptables chains $(comm -13 <(echo "$chains_before") <(kube_chains) | tr '\n' ' ')")
@@ -407,6 +408,13 @@ spec:
 EOF
 }
 
+inventory() { "$tessera" inventory --sim "$run/node" --json; }
+pod_resources() { "$tessera" pods --socket "$run/kubelet/pod-resources/kubelet.sock" --json; }
+env_var() { sed -n "s/^$2=//p" <<<"$1"; }  # env_var ENV NAME: NAME's value in ENV's lines
+plugin_restarts() {
+  kc -n tessera get pods -l app.kubernetes.io/name=tessera -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}'
+}
+
 container_env() {  # container_env POD: the env docker gave the pod's container
   local id
   id=$(docker ps -q --filter "label=io.kubernetes.pod.name=$1" --filter label=io.kubernetes.container.name=cuda | head -1)
@@ -441,7 +449,7 @@ scenario_mig-capacity() {
   local n
   n=$(node_field capacity nvidia.com/mig-1g.20gb)
   [[ $n == "$(want 8)" ]] || fail "node $NODE has nvidia.com/mig-1g.20gb capacity $n, expected $(want 8)"
-  n=$("$tessera" inventory --sim "$run/node" --json | jq '[.gpus[].gpu_instances[] | select(.profile == "1g.20gb")] | length')
+  n=$(inventory | jq '[.gpus[].gpu_instances[] | select(.profile == "1g.20gb")] | length')
   [[ $n == 8 ]] || fail "tessera inventory lists $n 1g.20gb GPU instances, expected 8"
   echo "  capacity nvidia.com/mig-1g.20gb: $(node_field capacity nvidia.com/mig-1g.20gb), allocatable $(node_field allocatable nvidia.com/mig-1g.20gb)"
 }
@@ -456,11 +464,11 @@ scenario_mig-pods() {
   kc get events --field-selector "involvedObject.name=$pending,reason=FailedScheduling" -o jsonpath='{.items[*].message}' |
     grep -q 'Insufficient nvidia.com/mig-1g.20gb' || fail "pod $pending is Pending but not for lack of nvidia.com/mig-1g.20gb"
   echo "  $pending: Pending (Insufficient nvidia.com/mig-1g.20gb)"
-  known=$("$tessera" inventory --sim "$run/node" --json | jq -r '.gpus[].mig_devices[].uuid')
+  known=$(inventory | jq -r '.gpus[].mig_devices[].uuid')
   for i in $(seq 0 8); do
     [[ mig-$i == "$pending" ]] && continue
     env=$(container_env "mig-$i")
-    uuid=$(sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p' <<<"$env")
+    uuid=$(env_var "$env" NVIDIA_VISIBLE_DEVICES)
     [[ $uuid == MIG-* ]] || fail "mig-$i: NVIDIA_VISIBLE_DEVICES='$uuid' is not one MIG UUID"
     grep -qxF "$uuid" <<<"$known" || fail "mig-$i: $uuid is not a MIG device in tessera inventory"
     uuids+=("$uuid")
@@ -473,11 +481,12 @@ scenario_mig-pods() {
 
 scenario_pod-resources() {
   # The kubelet's pod-resources API agrees with each container's environment.
-  local listed i pod uuid got
-  listed=$("$tessera" pods --socket "$run/kubelet/pod-resources/kubelet.sock" --json) ||
+  local listed i pod env uuid got
+  listed=$(pod_resources) ||
     fail "tessera pods could not list the kubelet's pod resources"
   for pod in $(kc get pods -l app=e2e-consumer --field-selector=status.phase=Running -o jsonpath='{.items[*].metadata.name}'); do
-    uuid=$(container_env "$pod" | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')
+    env=$(container_env "$pod")
+    uuid=$(env_var "$env" NVIDIA_VISIBLE_DEVICES)
     got=$(jq -r --arg p "$pod" '.[] | select(.namespace == "default" and .pod == $p and .container == "cuda"
             and .resource == "nvidia.com/mig-1g.20gb") | .devices[]' <<<"$listed")
     [[ -n $uuid && $got == "$uuid" ]] || fail "pod-resources lists '$got' for $pod, its env says '$uuid'"
@@ -490,7 +499,7 @@ scenario_pod-resources() {
 scenario_kubelet-restart() {
   local before container restarts_before
   container=$(plugin_container)
-  restarts_before=$(kc -n tessera get pods -l app.kubernetes.io/name=tessera -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}')
+  restarts_before=$(plugin_restarts)
   before=$(registrations)
   local log_from
   log_from=$(wc -l <"$run/logs/kubelet.log")
@@ -507,7 +516,7 @@ scenario_kubelet-restart() {
   expect_resource 60 nvidia.com/mig-1g.20gb 8
   [[ $(plugin_container) == "$container" ]] || fail "tessera's container was replaced; it should have re-registered in place"
   local restarts
-  restarts=$(kc -n tessera get pods -l app.kubernetes.io/name=tessera -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}')
+  restarts=$(plugin_restarts)
   [[ $restarts == "$restarts_before" ]] || fail "tessera's container restarted ($restarts_before -> $restarts)"
   echo "  registrations $before -> $(registrations); same container, allocatable back to 8"
 }
@@ -533,17 +542,17 @@ scenario_time-slicing() {
   expect_resource 120 nvidia.com/gpu 8
   echo "  capacity nvidia.com/gpu: $(node_field capacity nvidia.com/gpu)"
   local i env gpus
-  gpus=$("$tessera" inventory --sim "$run/node" --json | jq -r '.gpus[].uuid')
+  gpus=$(inventory | jq -r '.gpus[].uuid')
   for i in 0 1 2; do pod "ts-$i" nvidia.com/gpu 1; echo ---; done | kc apply -f - >/dev/null
   three_running() { [[ $(pods_in_phase Running) == 3 ]]; }
   wait_for 90 "3 time-sliced pods Running" three_running
   local listed
-  listed=$("$tessera" pods --socket "$run/kubelet/pod-resources/kubelet.sock" --json)
+  listed=$(pod_resources)
   for i in 0 1 2; do
     env=$(container_env "ts-$i")
     local uuid limit ids
-    uuid=$(sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p' <<<"$env")
-    limit=$(sed -n 's/^TESSERA_DEVICE_MEMORY_LIMIT_0=//p' <<<"$env")
+    uuid=$(env_var "$env" NVIDIA_VISIBLE_DEVICES)
+    limit=$(env_var "$env" TESSERA_DEVICE_MEMORY_LIMIT_0)
     [[ $uuid == GPU-* ]] && grep -qxF "$uuid" <<<"$gpus" || fail "ts-$i: NVIDIA_VISIBLE_DEVICES='$uuid' is not a GPU of the node"
     [[ $limit == $((85899345920 / 4)) ]] || fail "ts-$i: TESSERA_DEVICE_MEMORY_LIMIT_0='$limit', expected a quarter of 80 GiB"
     ids=$(jq -r --arg p "ts-$i" '.[] | select(.pod == $p and .resource == "nvidia.com/gpu") | .devices[]' <<<"$listed")
