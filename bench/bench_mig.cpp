@@ -3,7 +3,8 @@
 //       default configs of a model (pure code, no driver);
 //   (b) `mig apply` on the simulator, through the real NVML loader: time per
 //       apply and NVML calls per apply (counted by the simulated driver).
-// Usage: bench_mig SHARED_DATA_DIR TESSERA_BIN SIM_LIBRARY
+// Usage: bench_mig [MIG_CONFIG TESSERA_BIN SIM_LIBRARY] (default: NVIDIA's
+// default config in third_party/ and this build's tessera and simulator)
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -142,14 +143,20 @@ void apply_times(const config::MigPartedConfig& cfg, const std::string& bin, con
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4) {
-    std::fprintf(stderr, "usage: bench_mig SHARED_DATA_DIR TESSERA_BIN SIM_LIBRARY\n");
+  if (argc != 1 && argc != 4) {
+    std::fprintf(stderr, "usage: bench_mig [MIG_CONFIG TESSERA_BIN SIM_LIBRARY]\n");
     return 2;
   }
+  std::string config_file = argc == 4 ? argv[1] : TESSERA_SOURCE_DIR "/third_party/nvidia-mig-parted/config-default.yaml";
+  std::string bin = argc == 4 ? argv[2] : TESSERA_BIN;
+  std::string sim = argc == 4 ? argv[3] : TESSERA_SIM_LIBRARY;
   config::Diagnostics diags;
-  auto cfg = config::load_mig_parted(std::string(argv[1]) + "/nvidia/mig-parted-config-default.yaml", diags);
-  if (!cfg) return 1;
+  auto cfg = config::load_mig_parted(config_file, diags);
+  if (!cfg) {
+    for (const auto& d : diags.items()) std::fprintf(stderr, "%s\n", config::format(d).c_str());
+    return 1;
+  }
   plan_times(*cfg);
-  apply_times(*cfg, argv[2], argv[3]);
+  apply_times(*cfg, bin, sim);
   return 0;
 }

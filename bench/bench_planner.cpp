@@ -1,5 +1,6 @@
 // The fleet planner on published data; prints tables.
-//   bench_planner <shared data folder>     (the build passes ../shared/data)
+//   bench_planner [SOURCE_DIR [a|b|c]]   (default: this source tree; reads
+//   data/workloads/ and third_party/parvagpu/)
 // (a) llm-mix-37.csv on A100-80GB, H100-80GB, H200: exact and fast modes vs baselines and bound.
 // (b) ParvaGPU's six SLO scenarios (A100-80GB): our GPUs next to ParvaGPU's published 2, 3, 5, 7, 13, 16.
 // (c) scale: 10,000 GPUs and 50,000 services in the fast mode.
@@ -48,11 +49,11 @@ std::vector<std::string> split(const std::string& line, char sep = ',') {
   return out;
 }
 
-// ParvaGPU's admission rule (shared/data/README.md): latency x 1000 < SLO / 2 x 0.9, at most 3
+// ParvaGPU's admission rule (third_party/parvagpu/README.md): latency x 1000 < SLO / 2 x 0.9, at most 3
 // MPS processes per instance; an instance serves Throughput x processes.
 std::map<int, double> parva_capacity(const std::string& data, const std::string& model, double slo_ms) {
   std::map<int, double> best;  // compute slices -> requests/s
-  std::istringstream in(slurp(data + "/parvagpu/prof_data/" + model + ".csv"));
+  std::istringstream in(slurp(data + "/third_party/parvagpu/prof_data/" + model + ".csv"));
   std::string line;
   std::getline(in, line);
   while (std::getline(in, line)) {
@@ -118,7 +119,7 @@ void workload(const std::string& data) {
   std::printf("%-16s %6s %6s %6s %6s %7s %8s %10s %6s %8s %8s %10s\n", "GPU", "exact", "proven", "fast", "bound",
               "fast-lb", "fast-gap", "whole-gpu", "all-1g", "balanced", "exact-t", "fast-t");
   config::Diagnostics diags;
-  auto base = config::parse_service_csv(slurp(data + "/workloads/llm-mix-37.csv"), "llm-mix-37.csv", diags);
+  auto base = config::parse_service_csv(slurp(data + "/data/workloads/llm-mix-37.csv"), "llm-mix-37.csv", diags);
   if (!base) {
     std::cerr << config::format(diags.items()[0]) << "\n";
     std::exit(1);
@@ -126,7 +127,7 @@ void workload(const std::string& data) {
   // CNN rows: rate and latency SLO from the CSV, per-slice capacity from ParvaGPU's profiles.
   std::map<std::string, std::pair<std::string, double>> cnn;  // service -> (model, rate)
   std::map<std::string, double> slo;
-  std::istringstream rows(slurp(data + "/workloads/llm-mix-37.csv"));
+  std::istringstream rows(slurp(data + "/data/workloads/llm-mix-37.csv"));
   std::string line;
   std::getline(rows, line);
   while (std::getline(rows, line)) {
@@ -166,13 +167,13 @@ void parvagpu(const std::string& data) {
   std::cout << "\n(b) ParvaGPU SLO scenarios on A100-SXM4-80GB (rates from SLO/, capacity from prof_data/)\n";
   std::printf("%-9s %8s %6s %6s %6s %6s %7s %10s %6s %8s %9s\n", "scenario", "services", "exact", "proven", "fast",
               "bound", "fast-lb", "whole-gpu", "all-1g", "balanced", "ParvaGPU");
-  // Models in alphabetical order of the prof_data files (shared/data/README.md).
+  // Models in alphabetical order of the prof_data files (third_party/parvagpu/README.md).
   const std::vector<std::string> models = {"bert",      "densenet121", "densenet169", "densenet201",
                                            "inceptionv3", "mobilenetv2", "resnet101",   "resnet152",
                                            "resnet50",    "vgg16",       "vgg19"};
   const int published[] = {2, 3, 5, 7, 13, 16};  // ParvaGPU's deployment/SLO<i> GPU counts (README)
-  auto rates = split(slurp(data + "/parvagpu/SLO/SLO_req_rate.csv"), '\n');
-  auto slos = split(slurp(data + "/parvagpu/SLO/SLO_latency.csv"), '\n');
+  auto rates = split(slurp(data + "/third_party/parvagpu/SLO/SLO_req_rate.csv"), '\n');
+  auto slos = split(slurp(data + "/third_party/parvagpu/SLO/SLO_latency.csv"), '\n');
   const GpuModel& model = *Catalog::builtin().find("A100-SXM4-80GB");
   for (int row = 0; row < 6; ++row) {
     auto rate = split(rates[size_t(row)]), slo = split(slos[size_t(row)]);
@@ -245,7 +246,7 @@ void scale(int by_rate_percent) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string data = argc > 1 ? argv[1] : TESSERA_SHARED_DATA;
+  std::string data = argc > 1 ? argv[1] : TESSERA_SOURCE_DIR;
   std::string only = argc > 2 ? argv[2] : "";  // a, b or c: one table only
   auto timed = [](const char* name, auto&& table) {
     auto start = std::chrono::steady_clock::now();

@@ -5,7 +5,9 @@ set -euo pipefail
 build=${1:-build/dev}
 bin=$build/src/tessera
 kubelet_sim=$build/sim/kubelet/tessera-kubelet-sim
-defaults=../shared/data/nvidia/mig-parted-config-default.yaml
+# NVIDIA's own default configs, kept verbatim in third_party/.
+defaults=third_party/nvidia-mig-parted/config-default.yaml
+operator_configmap=third_party/nvidia-gpu-operator/0400_configmap.yaml
 work=$(mktemp -d "${TMPDIR:-/tmp}/tessera-demo-XXXXXX")
 plugin_pid=
 cleanup() {
@@ -22,8 +24,8 @@ echo
 "$bin" catalog --gpu A100-SXM4-80GB
 
 step "NVIDIA's default mig-parted configs, checked entry by entry against the catalog"
-"$bin" mig validate -f "$defaults" 2>/dev/null
-"$bin" mig validate -f ../shared/data/nvidia/gpu-operator-0400_configmap-default-mig-parted-config.yaml 2>/dev/null
+"$bin" mig validate -f "$defaults"
+"$bin" mig validate -f "$operator_configmap"
 "$bin" mig validate -f "$defaults" -c all-balanced --gpu H100-80GB
 
 step "The example config on an A100-80GB: one layout fits, one asks for a profile the GPU lacks"

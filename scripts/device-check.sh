@@ -121,8 +121,7 @@ log "NVML call latency ($CALLS calls each)"
 # --- 6. MIG plan, read-only ----------------------------------------------------
 # `tessera mig plan` reads the GPUs' MIG state and prints what `mig apply`
 # would do; it never changes anything (apply is not run here).
-MIG_CONFIG=${MIG_CONFIG:-../shared/data/nvidia/mig-parted-config-default.yaml}
-[[ -f $MIG_CONFIG ]] || MIG_CONFIG=examples/mig-config.yaml
+MIG_CONFIG=${MIG_CONFIG:-third_party/nvidia-mig-parted/config-default.yaml}
 for config in all-disabled all-enabled all-balanced; do
   log "mig plan -c $config (read-only)"
   "$TESSERA_BIN" mig plan -f "$MIG_CONFIG" -c "$config" --json >"$OUT/mig-plan-$config.json" 2>"$OUT/mig-plan-$config.err" || true

@@ -7,9 +7,9 @@
 #   scripts/setup.sh --e2e    also what the real-cluster tests need (tests/e2e)
 set -euo pipefail
 
-# Build and test dependencies (DESIGN.md, Conventions).
+# Build and test dependencies (docs/architecture.md, Conventions).
 packages=(
-  cmake ninja-build g++ pkg-config
+  cmake ninja-build g++ pkg-config python3
   clang libclang-rt-14-dev            # libFuzzer targets
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev

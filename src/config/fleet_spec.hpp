@@ -18,9 +18,11 @@
 // `capacity` maps a MIG profile name (or `gpu`, a whole GPU without MIG) to the
 // rate one instance serves. With only `gpu` given, each profile is credited the
 // whole-GPU rate times its share of the memory slices (LLM decode is bound by
-// memory bandwidth: shared/refs/performance-anchors.md §0.3).
+// memory bandwidth, and a slice gets the bandwidth of its memory slices: on an
+// A100-80GB 1g.10gb has 1/8, 3g.40gb and 4g.40gb both 4/8; NVIDIA MIG User
+// Guide, "Supported MIG Profiles", Fraction of Memory column).
 //
-// Also reads a CSV of services (columns of shared/data/workloads/llm-mix-37.csv:
+// Also reads a CSV of services (columns of data/workloads/llm-mix-37.csv:
 // service, mem_need_GiB, demand, full_A100_capacity, smallest_A100_profile), with
 // no fleet: the caller names the GPU model.
 #pragma once

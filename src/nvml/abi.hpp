@@ -1,10 +1,11 @@
 // The NVML ABI subset tessera uses: our own declarations of NVML's types,
 // constants and struct layouts (x86-64 Linux, plain C calling convention).
-// Facts: shared/refs/nvml-cuda-abi-facts.md, sections 1.1-1.4, which were
-// read from NVIDIA's header as shipped in go-nvml (gen/nvml/nvml.h) and
-// checked with a compiled layout probe. The names follow NVML's so a reader
-// can match them to NVIDIA's documentation; they live in a namespace so they
-// never collide with a real nvml.h.
+// Facts: docs/nvml-abi.md, sections 1.1-1.4, which were read from NVIDIA's
+// header as shipped in go-nvml (gen/nvml/nvml.h) and checked with a compiled
+// layout probe. Here and across the tree, "(facts N)" in a comment means
+// section N of docs/nvml-abi.md and "(facts 1.5 #k)" its pitfall k. The
+// names follow NVML's so a reader can match them to NVIDIA's documentation;
+// they live in a namespace so they never collide with a real nvml.h.
 #pragma once
 
 #include <cstddef>

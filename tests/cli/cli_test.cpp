@@ -4,6 +4,7 @@
 
 #include <regex>
 
+#include "support/data.hpp"
 #include "support/run.hpp"
 
 namespace tessera {
@@ -11,7 +12,8 @@ namespace {
 
 using testing::run;
 const std::string kBin = TESSERA_BIN;
-const std::string kNvidia = std::string(TESSERA_SHARED_DATA) + "/nvidia/";
+using testing::kGpuOperatorConfigMap;
+using testing::kNvidiaMigDefaults;
 
 TEST(Cli, HelpExplainsTheCommands) {
   auto r = run({kBin, "--help"});
@@ -61,15 +63,15 @@ TEST(Cli, CatalogUnknownModel) {
 }
 
 TEST(Cli, NvidiaDefaultFilesAreValid) {
-  for (const char* f : {"mig-parted-config-default.yaml", "gpu-operator-0400_configmap-default-mig-parted-config.yaml"}) {
-    auto r = run({kBin, "mig", "validate", "-f", kNvidia + f});
+  for (const auto& f : {kNvidiaMigDefaults, kGpuOperatorConfigMap}) {
+    auto r = run({kBin, "mig", "validate", "-f", f});
     EXPECT_EQ(r.exit_code, 0) << f << "\n" << r.err;
     EXPECT_NE(r.out.find(": valid: 81 configs"), std::string::npos) << r.out;
   }
 }
 
 TEST(Cli, ValidateOneConfigOnOneGpuPrintsTheLayout) {
-  auto r = run({kBin, "mig", "validate", "-f", kNvidia + "mig-parted-config-default.yaml", "-c", "all-balanced",
+  auto r = run({kBin, "mig", "validate", "-f", kNvidiaMigDefaults, "-c", "all-balanced",
                 "--gpu", "A100-80GB"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("all-balanced  8      A100-SXM4-80GB  ok      2g.20gb@0 1g.10gb@2 1g.10gb@3 3g.40gb@4"),
@@ -78,7 +80,7 @@ TEST(Cli, ValidateOneConfigOnOneGpuPrintsTheLayout) {
 }
 
 TEST(Cli, ValidateJson) {
-  auto r = run({kBin, "mig", "validate", "-f", kNvidia + "mig-parted-config-default.yaml", "--json"});
+  auto r = run({kBin, "mig", "validate", "-f", kNvidiaMigDefaults, "--json"});
   ASSERT_EQ(r.exit_code, 0);
   auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["valid"].get<bool>());

@@ -4,11 +4,12 @@
 
 #include "config/mig_parted_validate.hpp"
 #include "core/mig_layout.hpp"
+#include "support/data.hpp"
 
 namespace tessera::config {
 namespace {
 
-const std::string kData = TESSERA_SHARED_DATA;
+using testing::kNvidiaMigDefaults;
 
 std::string errors_of(const Diagnostics& d) {
   std::string out;
@@ -22,7 +23,7 @@ class NvidiaDefaults : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(NvidiaDefaults, ValidateEntryByEntry) {
   Diagnostics diags;
-  auto cfg = load_mig_parted(kData + "/nvidia/" + GetParam(), diags);
+  auto cfg = load_mig_parted(testing::kSourceDir + "/" + GetParam(), diags);
   ASSERT_TRUE(cfg) << errors_of(diags);
   auto checks = validate_mig_parted(*cfg, Catalog::builtin(), {}, diags);
   EXPECT_FALSE(diags.has_errors()) << errors_of(diags);
@@ -44,8 +45,8 @@ TEST_P(NvidiaDefaults, ValidateEntryByEntry) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, NvidiaDefaults,
-                         ::testing::Values("mig-parted-config-default.yaml",
-                                           "gpu-operator-0400_configmap-default-mig-parted-config.yaml"));
+                         ::testing::Values("third_party/nvidia-mig-parted/config-default.yaml",
+                                           "third_party/nvidia-gpu-operator/0400_configmap.yaml"));
 
 TEST(MigParted, ParsesEntries) {
   Diagnostics diags;
@@ -153,7 +154,7 @@ mig-configs:
 
 TEST(MigPartedValidate, UnknownConfigNameSuggests) {
   Diagnostics diags;
-  auto cfg = load_mig_parted(kData + "/nvidia/mig-parted-config-default.yaml", diags);
+  auto cfg = load_mig_parted(kNvidiaMigDefaults, diags);
   ASSERT_TRUE(cfg);
   MigValidateOptions opts;
   opts.config_name = "all-1g.10gbb";

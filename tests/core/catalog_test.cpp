@@ -5,12 +5,14 @@
 
 #include <fstream>
 
+#include "support/data.hpp"
+
 namespace tessera {
 namespace {
 
 nlohmann::json reference() {
-  std::ifstream in(std::string(TESSERA_SHARED_DATA) + "/mig_profiles.json");
-  EXPECT_TRUE(in.good()) << "reference data missing: " << TESSERA_SHARED_DATA;
+  std::ifstream in(testing::kMigProfiles);
+  EXPECT_TRUE(in.good()) << "reference data missing: " << testing::kMigProfiles;
   return nlohmann::json::parse(in);
 }
 

@@ -7,6 +7,7 @@
 
 #include "config/mig_parted.hpp"
 #include "config/mig_parted_validate.hpp"
+#include "support/data.hpp"
 #include "support/mig_brute_force.hpp"
 
 namespace tessera::mig {
@@ -139,7 +140,7 @@ class ConfigPairs : public ::testing::TestWithParam<const char*> {};
 TEST_P(ConfigPairs, ConvergeWithMinimumDestroyed) {
   const auto& m = model(GetParam());
   config::Diagnostics diags;
-  auto cfg = config::load_mig_parted(std::string(TESSERA_SHARED_DATA) + "/nvidia/mig-parted-config-default.yaml", diags);
+  auto cfg = config::load_mig_parted(testing::kNvidiaMigDefaults, diags);
   ASSERT_TRUE(cfg);
   std::vector<std::pair<std::string, DesiredGpu>> configs;
   for (const auto& mc : cfg->configs)

@@ -1,5 +1,5 @@
-// Our NVML declarations against the ABI facts (shared/refs/nvml-cuda-abi-facts.md
-// sections 1.3 and 1.4), and the loader against the simulator: the same
+// Our NVML declarations against the ABI facts (docs/nvml-abi.md sections 1.3
+// and 1.4), and the loader against the simulator: the same
 // dlopen and binding as production.
 #include "nvml/abi.hpp"
 

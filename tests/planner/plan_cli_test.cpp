@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/data.hpp"
 #include "support/run.hpp"
 
 namespace tessera {
@@ -16,7 +17,7 @@ using testing::run;
 using testing::TempDir;
 const std::string kBin = TESSERA_BIN;
 const std::string kExample = std::string(TESSERA_EXAMPLES) + "/fleet.yaml";
-const std::string kWorkload = std::string(TESSERA_SHARED_DATA) + "/workloads/llm-mix-37.csv";
+using testing::kWorkload;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);

@@ -10,6 +10,7 @@
 
 #include "config/mig_parted.hpp"
 #include "config/mig_parted_validate.hpp"
+#include "support/data.hpp"
 #include "support/run.hpp"
 
 namespace tessera {
@@ -19,7 +20,7 @@ using testing::run;
 using testing::TempDir;
 
 inline const std::string kBin = TESSERA_BIN;
-inline const std::string kDefaults = std::string(TESSERA_SHARED_DATA) + "/nvidia/mig-parted-config-default.yaml";
+inline const std::string kDefaults = testing::kNvidiaMigDefaults;
 
 struct NamedConfig {
   std::string name;
@@ -31,8 +32,11 @@ struct NamedConfig {
 inline std::vector<NamedConfig> configs_for(const GpuModel& model) {
   config::Diagnostics diags;
   auto cfg = config::load_mig_parted(kDefaults, diags);
-  EXPECT_TRUE(cfg);
   std::vector<NamedConfig> out;
+  if (!cfg) {
+    ADD_FAILURE() << "cannot read " << kDefaults;
+    return out;
+  }
   for (const auto& mc : cfg->configs)
     for (const auto& e : mc.entries) {
       auto targets = config::entry_targets(e, Catalog::builtin());
