@@ -44,6 +44,7 @@ nlohmann::json to_json(const nvml::Inventory& inv) {
     auto migs = nlohmann::json::array();
     for (const auto& m : g.mig_devices)
       migs.push_back({{"uuid", m.uuid},
+                      {"index", m.index},
                       {"gpu_instance", m.gpu_instance_id},
                       {"compute_instance", m.compute_instance_id},
                       {"memory", memory_json(m.memory)}});

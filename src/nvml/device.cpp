@@ -118,16 +118,24 @@ Result<uint32_t> Device::max_mig_device_count() const {
 }
 
 Result<std::vector<Device>> Device::mig_devices() const {
+  auto indexed = indexed_mig_devices();
+  if (!indexed) return unexpected<Error>(indexed.error());
+  std::vector<Device> out;
+  for (const auto& m : *indexed) out.push_back(m.device);
+  return out;
+}
+
+Result<std::vector<Device::Indexed>> Device::indexed_mig_devices() const {
   auto max = max_mig_device_count();
   if (!max) return unexpected<Error>(max.error());
-  std::vector<Device> out;
+  std::vector<Indexed> out;
   for (unsigned int i = 0; i < *max; ++i) {
     nvmlDevice_t mig = nullptr;
     auto r = api_->nvmlDeviceGetMigDeviceHandleByIndex(handle_, i, &mig);
     if (r == NVML_ERROR_NOT_FOUND) continue;  // indices can be sparse (facts 1.2)
     if (r != NVML_SUCCESS)
       return fail(r, "nvmlDeviceGetMigDeviceHandleByIndex", describe() + ", index " + std::to_string(i));
-    out.emplace_back(api_, mig);
+    out.push_back({i, Device(api_, mig)});
   }
   return out;
 }

@@ -40,6 +40,10 @@ class Device {
   [[nodiscard]] Result<uint32_t> max_mig_device_count() const;
   // The MIG devices of this GPU; indices may be sparse, empty ones skipped.
   [[nodiscard]] Result<std::vector<Device>> mig_devices() const;
+  // The same, each with the index nvmlDeviceGetMigDeviceHandleByIndex took:
+  // the MIG device's number in "<gpu>:<index>" ids (deviceIDStrategy: index).
+  struct Indexed;
+  [[nodiscard]] Result<std::vector<Indexed>> indexed_mig_devices() const;
   [[nodiscard]] Result<Device> parent() const;  // of a MIG device
   [[nodiscard]] Result<uint32_t> gpu_instance_id() const;
   [[nodiscard]] Result<uint32_t> compute_instance_id() const;
@@ -78,6 +82,11 @@ class Device {
   std::string describe() const;
   const Api* api_;
   abi::nvmlDevice_t handle_;
+};
+
+struct Device::Indexed {
+  uint32_t index;
+  Device device;
 };
 
 // The PCI fields of a raw struct (also used for NVLink peers).

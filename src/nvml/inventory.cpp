@@ -98,13 +98,13 @@ Result<void> collect_instances(const Device& gpu, const GpuModel* model, GpuReco
 }
 
 Result<void> collect_mig_devices(const Device& gpu, GpuRecord& rec) {
-  TRY_ASSIGN(migs, gpu.mig_devices());
-  for (const auto& m : migs) {
+  TRY_ASSIGN(migs, gpu.indexed_mig_devices());
+  for (const auto& [index, m] : migs) {
     TRY_ASSIGN(mig_uuid, m.uuid());
     TRY_ASSIGN(gi_id, m.gpu_instance_id());
     TRY_ASSIGN(ci_id, m.compute_instance_id());
     TRY_ASSIGN(mig_memory, m.memory_info());
-    rec.mig_devices.push_back({mig_uuid, gi_id, ci_id, mig_memory});
+    rec.mig_devices.push_back({mig_uuid, index, gi_id, ci_id, mig_memory});
   }
   return {};
 }

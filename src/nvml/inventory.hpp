@@ -26,6 +26,7 @@ struct GpuInstanceRecord {
 
 struct MigDeviceRecord {
   std::string uuid;  // "MIG-..."
+  uint32_t index = 0;  // nvmlDeviceGetMigDeviceHandleByIndex's index on its GPU
   uint32_t gpu_instance_id = 0;
   uint32_t compute_instance_id = 0;
   MemoryInfo memory;

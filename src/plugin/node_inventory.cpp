@@ -29,6 +29,7 @@ Result<sharing::Inventory> read_node_inventory(const nvml::Session& session) {
     for (const auto& m : g.mig_devices) {
       sharing::MigDevice md;
       md.uuid = m.uuid;
+      md.nvml_index = m.index;
       md.gi_id = m.gpu_instance_id;
       md.ci_id = m.compute_instance_id;
       md.memory_bytes = m.memory.total;

@@ -17,6 +17,12 @@ struct MigDevice {
   uint32_t start = 0;     // placement, memory slices
   uint64_t memory_bytes = 0;
   bool full_instance = true;  // its compute instance spans the whole GPU instance
+  // NVML's MIG device index on its GPU (nvmlDeviceGetMigDeviceHandleByIndex):
+  // what "<gpu>:<index>" ids name and the container runtime resolves. Not
+  // the placement order: NVML numbers by GPU instance id, then compute
+  // instance id, and instance ids follow creation order.
+  uint32_t nvml_index = 0;
+  friend bool operator==(const MigDevice&, const MigDevice&) = default;
 };
 
 struct Gpu {
@@ -26,13 +32,15 @@ struct Gpu {
   std::string pci_bus_id;
   uint64_t memory_bytes = 0;
   bool mig_enabled = false;
-  std::vector<MigDevice> mig_devices;  // by start
+  std::vector<MigDevice> mig_devices;  // by placement start
   std::vector<uint32_t> nvlink_peers;  // indices of GPUs with an active NVLink to this one
+  friend bool operator==(const Gpu&, const Gpu&) = default;
 };
 
 struct Inventory {
   std::vector<Gpu> gpus;
   const Gpu* find_gpu(const std::string& uuid) const;
+  friend bool operator==(const Inventory&, const Inventory&) = default;
 };
 
 }  // namespace tessera::sharing

@@ -19,8 +19,8 @@ Device whole_gpu(const Gpu& g) {
   return {g.uuid, g.uuid, std::to_string(g.index), g.index, g.uuid, g.memory_bytes, 0, 1, false, 0, 0};
 }
 
-Device mig_device(const Gpu& g, const MigDevice& m, size_t position) {
-  return {m.uuid, m.uuid, std::to_string(g.index) + ":" + std::to_string(position), g.index, g.uuid, m.memory_bytes, 0, 1,
+Device mig_device(const Gpu& g, const MigDevice& m) {
+  return {m.uuid, m.uuid, std::to_string(g.index) + ":" + std::to_string(m.nvml_index), g.index, g.uuid, m.memory_bytes, 0, 1,
           true, m.gi_id, m.ci_id};
 }
 
@@ -59,11 +59,10 @@ Result<std::vector<Physical>> physical_devices(const Inventory& inv, MigStrategy
       out.push_back({"nvidia.com/gpu", whole_gpu(g), ""});
       continue;
     }
-    for (size_t i = 0; i < g.mig_devices.size(); ++i) {
-      const auto& m = g.mig_devices[i];
+    for (const auto& m : g.mig_devices) {
       if (!m.full_instance) continue;  // NVIDIA advertises only CI == GI devices
       std::string name = strategy == MigStrategy::single ? "nvidia.com/gpu" : mig_resource_name(m.profile);
-      out.push_back({name, mig_device(g, m, i), m.profile});
+      out.push_back({name, mig_device(g, m), m.profile});
     }
   }
   return out;

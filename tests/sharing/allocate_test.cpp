@@ -30,12 +30,18 @@ TEST(Allocate, WholeGpusByUuidAndByIndex) {
   EXPECT_EQ(allocate(r, ids, by_index)->envs.at("NVIDIA_VISIBLE_DEVICES"), "1,0");
 }
 
-TEST(Allocate, MigDeviceIndexIsGpuColonPosition) {
-  auto r = only("version: v1\nflags: {migStrategy: mixed}\n", "nvidia.com/mig-3g.40gb");
+// "<gpu>:<n>" names NVML's MIG device index n (what
+// nvmlDeviceGetMigDeviceHandleByIndex takes and the runtime resolves), not
+// the device's rank by placement: the 3g.40gb sits last by placement but is
+// NVML's MIG device 0.
+TEST(Allocate, MigDeviceIndexIsGpuColonNvmlIndex) {
   AllocateSettings by_index;
   by_index.id_strategy = config::DeviceIdStrategy::index;
-  std::vector<std::string> ids{"MIG-c"};
-  EXPECT_EQ(allocate(r, ids, by_index)->envs.at("NVIDIA_VISIBLE_DEVICES"), "1:2");
+  auto big = only("version: v1\nflags: {migStrategy: mixed}\n", "nvidia.com/mig-3g.40gb");
+  EXPECT_EQ(allocate(big, std::vector<std::string>{"MIG-c"}, by_index)->envs.at("NVIDIA_VISIBLE_DEVICES"), "1:0");
+  auto small = only("version: v1\nflags: {migStrategy: mixed}\n", "nvidia.com/mig-1g.20gb");
+  EXPECT_EQ(allocate(small, std::vector<std::string>{"MIG-a"}, by_index)->envs.at("NVIDIA_VISIBLE_DEVICES"), "1:1");
+  EXPECT_EQ(allocate(small, std::vector<std::string>{"MIG-b"}, by_index)->envs.at("NVIDIA_VISIBLE_DEVICES"), "1:2");
 }
 
 TEST(Allocate, TimeSlicedReplicaCarriesQuota) {
