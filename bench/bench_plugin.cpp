@@ -1,8 +1,15 @@
 // Device-plugin latencies through real unix sockets, with the kubelet peer:
 //   Allocate p50/p99 at 1, 16 and 64 concurrent callers on an 8-GPU node
-//   with 56 MIG devices; time from an injected XID to the Unhealthy update
-//   seen on ListAndWatch; a soak of steady allocations with memory and open
-//   files sampled. Prints tables. Usage: bench_plugin [--soak-seconds N] [--rate-per-minute R]
+//   with 56 MIG devices, next to the floor measured in the same run: a bare
+//   gRPC unary call (empty request, empty reply) over the same kind of unix
+//   socket, server and client; time from an XID injected into a simulated
+//   node to the Unhealthy update seen on ListAndWatch, through the driver's
+//   event path (NVML event wait, health, ListAndWatch); a soak of steady
+//   allocations with memory and open files sampled. Prints tables; exits
+//   non-zero when any request or trial fails.
+//   Usage: bench_plugin [--soak-seconds N] [--rate-per-minute R]
+#include <dlfcn.h>
+#include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -17,7 +24,10 @@
 #include <vector>
 
 #include "kubelet/fake_kubelet.hpp"
+#include "plugin/event_watch.hpp"
+#include "plugin/node_inventory.hpp"
 #include "plugin/plugin_manager.hpp"
+#include "plugin/proto/deviceplugin_v1beta1.grpc.pb.h"
 
 namespace {
 
@@ -31,7 +41,7 @@ sharing::Inventory eight_gpus_56_migs() {
     sharing::Gpu gpu{g, "GPU-" + std::to_string(1000 + g), "A100-SXM4-80GB", "", 80ull << 30, true, {}, {}};
     for (uint32_t m = 0; m < 7; ++m)
       gpu.mig_devices.push_back({"MIG-" + std::to_string(g) + "-" + std::to_string(m), "1g.10gb", 7 + m, 0, m,
-                                 9728ull << 20, true});
+                                 9728ull << 20, true, m});
     inv.gpus.push_back(gpu);
   }
   return inv;
@@ -59,6 +69,171 @@ size_t open_fds() {
   size_t n = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
   return n;
+}
+
+// The floor: a server whose one method answers an empty message with an empty
+// message, built like the plugin's (ServerBuilder, unix socket), and a client
+// built like the kubelet peer's (one shared stub, a deadline per call).
+class BareService final : public v1beta1::DevicePlugin::Service {
+  grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
+                                      v1beta1::DevicePluginOptions*) override {
+    return grpc::Status::OK;
+  }
+};
+
+struct Floor {
+  BareService service;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<v1beta1::DevicePlugin::Stub> stub;
+
+  explicit Floor(const std::string& socket) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix://" + socket, grpc::InsecureServerCredentials());
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    stub = v1beta1::DevicePlugin::NewStub(
+        grpc::CreateCustomChannel("unix://" + socket, grpc::InsecureChannelCredentials(), args));
+  }
+  ~Floor() {
+    if (server) server->Shutdown(std::chrono::system_clock::now() + 1s);
+  }
+  bool call() const {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    v1beta1::DevicePluginOptions out;
+    return stub->GetDevicePluginOptions(&ctx, v1beta1::Empty{}, &out).ok();
+  }
+};
+
+struct Latency {
+  double p50 = 0, p99 = 0, per_second = 0;
+  size_t count = 0;
+  bool ok = true;
+};
+
+// `concurrency` threads each making `per_thread` calls of `one(thread, i)`.
+template <class Call>
+Latency measure(int concurrency, int per_thread, const Call& one) {
+  std::vector<std::vector<double>> lat(static_cast<size_t>(concurrency));
+  std::atomic<bool> ok{true};
+  std::vector<std::thread> threads;
+  auto t0 = Clock::now();
+  for (int t = 0; t < concurrency; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        auto s = Clock::now();
+        if (!one(t, i)) ok = false;
+        lat[static_cast<size_t>(t)].push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
+      }
+    });
+  for (auto& th : threads) th.join();
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::vector<double> all;
+  for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
+  return {percentile(all, 0.5), percentile(all, 0.99), static_cast<double>(all.size()) / secs, all.size(), ok.load()};
+}
+
+// The simulator's control entry point (tesseraSimControl), for making a node
+// and injecting events the way `tessera sim` does.
+struct SimControl {
+  void* handle = dlopen(TESSERA_SIM_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  int (*control)(const char*, char**) = nullptr;
+  void (*release)(char*) = nullptr;
+  SimControl() {
+    if (!handle) return;
+    control = reinterpret_cast<int (*)(const char*, char**)>(dlsym(handle, "tesseraSimControl"));
+    release = reinterpret_cast<void (*)(char*)>(dlsym(handle, "tesseraSimFree"));
+  }
+  ~SimControl() {
+    if (handle) dlclose(handle);
+  }
+  bool operator()(const std::string& request) const {
+    if (!control || !release) return false;
+    char* reply = nullptr;
+    int rc = control(request.c_str(), &reply);
+    if (rc != 0) std::fprintf(stderr, "simulator: %s\n", reply ? reply : "?");
+    release(reply);
+    return rc == 0;
+  }
+};
+
+// XID 79 injected into a simulated 8-GPU node, seen as Unhealthy on
+// ListAndWatch: the simulated driver's event queue, nvmlEventSetWait in the
+// plugin's event watch, the health tracker, the device state, the gRPC stream.
+// Returns false when a trial fails.
+bool xid_through_the_driver(const std::filesystem::path& dir) {
+  std::string node = (dir / "node").string();
+  SimControl sim;
+  if (!sim(R"({"op": "create", "dir": ")" + node + R"(", "gpu": "A100-SXM4-80GB", "count": 8})")) return false;
+  setenv("TESSERA_SIM_DIR", node.c_str(), 1);
+  auto lib = nvml::Library::open(TESSERA_SIM_LIBRARY);
+  if (!lib) return false;
+  auto session = nvml::Session::open(std::move(*lib));
+  if (!session) return false;
+  auto inventory = plugin::read_node_inventory(*session);
+  if (!inventory) return false;
+  auto kubelet_dir = dir / "xid-kubelet";
+  std::filesystem::create_directories(kubelet_dir);
+  sim::FakeKubelet kubelet(kubelet_dir.string());
+  if (!kubelet.start()) return false;
+  plugin::PluginOptions opts;
+  opts.kubelet_dir = kubelet_dir.string();
+  config::Diagnostics d;
+  opts.config = *config::parse_device_plugin_config(
+      "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replicas: 4}]\n", "bench.yaml", d);
+  opts.health.recovery = 1h;
+  opts.gpu_answers = plugin::nvml_gpu_probe(*session);
+  plugin::PluginManager manager(opts);
+  if (!manager.start(*inventory)) return false;
+  std::vector<uint32_t> gpus;
+  for (const auto& g : inventory->gpus) gpus.push_back(g.index);
+  plugin::EventSinks sinks;
+  sinks.health = [&](const sharing::HealthEvent& e) { manager.on_event(e); };
+  auto watch = plugin::EventWatch::start(*session, gpus, std::move(sinks));
+  if (!watch) return false;
+  const std::string res = "nvidia.com/gpu";
+  if (!kubelet.wait_for(res, [](const auto& devs) { return devs.size() == 32; }, 10s)) return false;
+
+  std::printf("\nXID 79 injected into the simulated node to Unhealthy on ListAndWatch (8 GPUs x 4 replicas)\n");
+  std::printf("%-6s %12s\n", "trial", "latency_us");
+  std::vector<double> xid;
+  bool all_ok = true;
+  for (int trial = 0; trial < 20; ++trial) {
+    uint32_t gpu = static_cast<uint32_t>(trial % 8);
+    std::string uuid = inventory->gpus[gpu].uuid;
+    auto s = Clock::now();
+    if (!sim(R"({"op": "event", "dir": ")" + node + R"(", "gpu": )" + std::to_string(gpu) +
+             R"(, "kind": "xid", "xid": 79})"))
+      return false;
+    bool ok = kubelet.wait_for(res, [&](const auto& devs) {
+      return std::count_if(devs.begin(), devs.end(), [&](const auto& x) {
+               return x.id.rfind(uuid, 0) == 0 && x.health == "Unhealthy";
+             }) == 4;
+    }, 5s);
+    double us = std::chrono::duration<double, std::micro>(Clock::now() - s).count();
+    if (!ok) {
+      std::printf("%-6d %12s\n", trial, "FAILED");
+      all_ok = false;
+      continue;
+    }
+    xid.push_back(us);
+    manager.tick(sharing::Clock::now() + 2h);  // quiet long enough, and the GPU answers: recovered
+    if (!kubelet.wait_for(res, [](const auto& devs) {
+          return std::all_of(devs.begin(), devs.end(), [](const auto& x) { return x.health == "Healthy"; });
+        }, 5s)) {
+      std::printf("%-6d %12s\n", trial, "NO-RECOVERY");
+      all_ok = false;
+    }
+    if (trial < 5) std::printf("%-6d %12.0f\n", trial, us);
+  }
+  if (!xid.empty())
+    std::printf("p50 %.0f us, p99 %.0f us over %zu trials\n", percentile(xid, 0.5), percentile(xid, 0.99), xid.size());
+  watch->reset();
+  manager.stop();
+  kubelet.stop();
+  return all_ok && xid.size() == 20;
 }
 
 }  // namespace
@@ -96,54 +271,36 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  std::printf("Allocate latency (%s, 56 devices, one device per request, unix socket gRPC)\n", res.c_str());
-  std::printf("%-12s %10s %10s %10s %12s\n", "concurrency", "requests", "p50_us", "p99_us", "throughput/s");
+  Floor floor((dir / "bare.sock").string());
+  if (!floor.call()) {
+    std::fprintf(stderr, "the bare gRPC server does not answer\n");
+    return 1;
+  }
+  std::printf("Allocate (%s, 56 devices, one device per request) vs a bare gRPC unary call, unix sockets\n",
+              res.c_str());
+  std::printf("%-12s %9s %10s %10s %10s %10s %9s %9s %12s\n", "concurrency", "requests", "bare_p50", "bare_p99",
+              "alloc_p50", "alloc_p99", "p50_ratio", "p99_ratio", "allocs/s");
+  bool failed = false;
   for (int concurrency : {1, 16, 64}) {
-    const int per_thread = concurrency == 1 ? 2000 : 4000 / concurrency + 50;
-    std::vector<std::vector<double>> lat(static_cast<size_t>(concurrency));
-    std::vector<std::thread> threads;
-    auto t0 = Clock::now();
-    for (int t = 0; t < concurrency; ++t)
-      threads.emplace_back([&, t] {
-        for (int i = 0; i < per_thread; ++i) {
-          std::string id = "MIG-" + std::to_string((t + i) % 8) + "-" + std::to_string(i % 7);
-          auto s = Clock::now();
-          auto a = kubelet.allocate(res, {id});
-          if (!a) std::abort();
-          lat[static_cast<size_t>(t)].push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
-        }
-      });
-    for (auto& th : threads) th.join();
-    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::vector<double> all;
-    for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
-    std::printf("%-12d %10zu %10.0f %10.0f %12.0f\n", concurrency, all.size(), percentile(all, 0.5),
-                percentile(all, 0.99), static_cast<double>(all.size()) / secs);
+    const int per_thread = concurrency == 1 ? 4000 : 8000 / concurrency + 50;
+    auto bare = measure(concurrency, per_thread, [&](int, int) { return floor.call(); });
+    auto alloc = measure(concurrency, per_thread, [&](int t, int i) {
+      std::string id = "MIG-" + std::to_string((t + i) % 8) + "-" + std::to_string(i % 7);
+      return kubelet.allocate(res, {id}).has_value();
+    });
+    failed |= !bare.ok || !alloc.ok;
+    std::printf("%-12d %9zu %10.0f %10.0f %10.0f %10.0f %9.2f %9.2f %12.0f\n", concurrency, alloc.count, bare.p50,
+                bare.p99, alloc.p50, alloc.p99, alloc.p50 / bare.p50, alloc.p99 / bare.p99, alloc.per_second);
+  }
+  if (failed) {
+    std::fprintf(stderr, "a request failed\n");
+    return 1;
   }
 
-  std::printf("\nXID 79 to Unhealthy on ListAndWatch (GPU with 7 MIG devices)\n");
-  std::printf("%-6s %12s\n", "trial", "latency_us");
-  std::vector<double> xid;
-  for (int trial = 0; trial < 20; ++trial) {
-    auto gpu = "GPU-" + std::to_string(1000 + trial % 8);
-    auto mig_prefix = "MIG-" + std::to_string(trial % 8) + "-";
-    auto s = Clock::now();
-    manager.on_event({sharing::HealthEvent::Kind::xid, 79, gpu, std::nullopt, std::nullopt, sharing::Clock::now()});
-    bool ok = kubelet.wait_for(res, [&](const auto& d) {
-      return std::count_if(d.begin(), d.end(), [&](const auto& x) {
-               return x.id.rfind(mig_prefix, 0) == 0 && x.health == "Unhealthy";
-             }) == 7;
-    }, 5s);
-    double us = std::chrono::duration<double, std::micro>(Clock::now() - s).count();
-    if (!ok) us = -1;
-    xid.push_back(us);
-    manager.tick(sharing::Clock::now() + 2h);  // recover before the next trial
-    kubelet.wait_for(res, [](const auto& d) {
-      return std::all_of(d.begin(), d.end(), [](const auto& x) { return x.health == "Healthy"; });
-    }, 5s);
-    if (trial < 5) std::printf("%-6d %12.0f\n", trial, us);
+  if (!xid_through_the_driver(dir)) {
+    std::fprintf(stderr, "XID trials failed\n");
+    return 1;
   }
-  std::printf("p50 %.0f us, p99 %.0f us over %zu trials\n", percentile(xid, 0.5), percentile(xid, 0.99), xid.size());
 
   std::printf("\nSoak: %d allocations a minute for %d s\n", rate_per_minute, soak_seconds);
   std::printf("%-8s %12s %10s %8s\n", "elapsed", "allocations", "rss_kib", "fds");

@@ -111,8 +111,12 @@ void add_event(Node& node, const json& req) {
     push_event(node, gpu, nvmlEventTypeSingleBitEccError, 0, gi, ci);
   else if (kind == "ecc-double")
     push_event(node, gpu, nvmlEventTypeDoubleBitEccError, 0, gi, ci);
-  else
-    throw Failure{"unknown event kind '" + kind + "' (xid, ecc-single, ecc-double)"};
+  else if (kind == "lost") {
+    // Fallen off the bus: XID 79, then silence; calls on it fail until a reset.
+    push_event(node, gpu, nvmlEventTypeXidCriticalError, 79, -1, -1);
+    node.gpus[gpu].lost = true;
+  } else
+    throw Failure{"unknown event kind '" + kind + "' (xid, ecc-single, ecc-double, lost)"};
 }
 
 void add_fault(Node& node, const json& req) {

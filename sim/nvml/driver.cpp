@@ -71,6 +71,7 @@ const SimHandle* as_handle(const void* p) {
 Return resolve_device(const Node& node, nvmlDevice_t device, DeviceRef& out) {
   const auto* h = as_handle(device);
   if (!h || h->gpu >= node.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  if (node.gpus[h->gpu].lost) return NVML_ERROR_GPU_IS_LOST;
   out = DeviceRef{h->gpu, nullptr, nullptr};
   if (h->kind == HandleKind::gpu) return NVML_SUCCESS;
   if (h->kind != HandleKind::mig_device) return NVML_ERROR_INVALID_ARGUMENT;
@@ -84,6 +85,7 @@ Return resolve_device(const Node& node, nvmlDevice_t device, DeviceRef& out) {
 Return resolve_gpu(const Node& node, nvmlDevice_t device, uint32_t& gpu) {
   const auto* h = as_handle(device);
   if (!h || h->kind != HandleKind::gpu || h->gpu >= node.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  if (node.gpus[h->gpu].lost) return NVML_ERROR_GPU_IS_LOST;
   gpu = h->gpu;
   return NVML_SUCCESS;
 }

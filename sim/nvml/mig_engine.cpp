@@ -211,6 +211,7 @@ Return reset_gpu(Node& node, uint32_t gpu) {
   if (has_processes(node, gpu)) return NVML_ERROR_IN_USE;
   auto& g = node.gpus[gpu];
   if (!g.mig_pending && !g.gpu_instances.empty()) return NVML_ERROR_IN_USE;
+  g.lost = false;  // a reset brings a GPU that fell off the bus back
   g.mig_current = g.mig_pending;
   return NVML_SUCCESS;
 }

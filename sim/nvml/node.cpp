@@ -10,7 +10,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimComputeInstance, uid, id, pro
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimGpuInstance, uid, id, profile_id, start, size, activity,
                                                 compute_instances)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimGpu, model, uuid, bus, minor, nvlink_peers, mig_current, mig_pending,
-                                                gpu_util, memory_util, activity, gpu_instances)
+                                                gpu_util, memory_util, activity, gpu_instances, lost)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimProcess, pid, gpu, gpu_instance, compute_instance, memory_bytes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimEvent, seq, gpu, type, data, gpu_instance, compute_instance)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimFault, function, nth, times, calls, error)

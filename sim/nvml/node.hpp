@@ -51,6 +51,9 @@ struct SimGpu {
   uint32_t memory_util = 0;
   Activity activity;
   std::vector<SimGpuInstance> gpu_instances;
+  // Fallen off the bus: every call on the GPU or its MIG devices returns
+  // NVML_ERROR_GPU_IS_LOST until a reset.
+  bool lost = false;
 };
 
 // Instance ids are -1 for a process on a whole GPU.

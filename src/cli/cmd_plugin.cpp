@@ -1,20 +1,19 @@
 // tessera plugin: the kubelet device plugin for this node.
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <poll.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <iostream>
-#include <thread>
 
 #include "cli/commands.hpp"
 #include "cli/nvml_driver.hpp"
 #include "cli/output.hpp"
 #include "config/device_plugin.hpp"
 #include "nvml/device.hpp"
-#include "nvml/event_set.hpp"
+#include "plugin/event_watch.hpp"
 #include "plugin/node_inventory.hpp"
 #include "plugin/plugin_manager.hpp"
 
@@ -38,41 +37,6 @@ std::optional<config::DevicePluginConfig> load_config(const std::string& file) {
   return c;
 }
 
-// Feeds XID and ECC events from NVML to the plugin until `stop` is set.
-void watch_events(const nvml::Session& session, const sharing::Inventory& inventory, plugin::PluginManager& manager,
-                  const std::atomic<bool>& stop) {
-  auto set = session.create_event_set();
-  if (!set) {
-    spdlog::warn("no NVML events: {} (health stays as it is)", set.error().message());
-    return;
-  }
-  const auto types = nvml::abi::nvmlEventTypeXidCriticalError | nvml::abi::nvmlEventTypeDoubleBitEccError |
-                     nvml::abi::nvmlEventTypeSingleBitEccError;
-  for (const auto& g : inventory.gpus) {
-    auto dev = session.device(g.index);
-    if (!dev) continue;
-    auto supported = dev->supported_event_types();
-    auto wanted = supported ? (*supported & types) : types;
-    if (auto added = set->add(*dev, wanted); !added) spdlog::warn("GPU {}: {}", g.index, added.error().message());
-  }
-  while (!stop.load()) {
-    auto ev = set->wait(200);
-    if (!ev) continue;  // timeout, or an interrupted wait
-    auto uuid = ev->device.uuid();
-    if (!uuid) continue;
-    sharing::HealthEvent he;
-    he.kind = ev->type == nvml::abi::nvmlEventTypeXidCriticalError ? sharing::HealthEvent::Kind::xid
-              : ev->type == nvml::abi::nvmlEventTypeDoubleBitEccError ? sharing::HealthEvent::Kind::double_bit_ecc
-                                                                       : sharing::HealthEvent::Kind::single_bit_ecc;
-    he.xid = ev->data;
-    he.gpu_uuid = *uuid;
-    he.gi_id = ev->gpu_instance_id;
-    he.ci_id = ev->compute_instance_id;
-    he.at = sharing::Clock::now();
-    manager.on_event(he);
-  }
-}
-
 int run_plugin(const PluginArgs& args) {
   auto config = load_config(args.config_file);
   if (!config) return kExitInvalid;
@@ -91,6 +55,7 @@ int run_plugin(const PluginArgs& args) {
   opts.config = *config;
   opts.health.ignored_xids = {args.ignored_xids.begin(), args.ignored_xids.end()};
   opts.health.recovery = std::chrono::milliseconds(static_cast<int64_t>(args.recovery_seconds * 1000));
+  opts.gpu_answers = plugin::nvml_gpu_probe(*session);
   plugin::PluginManager manager(opts);
 
   // Signals arrive on a descriptor: no async handlers.
@@ -101,10 +66,13 @@ int run_plugin(const PluginArgs& args) {
   sigaddset(&mask, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+  // MIG changes wake the loop at once for a fresh inventory.
+  int mig_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 
   if (auto started = manager.start(*inventory); !started) {
     std::cerr << "tessera plugin: " << started.error().message << '\n';
     close(sfd);
+    close(mig_fd);
     return kExitInvalid;
   }
   std::string names;
@@ -113,23 +81,47 @@ int run_plugin(const PluginArgs& args) {
                args.kubelet_dir, names);
   std::cout << "tessera plugin: ready: " << names << std::endl;
 
-  std::atomic<bool> stop{false};
-  std::thread events([&] { watch_events(*session, *inventory, manager, stop); });
-  auto next_inventory = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(args.inventory_seconds * 1000));
-  while (true) {
-    pollfd p{sfd, POLLIN, 0};
-    int n = poll(&p, 1, 250);
-    manager.tick(sharing::Clock::now());
-    if (std::chrono::steady_clock::now() >= next_inventory) {
-      next_inventory += std::chrono::milliseconds(static_cast<int64_t>(args.inventory_seconds * 1000));
-      if (auto fresh = plugin::read_node_inventory(*session); fresh) {
-        if (auto updated = manager.update_inventory(*fresh); !updated)
-          spdlog::error("inventory update refused: {}", updated.error().message);
-      } else {
-        spdlog::warn("cannot read the inventory: {}", fresh.error().message);
-      }
+  std::vector<uint32_t> gpus;
+  for (const auto& g : inventory->gpus) gpus.push_back(g.index);
+  plugin::EventSinks sinks;
+  sinks.health = [&manager](const sharing::HealthEvent& e) { manager.on_event(e); };
+  sinks.mig_changed = [mig_fd] {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = write(mig_fd, &one, sizeof one);
+  };
+  auto events = plugin::EventWatch::start(*session, gpus, std::move(sinks));
+  if (!events) spdlog::warn("no NVML events: {} (health stays as it is)", events.error().message);
+
+  const auto interval = std::chrono::milliseconds(static_cast<int64_t>(args.inventory_seconds * 1000));
+  auto next_inventory = std::chrono::steady_clock::now() + interval;
+  bool inventory_readable = true;  // log once per change
+  auto refresh_inventory = [&] {
+    auto fresh = plugin::read_node_inventory(*session);
+    if (!fresh) {
+      if (inventory_readable) spdlog::warn("cannot read the inventory: {} (serving the last one)", fresh.error().message);
+      inventory_readable = false;
+      return;
     }
-    if (n <= 0) continue;
+    if (!inventory_readable) spdlog::info("the inventory is readable again");
+    inventory_readable = true;
+    if (auto updated = manager.update_inventory(*fresh); !updated)
+      spdlog::error("inventory update refused: {}", updated.error().message);
+  };
+  while (true) {
+    pollfd p[2] = {{sfd, POLLIN, 0}, {mig_fd, POLLIN, 0}};
+    int n = poll(p, 2, 250);
+    manager.tick(sharing::Clock::now());
+    bool mig_changed = n > 0 && (p[1].revents & POLLIN);
+    if (mig_changed) {
+      uint64_t count = 0;
+      [[maybe_unused]] auto r = read(mig_fd, &count, sizeof count);
+      spdlog::debug("MIG configuration changed ({} events): reading the inventory", count);
+    }
+    if (mig_changed || std::chrono::steady_clock::now() >= next_inventory) {
+      next_inventory = std::chrono::steady_clock::now() + interval;
+      refresh_inventory();
+    }
+    if (n <= 0 || !(p[0].revents & POLLIN)) continue;
     signalfd_siginfo info{};
     if (read(sfd, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
     if (info.ssi_signo == SIGHUP) {
@@ -145,10 +137,10 @@ int run_plugin(const PluginArgs& args) {
     spdlog::info("signal {}: stopping", info.ssi_signo);
     break;
   }
-  stop = true;
-  events.join();
+  if (events) events->reset();
   manager.stop();
   close(sfd);
+  close(mig_fd);
   std::cout << "tessera plugin: stopped" << std::endl;
   return kExitOk;
 }

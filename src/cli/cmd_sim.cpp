@@ -29,6 +29,7 @@ struct SimArgs {
   std::string memory = "0";
   uint64_t xid = 0;
   std::string ecc;
+  bool lost = false;
   std::string function;
   std::string error = "NVML_ERROR_UNKNOWN";
   uint32_t nth = 1;
@@ -77,7 +78,9 @@ int run_process(const SimArgs& a, bool end) {
 
 int run_event(const SimArgs& a) {
   nlohmann::json req = {{"op", "event"}, {"dir", a.dir}, {"gpu", a.gpu}};
-  if (!a.ecc.empty())
+  if (a.lost)
+    req["kind"] = "lost";
+  else if (!a.ecc.empty())
     req["kind"] = "ecc-" + a.ecc;
   else {
     req["kind"] = "xid";
@@ -158,11 +161,15 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   auto* xid = event->add_option("--xid", a->xid, "Xid number (e.g. 79: fallen off the bus)");
   auto* ecc =
       event->add_option("--ecc", a->ecc, "ECC error: single or double")->check(CLI::IsMember({"single", "double"}));
+  auto* lost = event->add_flag("--lost", a->lost,
+                               "The GPU falls off the bus: XID 79, then every NVML call on it fails with "
+                               "NVML_ERROR_GPU_IS_LOST until `tessera sim reset`");
   xid->excludes(ecc);
+  lost->excludes(xid)->excludes(ecc);
   event->add_option("--gpu-instance", a->gpu_instance, "GPU instance the event concerns");
-  event->callback([a, xid, ecc, &exit_code] {
-    if (xid->count() + ecc->count() != 1) {
-      std::cerr << "tessera sim event: give --xid N or --ecc single|double\n";
+  event->callback([a, xid, ecc, lost, &exit_code] {
+    if (xid->count() + ecc->count() + lost->count() != 1) {
+      std::cerr << "tessera sim event: give --xid N, --ecc single|double or --lost\n";
       exit_code = kExitUsage;
       return;
     }
@@ -190,7 +197,7 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   fault->add_option("--times", a->times, "How many calls in a row fail (default 1)")->check(CLI::PositiveNumber);
   fault->callback([a, &exit_code] { exit_code = run_fault(*a); });
 
-  auto* reset = sim->add_subcommand("reset", "Reset a GPU: applies a pending MIG mode (refused while processes run)");
+  auto* reset = sim->add_subcommand("reset", "Reset a GPU: applies a pending MIG mode, brings back a lost GPU (refused while processes run)");
   add_dir(reset, *a);
   reset->add_option("--gpu", a->gpu, "GPU index");
   reset->callback([a, &exit_code] {

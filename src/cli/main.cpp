@@ -22,6 +22,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->envname("TESSERA_LOG_LEVEL");
   app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
+  // Commands (made after this) pass options they lack up to here, so
+  // `tessera plugin --log-level info` works as well as `tessera --log-level info plugin`.
+  app.fallthrough();
   spdlog::set_default_logger(spdlog::stderr_color_mt("tessera"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 

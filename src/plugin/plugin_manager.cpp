@@ -105,18 +105,30 @@ Result<void> PluginManager::reload(config::DevicePluginConfig config) {
 
 Result<void> PluginManager::update_inventory(sharing::Inventory inventory) {
   std::lock_guard lock(mutex_);
+  if (inventory == inventory_) return {};
   return apply(std::move(inventory), options_.config);
 }
 
 void PluginManager::on_event(const sharing::HealthEvent& event) {
   std::lock_guard lock(mutex_);
-  if (health_.record(event) && state_->refresh_health(health_))
-    spdlog::warn("XID {} on {}: devices marked Unhealthy", event.xid, event.gpu_uuid);
+  if (!health_.record(event) || !state_->refresh_health(health_)) return;
+  switch (event.kind) {
+    case sharing::HealthEvent::Kind::xid:
+      spdlog::warn("XID {} on {}: devices marked Unhealthy", event.xid, event.gpu_uuid);
+      break;
+    case sharing::HealthEvent::Kind::double_bit_ecc:
+      spdlog::warn("double-bit ECC error on {}: devices marked Unhealthy", event.gpu_uuid);
+      break;
+    default:
+      spdlog::warn("{}: devices marked Unhealthy (the driver's event watch failed)", event.gpu_uuid);
+  }
 }
 
 void PluginManager::tick(sharing::Clock::time_point now) {
   std::lock_guard lock(mutex_);
-  if (health_.recover(now) && state_->refresh_health(health_)) spdlog::info("devices back to Healthy");
+  static const sharing::GpuProbe by_the_clock = [](const std::string&) { return true; };
+  const auto& probe = options_.gpu_answers ? options_.gpu_answers : by_the_clock;
+  if (health_.recover(now, probe) && state_->refresh_health(health_)) spdlog::info("devices back to Healthy");
 }
 
 void PluginManager::stop() {

@@ -23,6 +23,9 @@ struct PluginOptions {
   std::string kubelet_dir = kDefaultKubeletDir;
   config::DevicePluginConfig config;
   sharing::HealthPolicy health;
+  // Asked before a quiet device is Healthy again (nvml_gpu_probe on a node);
+  // without one, recovery goes by the clock alone (for tests of the policy).
+  sharing::GpuProbe gpu_answers;
   bool watch_kubelet = true;  // re-register when kubelet.sock is recreated
 };
 
@@ -40,6 +43,7 @@ class PluginManager {
   // Applies a new config: rebuilt resources; servers of resources that
   // remain keep running, so no allocation or stream is dropped.
   [[nodiscard]] Result<void> reload(config::DevicePluginConfig config);
+  // A changed inventory rebuilds the resources; an unchanged one does nothing.
   [[nodiscard]] Result<void> update_inventory(sharing::Inventory inventory);
   void on_event(const sharing::HealthEvent& event);
   void tick(sharing::Clock::time_point now);

@@ -1,12 +1,17 @@
 // Device health from NVML events. Critical XIDs and double-bit ECC errors
 // make a GPU (or one MIG device, when the event names its instance)
-// Unhealthy; a device with no new critical event for `recovery` comes back
-// Healthy. NVIDIA's plugin keeps devices Unhealthy until it restarts
-// (k8s-device-plugin issues #234, #1014): a complaint of its users.
+// Unhealthy; so does an NVML event watch that fails (the driver does not say
+// which GPU, so every GPU it watched). Recovery is earned: a device comes
+// back Healthy only when no new critical event arrived for `recovery` AND its
+// GPU answers again (the probe reads it). An XID 79 ("fallen off the bus")
+// followed by silence stays Unhealthy until the GPU responds. NVIDIA's
+// plugin keeps devices Unhealthy until it restarts (k8s-device-plugin issues
+// #234, #1014): a complaint of its users.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -20,7 +25,8 @@ namespace tessera::sharing {
 using Clock = std::chrono::steady_clock;
 
 struct HealthEvent {
-  enum class Kind { xid, double_bit_ecc, single_bit_ecc };
+  // driver_error: the NVML event watch itself failed (GPU_IS_LOST, UNKNOWN, ...).
+  enum class Kind { xid, double_bit_ecc, single_bit_ecc, driver_error };
   Kind kind = Kind::xid;
   uint64_t xid = 0;
   std::string gpu_uuid;
@@ -33,7 +39,12 @@ struct HealthPolicy {
   // XIDs NVIDIA's plugin treats as application errors (internal/rm/health.go).
   std::set<uint64_t> ignored_xids{13, 31, 43, 45, 68, 109};
   std::chrono::milliseconds recovery{std::chrono::seconds(60)};
+  // How often a quiet but failed GPU is asked whether it answers again.
+  std::chrono::milliseconds probe_interval{std::chrono::seconds(1)};
 };
+
+// Whether a GPU answers (e.g. its UUID and memory can be read).
+using GpuProbe = std::function<bool(const std::string& gpu_uuid)>;
 
 class HealthTracker {
  public:
@@ -41,8 +52,10 @@ class HealthTracker {
 
   // Returns true when the event made a device Unhealthy (or extended it).
   bool record(const HealthEvent& event);
-  // Devices quiet for the recovery period come back; true when any did.
-  bool recover(Clock::time_point now);
+  // Failures quiet for the recovery period whose GPU answers `probe` are
+  // cleared; true when any was. A GPU that does not answer is asked again
+  // after probe_interval, not on every call.
+  bool recover(Clock::time_point now, const GpuProbe& probe);
   bool healthy(const Device& device) const;
   bool critical(const HealthEvent& event) const;
   const HealthPolicy& policy() const { return policy_; }
@@ -53,6 +66,7 @@ class HealthTracker {
   static constexpr uint32_t kAll = ~0u;
   HealthPolicy policy_;
   std::map<Key, Clock::time_point> last_failure_;
+  std::map<std::string, Clock::time_point> next_probe_;  // GPUs that did not answer
 };
 
 }  // namespace tessera::sharing

@@ -4,6 +4,12 @@
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "nvml/session.hpp"
 
 #include "kubelet/fake_kubelet.hpp"
 #include "support/run.hpp"
@@ -24,13 +30,61 @@ struct SimNode {
   std::string kubelet_dir = dir.path() + "/device-plugins";
   sim::FakeKubelet kubelet{kubelet_dir};
 
-  SimNode() {
-    auto r = run({kBin, "sim", "create", node, "--gpu", "A100-SXM4-80GB", "--count", "2"});
+  explicit SimNode(const std::string& count = "2") {
+    auto r = run({kBin, "sim", "create", node, "--gpu", "A100-SXM4-80GB", "--count", count});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     std::filesystem::create_directories(kubelet_dir);
     EXPECT_TRUE(kubelet.start());
   }
+  void sim(std::vector<std::string> args) const {
+    args.insert(args.begin(), {kBin, "sim"});
+    args.insert(args.begin() + 3, node);
+    auto r = run(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  void mig_apply(const std::string& config_file, const std::string& name) const {
+    auto r = run({kBin, "mig", "apply", "-f", config_file, "-c", name, "--sim", node});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
 };
+
+size_t count_health(const std::vector<sim::AdvertisedDevice>& d, const std::string& health) {
+  return static_cast<size_t>(std::count_if(d.begin(), d.end(), [&](const auto& x) { return x.health == health; }));
+}
+
+// CPU seconds (user + system) a process used so far, from /proc/PID/stat.
+double cpu_seconds(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; fields >> f && i <= 15; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(f);  // utime, stime
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+const char* kMigConfigs = R"(version: v1
+mig-configs:
+  all-1g.10gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 7}
+  two-3g:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"3g.40gb": 2}
+  four-1g-one-3g:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 4, "3g.40gb": 1}
+)";
 
 TEST(PluginCommand, TimeSlicedReplicasXidRecoveryAndCleanStop) {
   SimNode n;
@@ -40,7 +94,7 @@ sharing:
     resources: [{name: nvidia.com/gpu, replicas: 4}]
 )");
   Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
-                  "--health-recovery", "1"},
+                  "--health-recovery", "1", "--log-level", "info"},
                  n.dir.path() + "/plugin.log");
   ASSERT_TRUE(plugin.wait_for_output("tessera plugin: ready: nvidia.com/gpu", 10000)) << plugin.output();
   ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 8; }, 5s));
@@ -97,6 +151,160 @@ TEST(PluginCommand, SighupReloadsTheConfig) {
   EXPECT_TRUE(plugin.wait_for_output("unknown version 'v9'", 3000)) << plugin.output();
   plugin.signal(SIGTERM);
   EXPECT_EQ(plugin.wait(5000), 0);
+}
+
+// XID 79 and silence: the GPU fell off the bus. Its devices stay Unhealthy
+// past the recovery period while it does not answer, and come back once a
+// reset makes it answer again.
+TEST(PluginCommand, LostGpuStaysUnhealthyUntilItAnswers) {
+  SimNode n;
+  auto config = n.dir.write("dp.yaml", "version: v1\n");
+  Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
+                  "--health-recovery", "1", "--log-level", "info"},
+                 n.dir.path() + "/plugin.log");
+  ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 2; }, 5s));
+  n.sim({"event", "--gpu", "0", "--lost"});
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Unhealthy") == 1; }, 3s))
+      << plugin.output();
+  // Three recovery periods of silence: still Unhealthy, said once.
+  std::this_thread::sleep_for(3s);
+  EXPECT_EQ(n.kubelet.healthy_count("nvidia.com/gpu"), 1u) << plugin.output();
+  EXPECT_EQ(occurrences(plugin.output(), "does not answer"), 1u) << plugin.output();
+  n.sim({"reset", "--gpu", "0"});
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 2; }, 5s))
+      << plugin.output();
+  EXPECT_TRUE(plugin.wait_for_output("answers again", 1000)) << plugin.output();
+  plugin.signal(SIGTERM);
+  EXPECT_EQ(plugin.wait(5000), 0) << plugin.output();
+}
+
+// nvmlEventSetWait failing with GPU_IS_LOST: every watched GPU turns
+// Unhealthy, the failure is logged once, the wait is retried with backoff,
+// and the devices recover when the driver answers again.
+TEST(PluginCommand, FailingEventWaitMarksGpusUnhealthyOnceAndRecovers) {
+  SimNode n;
+  auto config = n.dir.write("dp.yaml", "version: v1\n");
+  Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
+                  "--health-recovery", "1", "--log-level", "info"},
+                 n.dir.path() + "/plugin.log");
+  ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 2; }, 5s));
+  n.sim({"fault", "--function", "nvmlEventSetWait_v2", "--error", "NVML_ERROR_GPU_IS_LOST", "--times", "3"});
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Unhealthy") == 2; }, 3s))
+      << plugin.output();
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 2; }, 8s))
+      << plugin.output();
+  auto log = plugin.output();
+  EXPECT_EQ(occurrences(log, "NVML event wait failed"), 1u) << log;
+  EXPECT_NE(log.find("NVML_ERROR_GPU_IS_LOST"), std::string::npos) << log;
+  EXPECT_EQ(occurrences(log, "works again after 3 failed waits"), 1u) << log;
+  plugin.signal(SIGTERM);
+  EXPECT_EQ(plugin.wait(5000), 0) << plugin.output();
+}
+
+// The driver gone for good (the simulated node's directory removed): the
+// plugin marks everything Unhealthy and waits with backoff instead of
+// spinning. Before, it used 30% of a core doing thousands of calls a second.
+TEST(PluginCommand, DeadDriverDoesNotSpin) {
+  SimNode n;
+  auto config = n.dir.write("dp.yaml", "version: v1\n");
+  Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
+                  "--log-level", "info"},
+                 n.dir.path() + "/plugin.log");
+  ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 2; }, 5s));
+  std::filesystem::rename(n.node, n.dir.path() + "/gone");
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Unhealthy") == 2; }, 3s))
+      << plugin.output();
+  double before = cpu_seconds(plugin.pid());
+  std::this_thread::sleep_for(4s);
+  double used = cpu_seconds(plugin.pid()) - before;
+  EXPECT_LT(used, 0.2) << "CPU seconds in 4 s with the driver gone; " << plugin.output();
+  EXPECT_EQ(occurrences(plugin.output(), "NVML event wait failed"), 1u) << plugin.output();
+  plugin.signal(SIGTERM);
+  EXPECT_EQ(plugin.wait(5000), 0) << plugin.output();
+}
+
+// MIG configuration change events: instances destroyed by `mig apply`
+// leave ListAndWatch within a second, not at the next inventory refresh.
+TEST(PluginCommand, MigChangesReachTheKubeletWithinASecond) {
+  SimNode n("1");
+  auto migs = n.dir.write("mig.yaml", kMigConfigs);
+  n.mig_apply(migs, "all-1g.10gb");
+  auto config = n.dir.write("dp.yaml", "version: v1\nflags: {migStrategy: mixed}\n");
+  Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
+                  "--inventory-interval", "300"},
+                 n.dir.path() + "/plugin.log");
+  ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/mig-1g.10gb", [](const auto& d) { return d.size() == 7; }, 5s));
+  n.mig_apply(migs, "four-1g-one-3g");
+  auto applied = std::chrono::steady_clock::now();
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/mig-1g.10gb", [](const auto& d) { return d.size() == 4; }, 1s))
+      << plugin.output();
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/mig-3g.40gb", [](const auto& d) { return d.size() == 1; }, 1s))
+      << plugin.output();
+  EXPECT_LT(std::chrono::steady_clock::now() - applied, 1s);
+  plugin.signal(SIGTERM);
+  EXPECT_EQ(plugin.wait(5000), 0) << plugin.output();
+}
+
+// deviceIDStrategy index: "<gpu>:<n>" must be NVML's MIG device index n, the
+// one the container runtime resolves, for every advertised MIG device, in a
+// layout where NVML's order differs from placement order.
+TEST(PluginCommand, IndexIdsNameTheNvmlMigDeviceOfTheAllocatedUuid) {
+  SimNode n("1");
+  auto migs = n.dir.write("mig.yaml", kMigConfigs);
+  // The kept 3g.40gb (at slice 4) has GPU instance id 2; the new 1g.10gb
+  // get ids 1, 3, 4, 5: NVML numbers the 3g second, placement puts it last.
+  n.mig_apply(migs, "all-1g.10gb");
+  n.mig_apply(migs, "two-3g");
+  n.mig_apply(migs, "four-1g-one-3g");
+  auto config = n.dir.write(
+      "dp.yaml", "version: v1\nflags: {migStrategy: mixed, plugin: {deviceIDStrategy: index}}\n");
+  Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir},
+                 n.dir.path() + "/plugin.log");
+  ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/mig-1g.10gb", [](const auto& d) { return d.size() == 4; }, 5s));
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/mig-3g.40gb", [](const auto& d) { return d.size() == 1; }, 5s));
+
+  // The driver's own answer: MIG device UUID by NVML index, and by placement.
+  setenv("TESSERA_SIM_DIR", n.node.c_str(), 1);
+  auto lib = nvml::Library::open(TESSERA_SIM_LIBRARY);
+  ASSERT_TRUE(lib) << lib.error().message;
+  auto session = nvml::Session::open(std::move(*lib));
+  ASSERT_TRUE(session) << session.error().message();
+  const auto& api = session->api();
+  nvml::abi::nvmlDevice_t gpu = nullptr;
+  ASSERT_EQ(api.nvmlDeviceGetHandleByIndex_v2(0, &gpu), nvml::abi::NVML_SUCCESS);
+  std::map<std::string, unsigned> nvml_index;  // MIG UUID -> index
+  for (unsigned i = 0; i < 7; ++i) {
+    nvml::abi::nvmlDevice_t mig = nullptr;
+    if (api.nvmlDeviceGetMigDeviceHandleByIndex(gpu, i, &mig) != nvml::abi::NVML_SUCCESS) continue;
+    char uuid[96] = {};
+    ASSERT_EQ(api.nvmlDeviceGetUUID(mig, uuid, sizeof uuid), nvml::abi::NVML_SUCCESS);
+    nvml_index[uuid] = i;
+  }
+  ASSERT_EQ(nvml_index.size(), 5u);
+
+  auto inv = nlohmann::json::parse(run({kBin, "inventory", "--json", "--sim", n.node}).out);
+  std::vector<std::pair<unsigned, std::string>> by_start;  // placement start, MIG UUID
+  for (const auto& m : inv["gpus"][0]["mig_devices"])
+    for (const auto& gi : inv["gpus"][0]["gpu_instances"])
+      if (gi["id"] == m["gpu_instance"]) by_start.emplace_back(gi["placement"]["start"].get<unsigned>(), m["uuid"]);
+  std::sort(by_start.begin(), by_start.end());
+  bool orders_differ = false;
+  for (size_t rank = 0; rank < by_start.size(); ++rank) orders_differ |= nvml_index[by_start[rank].second] != rank;
+  ASSERT_TRUE(orders_differ) << "the layout must number MIG devices differently from placement order";
+
+  for (const std::string resource : {"nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb"})
+    for (const auto& d : n.kubelet.devices(resource)) {
+      auto a = n.kubelet.allocate(resource, {d.id});
+      ASSERT_TRUE(a) << a.error().message;
+      EXPECT_EQ(a->envs.at("NVIDIA_VISIBLE_DEVICES"), "0:" + std::to_string(nvml_index.at(d.id))) << d.id;
+    }
+  plugin.signal(SIGTERM);
+  EXPECT_EQ(plugin.wait(5000), 0) << plugin.output();
 }
 
 }  // namespace

@@ -29,10 +29,54 @@ TEST(Health, CriticalXidMakesTheGpuAndItsMigDevicesUnhealthyThenRecovers) {
   EXPECT_FALSE(t.healthy(device(rs, "MIG-a")));
   EXPECT_FALSE(t.healthy(device(rs, "MIG-c")));
   EXPECT_TRUE(t.healthy(device(rs, "GPU-0000")));
-  EXPECT_FALSE(t.recover(t0 + 29s));
+  auto answers = [](const std::string&) { return true; };
+  EXPECT_FALSE(t.recover(t0 + 29s, answers));
   EXPECT_FALSE(t.healthy(device(rs, "MIG-a")));
-  EXPECT_TRUE(t.recover(t0 + 30s));
+  EXPECT_TRUE(t.recover(t0 + 30s, answers));
   EXPECT_TRUE(t.healthy(device(rs, "MIG-a")));
+}
+
+// XID 79 and then silence: the clock alone never brings the GPU back; it
+// must answer the probe, which is asked at most once per probe interval.
+TEST(Health, RecoveryIsEarnedByAGpuThatAnswers) {
+  auto rs = mixed();
+  HealthTracker t({.recovery = 5s, .probe_interval = 1s});
+  Clock::time_point t0{};
+  t.record({HealthEvent::Kind::xid, 79, "GPU-1111", std::nullopt, std::nullopt, t0});
+  std::vector<std::string> asked;
+  bool lost = true;
+  auto probe = [&](const std::string& gpu) {
+    asked.push_back(gpu);
+    return !lost;
+  };
+  EXPECT_FALSE(t.recover(t0 + 4s, probe));
+  EXPECT_TRUE(asked.empty());  // not quiet long enough: not even asked
+  EXPECT_FALSE(t.recover(t0 + 5s, probe));
+  EXPECT_FALSE(t.recover(t0 + 5500ms, probe));  // within the probe interval: not asked again
+  EXPECT_FALSE(t.recover(t0 + 1h, probe));
+  EXPECT_EQ(asked, (std::vector<std::string>{"GPU-1111", "GPU-1111"}));
+  EXPECT_FALSE(t.healthy(device(rs, "MIG-a")));
+  lost = false;
+  EXPECT_FALSE(t.recover(t0 + 1h + 500ms, probe));  // still waiting for the next probe
+  EXPECT_TRUE(t.recover(t0 + 1h + 1s, probe));
+  EXPECT_TRUE(t.healthy(device(rs, "MIG-a")));
+  EXPECT_TRUE(t.healthy(device(rs, "GPU-0000")));  // never asked about the other GPU
+  EXPECT_EQ(asked.size(), 3u);
+}
+
+// A failed event watch is critical for the GPU it names, and a later event
+// restarts the quiet period.
+TEST(Health, DriverErrorsAreCriticalAndExtendTheFailure) {
+  auto rs = mixed();
+  HealthTracker t({.recovery = 5s});
+  Clock::time_point t0{};
+  EXPECT_TRUE(t.record({HealthEvent::Kind::driver_error, 0, "GPU-0000", std::nullopt, std::nullopt, t0}));
+  EXPECT_TRUE(t.record({HealthEvent::Kind::driver_error, 0, "GPU-0000", std::nullopt, std::nullopt, t0 + 3s}));
+  auto answers = [](const std::string&) { return true; };
+  EXPECT_FALSE(t.recover(t0 + 7s, answers));
+  EXPECT_FALSE(t.healthy(device(rs, "GPU-0000")));
+  EXPECT_TRUE(t.recover(t0 + 8s, answers));
+  EXPECT_TRUE(t.healthy(device(rs, "GPU-0000")));
 }
 
 TEST(Health, ApplicationXidsAreIgnored) {
