@@ -145,6 +145,7 @@ json handle(const json& req) {
     spec.nvlink_all = req.value("nvlink_all", false);
     spec.mig = req.value("mig", false);
     spec.seed = req.value("seed", uint64_t{1});
+    spec.privileged = req.value("privileged", true);
     auto node = make_node(spec);
     if (!node) throw Failure{node.error().message};
     if (req.contains("driver_version")) node->driver_version = req["driver_version"].get<std::string>();

@@ -50,6 +50,8 @@ Return Driver::inject_fault(const char* function, const Node& current) {
 }
 
 Return Driver::mutate(const std::function<Return(Node&)>& change) {
+  // Every MIG change comes through here; the driver refuses them to non-root callers.
+  if (auto node = store->read(); node && !(*node)->privileged) return NVML_ERROR_NO_PERMISSION;
   Return result = NVML_SUCCESS;
   auto written = store->update([&](Node& n) {
     result = change(n);

@@ -16,8 +16,10 @@ uint64_t used_bytes(const Node& node, uint32_t gpu, int64_t gi) {
   return used;
 }
 
-// Total and used bytes of a GPU or of a MIG device (its GPU instance's memory).
-void memory_of(const Node& node, const DeviceRef& ref, uint64_t& total, uint64_t& used) {
+// Total, used and reserved bytes of a GPU or of a MIG device (its GPU
+// instance's memory). A whole GPU's `used` includes what the driver reserves.
+void memory_of(const Node& node, const DeviceRef& ref, uint64_t& total, uint64_t& used, uint64_t& reserved) {
+  reserved = 0;
   const auto& model = model_of(node.gpus[ref.gpu]);
   if (ref.is_mig()) {
     const auto* p = model.profile_by_id(ref.gi->profile_id);
@@ -25,7 +27,8 @@ void memory_of(const Node& node, const DeviceRef& ref, uint64_t& total, uint64_t
     used = used_bytes(node, ref.gpu, ref.gi->id);
   } else {
     total = model.memory_mib * kMiB;
-    used = used_bytes(node, ref.gpu, -1);
+    reserved = node.gpus[ref.gpu].reserved_mib * kMiB;
+    used = reserved + used_bytes(node, ref.gpu, -1);
   }
   if (used > total) used = total;
 }
@@ -85,31 +88,43 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlShutdown(void) {
   return NVML_SUCCESS;
 }
 
+// Every code of nvmlReturn_t, since a planned fault may return any of them.
 TESSERA_SIM_EXPORT const char* nvmlErrorString(nvmlReturn_t result) {
   switch (result) {
-    case NVML_SUCCESS:
-      return "Success";
-    case NVML_ERROR_UNINITIALIZED:
-      return "Uninitialized";
-    case NVML_ERROR_INVALID_ARGUMENT:
-      return "Invalid Argument";
-    case NVML_ERROR_NOT_SUPPORTED:
-      return "Not Supported";
-    case NVML_ERROR_NOT_FOUND:
-      return "Not Found";
-    case NVML_ERROR_INSUFFICIENT_SIZE:
-      return "Insufficient Size";
-    case NVML_ERROR_DRIVER_NOT_LOADED:
-      return "Driver Not Loaded";
-    case NVML_ERROR_TIMEOUT:
-      return "Timeout";
-    case NVML_ERROR_IN_USE:
-      return "In use by another client";
-    case NVML_ERROR_INSUFFICIENT_RESOURCES:
-      return "Insufficient resources";
-    default:
-      return "Unknown Error";
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_IRQ_ISSUE: return "Interrupt Request Issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED: return "GPU requires a reset";
+    case NVML_ERROR_OPERATING_SYSTEM: return "The operating system blocked the request";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "NVML and driver versions do not match";
+    case NVML_ERROR_IN_USE: return "In use by another client";
+    case NVML_ERROR_MEMORY: return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA: return "No data";
+    case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED: return "vGPU operation not available while ECC is enabled";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient resources";
+    case NVML_ERROR_FREQ_NOT_SUPPORTED: return "Frequency not supported";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Struct version mismatch";
+    case NVML_ERROR_DEPRECATED: return "Deprecated";
+    case NVML_ERROR_NOT_READY: return "Not ready";
+    case NVML_ERROR_GPU_NOT_FOUND: return "GPU not found";
+    case NVML_ERROR_INVALID_STATE: return "Invalid state";
+    case NVML_ERROR_RESET_TYPE_NOT_SUPPORTED: return "Reset type not supported";
+    case NVML_ERROR_UNKNOWN: return "Unknown Error";
   }
+  return "Unknown Error";
 }
 
 TESSERA_SIM_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
@@ -207,8 +222,8 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvm
     DeviceRef ref;
     if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
     if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
-    uint64_t total = 0, used = 0;
-    memory_of(node, ref, total, used);
+    uint64_t total = 0, used = 0, reserved = 0;
+    memory_of(node, ref, total, used, reserved);
     *memory = nvmlMemory_t{total, total - used, used};
     return NVML_SUCCESS;
   });
@@ -221,10 +236,10 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, 
     if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
     // The trap of nvidia-settings #78: the version is sizeof | 2 << 24, not 2.
     if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    uint64_t total = 0, used = 0;
-    memory_of(node, ref, total, used);
+    uint64_t total = 0, used = 0, reserved = 0;
+    memory_of(node, ref, total, used, reserved);
     memory->total = total;
-    memory->reserved = 0;
+    memory->reserved = reserved;
     memory->free = total - used;
     memory->used = used;
     return NVML_SUCCESS;

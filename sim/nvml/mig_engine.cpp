@@ -1,6 +1,7 @@
 #include "mig_engine.hpp"
 
 #include <algorithm>
+#include <map>
 
 namespace tessera::sim {
 
@@ -50,6 +51,57 @@ std::optional<Placement> free_compute_placement(const SimGpuInstance& gi, const 
   return std::nullopt;
 }
 
+// The simulator's own reading of what a GPU holds, slice by slice: which
+// memory slices are taken, how many compute slices, how many instances of
+// each profile. Deliberately written apart from tessera's layout code
+// (core/mig_layout), so a bug there cannot hide behind the simulator.
+class SliceMap {
+ public:
+  SliceMap(const GpuModel& model, const SimGpu& gpu) : model_(model), taken_(model.memory_slices, false) {
+    for (const auto& gi : gpu.gpu_instances) {
+      const auto* p = model.profile_by_id(gi.profile_id);
+      if (!p) continue;
+      take(*p, gi.start);
+    }
+  }
+
+  // Whether a new instance of `p` at `start` is allowed now. The hardware's
+  // rules: a start the profile may take, free memory slices, enough compute
+  // slices left, the profile's and the GPU's instance limits.
+  bool fits(const GpuInstanceProfile& p, uint32_t start) const {
+    bool allowed = std::any_of(p.placements.begin(), p.placements.end(),
+                               [&](const Placement& pl) { return pl.start == start; });
+    if (!allowed || start + p.memory_slices > taken_.size()) return false;
+    for (uint32_t s = start; s < start + p.memory_slices; ++s)
+      if (taken_[s]) return false;
+    if (compute_used_ + p.slices > model_.compute_slices) return false;
+    if (instances_ >= model_.max_instances) return false;
+    auto it = count_.find(p.profile_id);
+    return it == count_.end() || it->second < p.max_count;
+  }
+
+  // The first start, in the profile's placement order, that fits now.
+  std::optional<uint32_t> first_fit(const GpuInstanceProfile& p) const {
+    for (const auto& pl : p.placements)
+      if (fits(p, pl.start)) return pl.start;
+    return std::nullopt;
+  }
+
+  void take(const GpuInstanceProfile& p, uint32_t start) {
+    for (uint32_t s = start; s < start + p.memory_slices && s < taken_.size(); ++s) taken_[s] = true;
+    compute_used_ += p.slices;
+    ++instances_;
+    ++count_[p.profile_id];
+  }
+
+ private:
+  const GpuModel& model_;
+  std::vector<bool> taken_;
+  uint32_t compute_used_ = 0;
+  uint32_t instances_ = 0;
+  std::map<uint32_t, uint32_t> count_;
+};
+
 }  // namespace
 
 SimGpuInstance* find_gpu_instance(Node& node, uint32_t gpu, uint64_t uid) {
@@ -71,16 +123,6 @@ ComputeRef find_compute_instance(const Node& node, uint32_t gpu, uint64_t uid) {
   return {};
 }
 
-MigLayout layout_of(const SimGpu& gpu) {
-  const auto& model = model_of(gpu);
-  MigLayout layout;
-  for (const auto& gi : gpu.gpu_instances) {
-    int index = profile_index(model, gi.profile_id);
-    if (index >= 0) layout.push_back(PlacedInstance{static_cast<uint32_t>(index), gi.start});
-  }
-  return layout;
-}
-
 Return create_gpu_instance(Node& node, uint32_t gpu, uint32_t profile_id, std::optional<Placement> placement,
                            uint64_t& uid) {
   if (gpu >= node.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
@@ -90,19 +132,18 @@ Return create_gpu_instance(Node& node, uint32_t gpu, uint32_t profile_id, std::o
   int index = profile_index(model, profile_id);
   if (index < 0) return NVML_ERROR_INVALID_ARGUMENT;
   const auto& profile = model.profiles[static_cast<size_t>(index)];
-  MigLayout layout = layout_of(g);
+  SliceMap slices(model, g);
   if (placement) {
     // A placement the profile can never take is the caller's mistake; one it
     // could take but that is occupied (or a full GPU) is a resource shortage.
-    if (placement->size != profile.memory_slices || !profile.allows_start(placement->start))
-      return NVML_ERROR_INVALID_ARGUMENT;
-    layout.push_back(PlacedInstance{static_cast<uint32_t>(index), placement->start});
-    if (!check_layout(model, layout)) return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    bool possible = std::any_of(profile.placements.begin(), profile.placements.end(),
+                                [&](const Placement& pl) { return pl.start == placement->start; });
+    if (placement->size != profile.memory_slices || !possible) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!slices.fits(profile, placement->start)) return NVML_ERROR_INSUFFICIENT_RESOURCES;
   } else {
-    uint32_t wanted[] = {static_cast<uint32_t>(index)};
-    auto placed = place_profiles(model, wanted, layout);
-    if (!placed || placed->empty()) return NVML_ERROR_INSUFFICIENT_RESOURCES;
-    placement = Placement{placed->front().start, profile.memory_slices};
+    auto start = slices.first_fit(profile);
+    if (!start) return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    placement = Placement{*start, profile.memory_slices};
   }
   SimGpuInstance gi;
   gi.uid = node.next_uid++;
@@ -133,12 +174,15 @@ uint32_t remaining_capacity(const Node& node, uint32_t gpu, uint32_t profile_id)
   const auto& model = model_of(node.gpus[gpu]);
   int index = profile_index(model, profile_id);
   if (index < 0) return 0;
-  MigLayout layout = layout_of(node.gpus[gpu]);
-  std::vector<uint32_t> wanted;
-  for (;;) {
-    wanted.push_back(static_cast<uint32_t>(index));
-    if (!place_profiles(model, wanted, layout)) return static_cast<uint32_t>(wanted.size() - 1);
+  // How many more the driver would create one after another, each at its first free start.
+  const auto& profile = model.profiles[static_cast<size_t>(index)];
+  SliceMap slices(model, node.gpus[gpu]);
+  uint32_t n = 0;
+  while (auto start = slices.first_fit(profile)) {
+    slices.take(profile, *start);
+    ++n;
   }
+  return n;
 }
 
 Return create_compute_instance(Node& node, uint32_t gpu, uint64_t gi_uid, uint32_t profile_id, uint64_t& uid) {

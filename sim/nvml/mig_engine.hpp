@@ -1,6 +1,8 @@
 // The simulated driver's MIG rules, applied to a Node: which GPU and compute
 // instances may be created where, and what NVML returns when they may not.
-// The geometry is the catalog's (check_layout): an unknown profile or a
+// The profiles' facts (placements, slices, limits) are the catalog's data;
+// the rules that combine them are the simulator's own slice-occupancy code,
+// never tessera's layout functions. An unknown profile or a
 // placement the profile cannot take is NVML_ERROR_INVALID_ARGUMENT, a
 // placement that is taken or a GPU that is full INSUFFICIENT_RESOURCES,
 // destroying something in use IN_USE, MIG calls on a GPU not in MIG mode
@@ -10,7 +12,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/mig_layout.hpp"
+#include "core/catalog.hpp"
 #include "node.hpp"
 #include "nvml/abi.hpp"
 
@@ -26,9 +28,6 @@ struct ComputeRef {
   const SimComputeInstance* ci = nullptr;
 };
 ComputeRef find_compute_instance(const Node& node, uint32_t gpu, uint64_t uid);
-
-// The GPU's instances as a catalog layout (profile = index into the model's profiles).
-MigLayout layout_of(const SimGpu& gpu);
 
 [[nodiscard]] Return create_gpu_instance(Node& node, uint32_t gpu, uint32_t profile_id,
                                          std::optional<Placement> placement, uint64_t& uid);

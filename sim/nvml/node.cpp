@@ -10,12 +10,14 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimComputeInstance, uid, id, pro
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimGpuInstance, uid, id, profile_id, start, size, activity,
                                                 compute_instances)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimGpu, model, uuid, bus, minor, nvlink_peers, mig_current, mig_pending,
-                                                gpu_util, memory_util, activity, gpu_instances, lost)
+                                                gpu_util, memory_util, activity, gpu_instances, lost,
+                                                reserved_mib)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimProcess, pid, gpu, gpu_instance, compute_instance, memory_bytes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimEvent, seq, gpu, type, data, gpu_instance, compute_instance)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimFault, function, nth, times, calls, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Node, seed, driver_version, cuda_version, gpus, processes, events,
-                                                next_event_seq, next_uid, mig_uuids_issued, faults)
+                                                next_event_seq, next_uid, mig_uuids_issued, faults,
+                                                privileged)
 
 namespace {
 
@@ -56,6 +58,7 @@ Result<Node> make_node(const NodeSpec& spec) {
     return fail(Errc::invalid_argument, "GPU count " + std::to_string(spec.count) + " is outside 1..16");
   Node node;
   node.seed = spec.seed;
+  node.privileged = spec.privileged;
   for (uint32_t i = 0; i < spec.count; ++i) {
     SimGpu g;
     g.model = model->name;
@@ -63,6 +66,9 @@ Result<Node> make_node(const NodeSpec& spec) {
     g.bus = i < std::size(kBuses) ? kBuses[i] : 0xC0 + i;
     g.minor = i;
     g.mig_current = g.mig_pending = spec.mig;
+    // About 0.6% of the memory, at least 256 MiB: 491 MiB on an 80 GB card,
+    // in the range drivers report (hundreds of MiB).
+    g.reserved_mib = std::max<uint64_t>(256, model->memory_mib * 6 / 1000);
     if (spec.nvlink_all)
       for (uint32_t j = 0; j < spec.count; ++j)
         if (j != i) g.nvlink_peers.push_back(j);

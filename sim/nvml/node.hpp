@@ -54,6 +54,10 @@ struct SimGpu {
   // Fallen off the bus: every call on the GPU or its MIG devices returns
   // NVML_ERROR_GPU_IS_LOST until a reset.
   bool lost = false;
+  // Memory the driver keeps for itself on a whole GPU: reported as
+  // `reserved` (and inside `used`) by nvmlDeviceGetMemoryInfo_v2, as real
+  // drivers report hundreds of MiB (R510+).
+  uint64_t reserved_mib = 0;
 };
 
 // Instance ids are -1 for a process on a whole GPU.
@@ -95,6 +99,9 @@ struct Node {
   uint64_t next_uid = 1;
   uint64_t mig_uuids_issued = 0;
   std::vector<SimFault> faults;
+  // False: the caller is not root; MIG changes return NVML_ERROR_NO_PERMISSION
+  // as the real driver does for unprivileged processes.
+  bool privileged = true;
 };
 
 struct NodeSpec {
@@ -103,6 +110,7 @@ struct NodeSpec {
   bool nvlink_all = false;
   bool mig = false;  // start with MIG mode enabled
   uint64_t seed = 1;
+  bool privileged = true;
 };
 
 // A fresh node from the catalog; errors name an unknown model or bad count.

@@ -12,6 +12,7 @@
 #include "cli/nvml_driver.hpp"
 #include "cli/output.hpp"
 #include "config/device_plugin.hpp"
+#include "config/yaml_document.hpp"
 #include "nvml/device.hpp"
 #include "plugin/event_watch.hpp"
 #include "plugin/node_inventory.hpp"
@@ -27,18 +28,21 @@ struct PluginArgs {
   double recovery_seconds = 60;
   std::vector<uint64_t> ignored_xids{13, 31, 43, 45, 68, 109};
   double inventory_seconds = 30;
+  bool strict = false;
 };
 
-std::optional<config::DevicePluginConfig> load_config(const std::string& file) {
+std::optional<config::DevicePluginConfig> load_config(const std::string& file, bool strict) {
   config::Diagnostics diags;
   if (file.empty()) return config::parse_device_plugin_config("version: v1\n", "<defaults>", diags);
   auto c = config::load_device_plugin_config(file, diags);
+  if (strict) diags = config::warnings_as_errors(diags);
   print_diagnostics(diags, std::cerr);
+  if (diags.has_errors()) return std::nullopt;
   return c;
 }
 
 int run_plugin(const PluginArgs& args) {
-  auto config = load_config(args.config_file);
+  auto config = load_config(args.config_file, args.strict);
   if (!config) return kExitInvalid;
   auto session = open_nvml(args.driver);
   if (!session) {
@@ -126,7 +130,7 @@ int run_plugin(const PluginArgs& args) {
     if (read(sfd, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
     if (info.ssi_signo == SIGHUP) {
       spdlog::info("SIGHUP: reloading {}", args.config_file.empty() ? "the default config" : args.config_file);
-      auto fresh = load_config(args.config_file);
+      auto fresh = load_config(args.config_file, args.strict);
       if (!fresh) {
         spdlog::error("config not reloaded: it is invalid; still serving the previous one");
         continue;
@@ -153,19 +157,22 @@ void add_plugin_command(CLI::App& app, int& exit_code) {
       "plugin",
       "Serve this node's GPUs, MIG devices and shared replicas to the kubelet (device-plugin API v1beta1).\n"
       "Reads NVIDIA's device-plugin config; registers one resource per name; re-registers when the kubelet\n"
-      "restarts; marks devices Unhealthy on critical XID/ECC events and Healthy again after a quiet period.\n"
-      "SIGHUP reloads the config; SIGTERM stops and removes the sockets.");
+      "restarts; marks devices Unhealthy on critical XID/ECC events (and every GPU when NVML's event wait\n"
+      "fails), and Healthy again only after a quiet period and once the GPU answers. MIG changes are seen\n"
+      "at once through NVML's events. SIGHUP reloads the config; SIGTERM stops and removes the sockets.");
   cmd->add_option("-c,--config", args->config_file, "NVIDIA device-plugin config file (default: whole GPUs)");
+  cmd->add_flag("--strict", args->strict, "Refuse a config file with warnings (as `tessera config validate --strict`)");
   add_driver_options(*cmd, args->driver);
   cmd->add_option("--kubelet-dir", args->kubelet_dir, "The kubelet's device-plugin directory")
       ->capture_default_str();
   cmd->add_option("--health-recovery", args->recovery_seconds,
-                  "Seconds without a critical event before a device is Healthy again")
+                  "Seconds without a critical event before a device is Healthy again (once its GPU answers)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--ignore-xids", args->ignored_xids, "XIDs treated as application errors (NVIDIA's list by default)")
       ->delimiter(',');
-  cmd->add_option("--inventory-interval", args->inventory_seconds, "Seconds between inventory refreshes")
+  cmd->add_option("--inventory-interval", args->inventory_seconds,
+                  "Seconds between inventory refreshes (MIG changes also refresh it at once)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = run_plugin(*args); });

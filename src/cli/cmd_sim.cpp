@@ -7,6 +7,7 @@
 #include "cli/commands.hpp"
 #include "cli/nvml_driver.hpp"
 #include "cli/output.hpp"
+#include "core/text.hpp"
 #include "core/units.hpp"
 #include "nvml/error.hpp"
 
@@ -30,6 +31,7 @@ struct SimArgs {
   uint64_t xid = 0;
   std::string ecc;
   bool lost = false;
+  bool unprivileged = false;
   std::string function;
   std::string error = "NVML_ERROR_UNKNOWN";
   uint32_t nth = 1;
@@ -47,15 +49,18 @@ int report(const char* what, const Result<nlohmann::json>& r) {
 }
 
 int run_create(const SimArgs& a) {
+  // Checked here so that every command gives an unknown --gpu the same message and exit code.
+  if (!find_gpu_model("tessera sim create", a.gpu_model, std::cerr)) return kExitUsage;
   nlohmann::json req = {{"op", "create"},   {"dir", a.dir}, {"gpu", a.gpu_model},
                         {"count", a.count}, {"mig", a.mig}, {"nvlink_all", a.nvlink == "all"},
-                        {"seed", a.seed}};
+                        {"seed", a.seed},   {"privileged", !a.unprivileged}};
   if (!a.driver_version.empty()) req["driver_version"] = a.driver_version;
   auto r = sim_control(req);
   if (int rc = report("create", r); rc != kExitOk) return rc;
   const auto& gpus = (*r)["gpus"];
   std::cout << "created " << a.dir << ": " << gpus.size() << " x " << gpus[0]["model"].get<std::string>()
-            << (a.nvlink == "all" ? ", NVLink between all" : "") << (a.mig ? ", MIG on" : "") << '\n';
+            << (a.nvlink == "all" ? ", NVLink between all" : "") << (a.mig ? ", MIG on" : "")
+            << (a.unprivileged ? ", unprivileged" : "") << '\n';
   return kExitOk;
 }
 
@@ -107,8 +112,8 @@ int run_activity(const SimArgs& a) {
 int run_fault(const SimArgs& a) {
   nvml::Return code{};
   if (!nvml::parse_return_name(a.error, code)) {
-    std::cerr << "tessera sim fault: --error: '" << a.error
-              << "' is not an NVML return code (e.g. NVML_ERROR_UNKNOWN, NVML_ERROR_GPU_IS_LOST)\n";
+    std::cerr << "tessera sim fault: --error: " << quoted(a.error)
+              << " is not an NVML return code (e.g. NVML_ERROR_UNKNOWN, NVML_ERROR_GPU_IS_LOST)\n";
     return kExitUsage;
   }
   return report("fault", sim_control({{"op", "fault"},
@@ -138,6 +143,8 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   create->add_option("--nvlink", a->nvlink, "NVLink: 'all' connects every pair of GPUs, 'none' (default) none")
       ->check(CLI::IsMember({"all", "none"}));
   create->add_flag("--mig", a->mig, "Start with MIG mode enabled on every GPU");
+  create->add_flag("--unprivileged", a->unprivileged,
+                   "Simulate a caller without root: MIG changes return NVML_ERROR_NO_PERMISSION");
   create->add_option("--seed", a->seed, "Seed of the GPU and MIG device UUIDs");
   create->add_option("--driver-version", a->driver_version, "Driver version to report (default 550.90.07)");
   create->callback([a, &exit_code] { exit_code = run_create(*a); });

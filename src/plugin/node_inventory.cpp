@@ -24,7 +24,9 @@ Result<sharing::Inventory> read_node_inventory(const nvml::Session& session) {
     gpu.uuid = g.uuid;
     gpu.model = g.model.empty() ? g.name : g.model;
     gpu.pci_bus_id = g.pci.bus_id;
-    gpu.memory_bytes = g.memory.total;
+    // What the driver says is usable: replica quotas are shares of this, so
+    // together they never promise the memory the driver keeps for itself.
+    gpu.memory_bytes = g.memory.total - std::min(g.memory.reserved, g.memory.total);
     gpu.mig_enabled = g.mig.current;
     for (const auto& m : g.mig_devices) {
       sharing::MigDevice md;

@@ -16,6 +16,15 @@ std::string gpu_label(const NodeGpu& g) {
   return "GPU " + std::to_string(g.state.index) + " (" + (g.state.model ? g.state.model->name : g.name) + ")";
 }
 
+// A driver error from a MIG change, with what to do when it is a privilege.
+tessera::Error change_failed(const nvml::Error& e) {
+  auto err = e.to_error();
+  if (e.code == nvml::abi::NVML_ERROR_NO_PERMISSION)
+    err.message += " (changing MIG needs root privileges on the host: run `tessera mig apply` as root, or the "
+                   "node agent in a privileged container)";
+  return err;
+}
+
 // Runs one operation; returns the GI id it created (create_gpu_instance).
 Result<uint32_t> run_operation(const nvml::Session& session, const GpuModel& model, const mig::Operation& op,
                                uint32_t last_created_gi) {
@@ -25,7 +34,7 @@ Result<uint32_t> run_operation(const nvml::Session& session, const GpuModel& mod
   switch (op.kind) {
     case mig::OpKind::set_mig_mode: {
       auto status = dev->set_mig_mode(op.enabled);
-      if (!status) return unexpected(status.error().to_error());
+      if (!status) return unexpected(change_failed(status.error()));
       // A non-success activation status means the change waits for a reset.
       if (*status != nvml::abi::NVML_SUCCESS) return fail(Errc::conflict, "pending-reset");
       return 0u;
@@ -36,20 +45,20 @@ Result<uint32_t> run_operation(const nvml::Session& session, const GpuModel& mod
       auto cis = gi->compute_instances();
       if (!cis) return unexpected(cis.error().to_error());
       for (const auto& ci : *cis)
-        if (auto r = ci.destroy(); !r) return unexpected(r.error().to_error());
+        if (auto r = ci.destroy(); !r) return unexpected(change_failed(r.error()));
       return 0u;
     }
     case mig::OpKind::destroy_gpu_instance: {
       auto gi = dev->gpu_instance_by_id(op.gi_id);
       if (!gi) return unexpected(gi.error().to_error());
-      if (auto r = gi->destroy(); !r) return unexpected(r.error().to_error());
+      if (auto r = gi->destroy(); !r) return unexpected(change_failed(r.error()));
       return 0u;
     }
     case mig::OpKind::create_gpu_instance: {
       auto info = dev->gpu_instance_profile(profile.nvml_index);
       if (!info) return unexpected(info.error().to_error());
       auto gi = dev->create_gpu_instance(info->id, Placement{op.start, profile.memory_slices});
-      if (!gi) return unexpected(gi.error().to_error());
+      if (!gi) return unexpected(change_failed(gi.error()));
       auto gi_info = gi->info();
       if (!gi_info) return unexpected(gi_info.error().to_error());
       return gi_info->id;
@@ -63,7 +72,7 @@ Result<uint32_t> run_operation(const nvml::Session& session, const GpuModel& mod
       auto info = gi->compute_profile(ci_profile->nvml_index);
       if (!info) return unexpected(info.error().to_error());
       auto ci = gi->create_compute_instance(info->id);
-      if (!ci) return unexpected(ci.error().to_error());
+      if (!ci) return unexpected(change_failed(ci.error()));
       return gi_id;
     }
   }
@@ -91,9 +100,7 @@ Result<NodePlan> plan_node(const std::vector<NodeGpu>& node, const config::MigCo
     const config::MigConfigEntry* entry = nullptr;
     for (size_t i = 0; i < config.entries.size() && !entry; ++i) {
       const auto& e = config.entries[i];
-      bool filter_ok = e.device_filter.empty() ||
-                       std::find(e.device_filter.begin(), e.device_filter.end(), g.pci_device_id) != e.device_filter.end() ||
-                       (g.state.model && config::entry_applies_to(e, *g.state.model));
+      bool filter_ok = config::filter_selects(e, g.pci_device_id, g.pci_subsystem_id, g.state.model);
       if (filter_ok && e.devices.selects(g.state.index)) {
         entry = &e;
         o.entry = i;

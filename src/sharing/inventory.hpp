@@ -30,7 +30,7 @@ struct Gpu {
   std::string uuid;       // "GPU-..."
   std::string model;      // catalog name when known, else the NVML name
   std::string pci_bus_id;
-  uint64_t memory_bytes = 0;
+  uint64_t memory_bytes = 0;  // usable: total less what the driver reserves (nvmlDeviceGetMemoryInfo_v2)
   bool mig_enabled = false;
   std::vector<MigDevice> mig_devices;  // by placement start
   std::vector<uint32_t> nvlink_peers;  // indices of GPUs with an active NVLink to this one

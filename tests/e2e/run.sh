@@ -543,6 +543,10 @@ scenario_time-slicing() {
   echo "  capacity nvidia.com/gpu: $(node_field capacity nvidia.com/gpu)"
   local i env gpus
   gpus=$(inventory | jq -r '.gpus[].uuid')
+  # A quarter of what the driver says is usable: total less what it reserves.
+  local quarter
+  quarter=$(inventory | jq -r '.gpus[0].memory | (.total_bytes - .reserved_bytes) / 4 | floor')
+  ((quarter > 0 && quarter < 85899345920 / 4)) || fail "the driver reports no reserved memory (quarter of usable: $quarter)"
   for i in 0 1 2; do pod "ts-$i" nvidia.com/gpu 1; echo ---; done | kc apply -f - >/dev/null
   three_running() { [[ $(pods_in_phase Running) == 3 ]]; }
   wait_for 90 "3 time-sliced pods Running" three_running
@@ -554,7 +558,7 @@ scenario_time-slicing() {
     uuid=$(env_var "$env" NVIDIA_VISIBLE_DEVICES)
     limit=$(env_var "$env" TESSERA_DEVICE_MEMORY_LIMIT_0)
     [[ $uuid == GPU-* ]] && grep -qxF "$uuid" <<<"$gpus" || fail "ts-$i: NVIDIA_VISIBLE_DEVICES='$uuid' is not a GPU of the node"
-    [[ $limit == $((85899345920 / 4)) ]] || fail "ts-$i: TESSERA_DEVICE_MEMORY_LIMIT_0='$limit', expected a quarter of 80 GiB"
+    [[ $limit == "$quarter" ]] || fail "ts-$i: TESSERA_DEVICE_MEMORY_LIMIT_0='$limit', expected $quarter (a quarter of the usable memory)"
     ids=$(jq -r --arg p "ts-$i" '.[] | select(.pod == $p and .resource == "nvidia.com/gpu") | .devices[]' <<<"$listed")
     [[ $ids =~ ^"$uuid"::[0-9]+$ ]] || fail "ts-$i: pod-resources lists '$ids', expected one replica $uuid::<n>"
     echo "  ts-$i: device $ids, NVIDIA_VISIBLE_DEVICES=$uuid, TESSERA_DEVICE_MEMORY_LIMIT_0=$limit"

@@ -38,7 +38,9 @@ TEST_P(InventoryCli, ListsTheGpus) {
     EXPECT_EQ(g["name"], model->nvml_name);
     EXPECT_EQ(g["pci_device_id"], format_pci_id(model->pci_device_id));
     EXPECT_EQ(g["memory"]["total_bytes"], model->memory_mib * kMiB);
-    EXPECT_EQ(g["memory"]["used_bytes"], 0u);
+    // Idle: only what the driver reserves is used.
+    EXPECT_EQ(g["memory"]["used_bytes"], g["memory"]["reserved_bytes"]);
+    EXPECT_GT(g["memory"]["reserved_bytes"].get<uint64_t>(), 0u);
     EXPECT_EQ(g["mig"]["current"], false);
     EXPECT_EQ(g["mig"]["pending"], false);
     EXPECT_EQ(g["minor"], i);
@@ -188,7 +190,7 @@ TEST(InventoryWithLibrary, LoadsTheNamedLibrary) {
 TEST(SimCli, RefusesBadInput) {
   testing::TempDir tmp;
   auto unknown = run({kBin, "sim", "create", tmp.path() + "/n", "--gpu", "A100-80G"});
-  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_EQ(unknown.exit_code, 2);  // a usage error, as in every command taking --gpu (docs/errors.md)
   EXPECT_NE(unknown.err.find("unknown GPU model 'A100-80G' (nearest: "), std::string::npos) << unknown.err;
   auto not_node = run({kBin, "inventory", "--sim", tmp.path()});
   EXPECT_EQ(not_node.exit_code, 1);
