@@ -115,12 +115,9 @@ void add_catalog_command(CLI::App& app, int& exit_code) {
   cmd->callback([gpu, json, layouts, &exit_code] {
     const auto& catalog = Catalog::builtin();
     if (!gpu->empty()) {
-      const auto* m = catalog.find(*gpu);
+      const auto* m = find_gpu_model("tessera catalog", *gpu, std::cerr);
       if (!m) {
-        std::string hint = join(catalog.nearest_names(*gpu));
-        std::cerr << "tessera catalog: unknown GPU model '" << *gpu << "' (nearest: " << hint
-                  << "; `tessera catalog` lists all)\n";
-        exit_code = kExitInvalid;
+        exit_code = kExitUsage;
         return;
       }
       if (*json) std::cout << model_json(*m, *layouts).dump(2) << '\n';

@@ -82,8 +82,11 @@ void print_report(const planner::Problem& problem, const planner::Plan& plan, co
     std::cout << "GPUs keeping their current layout: " << *r.gpus_kept << ", to reconfigure: " << r.gpus_used - *r.gpus_kept
               << "\n";
   for (const auto& b : r.baselines)
-    std::cout << "baseline " << b.name << ": " << (b.gpus ? std::to_string(*b.gpus) : "cannot hold these services")
-              << " GPUs\n";
+    std::cout << "baseline " << b.name << ": "
+              << (b.gpus        ? std::to_string(*b.gpus) + " GPUs"
+                  : b.timed_out ? "no plan found within the time limit"
+                                : "cannot hold these services")
+              << "\n";
 }
 
 bool write_file(const std::filesystem::path& path, const std::string& text) {
@@ -120,6 +123,9 @@ bool write_outputs(const PlanArgs& args, const planner::Problem& problem, const 
 
 int run_plan(const PlanArgs& args) {
   const auto& catalog = Catalog::builtin();
+  // The command line first: an unknown --gpu is a usage error whatever the file holds.
+  const GpuModel* model = find_gpu_model("tessera plan", args.gpu.empty() ? "A100-SXM4-80GB" : args.gpu, std::cerr);
+  if (!model) return kExitUsage;
   config::Diagnostics diags;
   auto spec = config::load_fleet_spec(args.file, catalog, diags);
   if (!spec) {
@@ -127,12 +133,6 @@ int run_plan(const PlanArgs& args) {
     return kExitInvalid;
   }
   if (spec->fleet.empty()) {  // a CSV of services: the fleet comes from --gpu
-    const GpuModel* model = catalog.find(args.gpu.empty() ? "A100-SXM4-80GB" : args.gpu);
-    if (!model) {
-      std::string hint = join(catalog.nearest_names(args.gpu));
-      std::cerr << "tessera plan: unknown GPU model '" << args.gpu << "' (nearest: " << hint << ")\n";
-      return kExitUsage;
-    }
     spec->fleet.push_back({model, {spec->file, 0, 0}, "--gpu", std::nullopt, {}});
   } else if (!args.gpu.empty()) {
     std::cerr << "tessera plan: --gpu applies to a CSV of services; " << args.file << " names its fleet\n";
@@ -185,8 +185,8 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   plan->add_option("--mode", args->mode, "exact (CBC, proves the optimum), fast (LP rounding, for large inputs), auto")
       ->check(CLI::IsMember({"exact", "fast", "auto"}));
   plan->add_option("--gpu", args->gpu, "GPU model for a CSV of services (default A100-SXM4-80GB)");
-  plan->add_option("--time-limit", args->time_limit, "Seconds the exact solver may take (then: best plan and bound)")
-      ->check(CLI::Range(0.1, 3600.0));
+  plan->add_option("--time-limit", args->time_limit, "Seconds the solver may take, 0.001 to 3600 (then: the best plan found and its bound)")
+      ->check(CLI::Range(0.001, 3600.0));
   plan->add_option("--gpus-per-node", args->gpus_per_node, "GPUs per node in the node map")->check(CLI::Range(1, 64));
   plan->add_flag("--no-baselines", args->no_baselines, "Skip the baselines (faster on large inputs)");
   plan->callback([args, &exit_code] { exit_code = run_plan(*args); });

@@ -112,7 +112,7 @@ int run_activity(const SimArgs& a) {
 int run_fault(const SimArgs& a) {
   nvml::Return code{};
   if (!nvml::parse_return_name(a.error, code)) {
-    std::cerr << "tessera sim fault: --error: " << quoted(a.error)
+    std::cerr << "tessera sim fault: --error: " << quote(a.error)
               << " is not an NVML return code (e.g. NVML_ERROR_UNKNOWN, NVML_ERROR_GPU_IS_LOST)\n";
     return kExitUsage;
   }

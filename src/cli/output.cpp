@@ -3,7 +3,14 @@
 #include <algorithm>
 #include <ostream>
 
+#include "core/text.hpp"
+
 namespace tessera::cli {
+
+void Table::add(std::vector<std::string> row) {
+  for (auto& cell : row) cell = escape_control(cell);
+  rows_.push_back(std::move(row));
+}
 
 void Table::print(std::ostream& out) const {
   std::vector<size_t> width(header_.size(), 0);
@@ -28,6 +35,14 @@ void Table::print(std::ostream& out) const {
 size_t print_diagnostics(const config::Diagnostics& diags, std::ostream& err) {
   for (const auto& d : diags.items()) err << config::format(d) << '\n';
   return diags.error_count();
+}
+
+const GpuModel* find_gpu_model(std::string_view command, std::string_view name, std::ostream& err) {
+  const auto& catalog = Catalog::builtin();
+  if (const auto* model = catalog.find(name)) return model;
+  err << command << ": unknown GPU model " << quote(name) << " (nearest: " << join(catalog.nearest_names(name))
+      << "; `tessera catalog` lists all)\n";
+  return nullptr;
 }
 
 }  // namespace tessera::cli

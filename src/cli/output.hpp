@@ -3,16 +3,19 @@
 
 #include <iosfwd>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/diagnostics.hpp"
+#include "core/catalog.hpp"
 
 namespace tessera::cli {
 
 class Table {
  public:
   explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  // Cells may hold input (config names): control characters are escaped.
+  void add(std::vector<std::string> row);
   void print(std::ostream& out) const;
 
  private:
@@ -27,5 +30,10 @@ size_t print_diagnostics(const config::Diagnostics& diags, std::ostream& err);
 constexpr int kExitOk = 0;
 constexpr int kExitInvalid = 1;  // the input is wrong, or the operation failed
 constexpr int kExitUsage = 2;    // the command line is wrong
+
+// The GPU model a command line names (--gpu MODEL), or nothing after printing
+// the one message every command gives (a usage error: exit kExitUsage):
+// "<command>: unknown GPU model 'X' (nearest: A, B, C; `tessera catalog` lists all)".
+const GpuModel* find_gpu_model(std::string_view command, std::string_view name, std::ostream& err);
 
 }  // namespace tessera::cli

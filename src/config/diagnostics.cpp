@@ -2,17 +2,24 @@
 
 #include <algorithm>
 
+#include "core/text.hpp"
+
 namespace tessera::config {
 
+// Longest field path a message prints: paths are made of the input's keys.
+constexpr size_t kMaxFieldChars = 120;
+
 std::string format(const Diagnostic& d) {
-  std::string out = d.where.file.empty() ? "<input>" : d.where.file;
+  // Values are quoted with excerpt() where the message is made; this is the
+  // last guard: nothing from the input reaches a terminal unescaped.
+  std::string out = d.where.file.empty() ? "<input>" : escape_control(d.where.file);
   if (d.where.line > 0) {
     out += ":" + std::to_string(d.where.line);
     if (d.where.column > 0) out += ":" + std::to_string(d.where.column);
   }
   out += d.severity == Severity::error ? ": error: " : ": warning: ";
-  if (!d.field.empty()) out += d.field + ": ";
-  out += d.message;
+  if (!d.field.empty()) out += excerpt(d.field, kMaxFieldChars) + ": ";
+  out += escape_control(d.message);
   return out;
 }
 

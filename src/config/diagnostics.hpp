@@ -22,6 +22,8 @@ struct Diagnostic {
 };
 
 // "cfg.yaml:5:9: error: mig-configs.x[0].devices: expected 'all' or a list of GPU indices"
+// Control characters and invalid UTF-8 in any part are escaped (core/text.hpp);
+// a long field path is cut to an excerpt.
 std::string format(const Diagnostic& d);
 
 class Diagnostics {

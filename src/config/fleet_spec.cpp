@@ -59,7 +59,7 @@ void parse_capacity(const YamlNode& node, ServiceSpec& service, Diagnostics& dia
   std::set<std::string> seen;
   for (const auto& e : node.entries()) {
     if (!seen.insert(e.key).second) {
-      diags.error(e.key_where, e.value.path(), "profile '" + e.key + "' is listed twice");
+      diags.error(e.key_where, e.value.path(), "profile " + quote(e.key) + " is listed twice");
       continue;
     }
     if (auto rate = read_number(e.value, diags, 0, kMaxRate, false))
@@ -96,7 +96,7 @@ std::optional<ServiceSpec> parse_service(const YamlNode& node, Diagnostics& diag
       if (!bytes) {
         diags.error(v.where(), v.path(), bytes.error().message);
       } else if (*bytes == 0 || *bytes > kMaxServiceMemory) {
-        diags.error(v.where(), v.path(), "'" + *text + "' is out of range (allowed: above 0 to 64 TiB)");
+        diags.error(v.where(), v.path(), quote(*text) + " is out of range (allowed: above 0 to 64 TiB)");
       } else {
         s.memory_bytes = *bytes;
       }
@@ -112,7 +112,7 @@ std::optional<ServiceSpec> parse_service(const YamlNode& node, Diagnostics& diag
       if (!text) continue;
       auto iso = parse_isolation(*text);
       if (!iso)
-        diags.error(v.where(), v.path(), "unknown isolation '" + *text + "' (allowed: dedicated, shared, best-effort)");
+        diags.error(v.where(), v.path(), "unknown isolation " + quote(*text) + " (allowed: dedicated, shared, best-effort)");
       else
         s.isolation = *iso;
     } else if (e.key == "gpus") {
@@ -201,7 +201,7 @@ std::optional<FleetGpuSpec> parse_fleet_gpu(const YamlNode& node, const Catalog&
       g.model = catalog.find(*name);
       if (!g.model) {
         std::string hint = join(catalog.nearest_names(*name));
-        diags.error(e.value.where(), e.value.path(), "unknown GPU model '" + *name + "' (nearest: " + hint + ")");
+        diags.error(e.value.where(), e.value.path(), "unknown GPU model " + quote(*name) + " (nearest: " + hint + ")");
       } else if (g.model->profiles.empty()) {
         diags.error(e.value.where(), e.value.path(), "GPU model '" + g.model->name + "' has no MIG profiles");
       }
@@ -231,7 +231,7 @@ void check_capacity_profiles(const FleetSpec& spec, Diagnostics& diags) {
       if (known) continue;
       std::string hint = join(nearest(c.profile, names, 3));
       diags.error(c.where, s.field + ".capacity." + c.profile,
-                  "unknown MIG profile '" + c.profile + "' for the fleet's GPUs (nearest: " + hint + "; or 'gpu')");
+                  "unknown MIG profile " + quote(c.profile) + " for the fleet's GPUs (nearest: " + hint + "; or 'gpu')");
     }
 }
 
@@ -283,7 +283,7 @@ std::optional<FleetSpec> parse_fleet_spec(std::string_view text, const std::stri
         auto s = parse_service(item, diags);
         if (!s) continue;
         if (!names.insert(s->name).second) {
-          diags.error(s->where, s->field + ".name", "duplicate service name '" + s->name + "'");
+          diags.error(s->where, s->field + ".name", "duplicate service name " + quote(s->name));
           continue;
         }
         spec.services.push_back(std::move(*s));
@@ -356,11 +356,11 @@ std::optional<FleetSpec> parse_service_csv(std::string_view text, const std::str
     s.field = "line " + std::to_string(n);
     auto mem = parse_double(field(c_mem));
     if (s.name.empty() || !names.insert(s.name).second) {
-      diags.error(s.where, "service", s.name.empty() ? "service name is empty" : "duplicate service name '" + s.name + "'");
+      diags.error(s.where, "service", s.name.empty() ? "service name is empty" : "duplicate service name " + quote(s.name));
       continue;
     }
     if (!mem || *mem <= 0 || *mem * static_cast<double>(kGiB) > static_cast<double>(kMaxServiceMemory)) {
-      diags.error(s.where, "mem_need_GiB", "'" + field(c_mem) + "' is not a memory size in GiB (above 0 to 64 TiB)");
+      diags.error(s.where, "mem_need_GiB", quote(field(c_mem)) + " is not a memory size in GiB (above 0 to 64 TiB)");
       continue;
     }
     s.memory_bytes = static_cast<uint64_t>(std::llround(*mem * static_cast<double>(kGiB)));
@@ -369,7 +369,7 @@ std::optional<FleetSpec> parse_service_csv(std::string_view text, const std::str
     if (c_replicas >= 0 && !field(c_replicas).empty()) {
       auto r = parse_double(field(c_replicas));
       if (!r || *r < 1 || *r > static_cast<double>(kMaxReplicas) || *r != std::floor(*r)) {
-        diags.error(s.where, "replicas", "'" + field(c_replicas) + "' is not a replica count (1 to 1000000)");
+        diags.error(s.where, "replicas", quote(field(c_replicas)) + " is not a replica count (1 to 1000000)");
         continue;
       }
       s.replicas = static_cast<uint32_t>(*r);

@@ -12,6 +12,7 @@ std::string_view errc_name(Errc code) {
     case Errc::driver: return "driver error";
     case Errc::conflict: return "conflict";
     case Errc::unsupported: return "unsupported";
+    case Errc::timeout: return "time limit reached";
     case Errc::internal: return "internal error";
   }
   return "unknown error";

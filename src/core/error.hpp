@@ -19,6 +19,7 @@ enum class Errc {
   driver,            // the GPU driver (NVML) returned an error
   conflict,          // the request collides with existing state
   unsupported,       // valid, but not something this build or GPU can do
+  timeout,           // no answer within the time allowed (not a proof that none exists)
   internal,          // a broken invariant: a bug in tessera
 };
 

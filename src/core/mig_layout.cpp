@@ -147,7 +147,7 @@ Result<MigLayout> place_counts(const GpuModel& model, const ProfileCounts& count
       std::vector<std::string> names;
       for (const auto& q : model.profiles) names.push_back(q.name);
       std::string hint = join(nearest(name, names, 3));
-      return fail(Errc::not_found, model.name + " has no MIG profile '" + name + "' (nearest: " + hint + ")");
+      return fail(Errc::not_found, model.name + " has no MIG profile " + quote(name) + " (nearest: " + hint + ")");
     }
     if (count > p->max_count)
       return fail(Errc::validation, std::to_string(count) + " x " + p->name + " is over the maximum of " +

@@ -1,4 +1,5 @@
 #include "core/units.hpp"
+#include "core/text.hpp"
 
 #include <cctype>
 #include <charconv>
@@ -12,7 +13,7 @@ Result<uint64_t> parse_bytes(std::string_view text) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   auto bad = [&](const std::string& why) {
-    return fail(Errc::invalid_argument, "'" + std::string(text) + "' is not a byte size: " + why +
+    return fail(Errc::invalid_argument, quote(text) + " is not a byte size: " + why +
                                             " (examples: 14GiB, 32.5GiB, 512MiB, 80GB)");
   };
   if (s.empty()) return bad("it is empty");
@@ -36,7 +37,7 @@ Result<uint64_t> parse_bytes(std::string_view text) {
   };
   for (const auto& u : units)
     if (unit == u.name) scale = u.scale;
-  if (scale == 0) return bad("unknown unit '" + unit + "'");
+  if (scale == 0) return bad("unknown unit " + quote(unit));
   double bytes = value * scale;
   if (!std::isfinite(bytes) || bytes >= 1.8e19) return bad("it is too large");
   return static_cast<uint64_t>(std::llround(bytes));

@@ -71,7 +71,12 @@ ProgramSolution solve_program(const IntegerProgram& program, const SolveLimits& 
   Cbc_setParameter(model.get(), "ratioGap", "0");
   Cbc_solve(model.get());
 
-  if (Cbc_isProvenInfeasible(model.get())) {
+  // Stopped by the clock (in preprocessing CBC does not always set its flag),
+  // CBC can report a program it never finished as infeasible: only a solve
+  // that ended before its limit proves infeasibility.
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.time_limit_reached = Cbc_isSecondsLimitReached(model.get()) != 0 || elapsed >= limits.seconds;
+  if (Cbc_isProvenInfeasible(model.get()) && !out.time_limit_reached) {
     out.status = SolveStatus::infeasible;
   } else {
     const double* sol = Cbc_getColSolution(model.get());

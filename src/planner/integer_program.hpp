@@ -45,6 +45,9 @@ struct ProgramSolution {
   double objective = 0;
   double bound = 0;  // best proven lower bound (minimisation)
   double seconds = 0;
+  // The solve stopped at its time limit: `unknown` then means "nothing found
+  // in time", never "there is nothing".
+  bool time_limit_reached = false;
 };
 
 // Minimises; never throws. CBC's model is freed on every path.

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/units.hpp"
+#include "core/text.hpp"
 
 namespace tessera::planner {
 namespace {
@@ -358,7 +359,7 @@ std::optional<Problem> build_problem(const config::FleetSpec& spec, const Proble
       for (size_t u = 0; u < p.units.size(); ++u)
         if (p.units[u].profile == kWholeGpu) fits[u] = false;
     if (!any) {
-      diags.error(s.where, s.field, "service '" + s.name + "' fits nowhere: " + why_unfit(p, svc));
+      diags.error(s.where, s.field, "service " + quote(s.name) + " fits nowhere: " + why_unfit(p, svc));
       p.services.push_back(std::move(svc));
       continue;
     }

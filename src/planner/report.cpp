@@ -34,7 +34,10 @@ Baseline mig_baseline(const config::FleetSpec& spec, LayoutSet layouts, std::str
   auto problem = build_problem(open, {.layouts = layouts, .whole_gpu = true}, ignored);
   if (!problem) return b;
   auto solved = solve(*problem, options);
-  if (!solved) return b;
+  if (!solved) {
+    b.timed_out = solved.error().code == Errc::timeout;
+    return b;
+  }
   b.gpus = solved->gpus;
   for (size_t g = 0; g < problem->groups.size(); ++g)
     for (size_t u = 0; u < problem->units.size(); ++u)

@@ -24,8 +24,9 @@ namespace tessera::planner {
 
 struct Baseline {
   std::string name;
-  std::optional<uint32_t> gpus;  // nothing: the baseline cannot hold these services
+  std::optional<uint32_t> gpus;  // nothing: the baseline cannot hold these services, or see timed_out
   uint64_t replicas_on_whole_gpus = 0;
+  bool timed_out = false;  // no gpus because the solver ran out of time, not because none would do
 };
 
 struct Report {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/text.hpp"
 #include "planner/formulation.hpp"
 
 namespace tessera::planner {
@@ -45,6 +46,16 @@ std::string at_fleet(const Problem& p, size_t type, const std::string& message) 
   return config::format({config::Severity::error, t.where, t.field + ".count", message});
 }
 
+// No plan in time says so, and says it is not a proof that none exists.
+Error no_plan_in_time(double seconds) {
+  return Error{Errc::timeout, "no plan found within the time limit (" + format_seconds(seconds) +
+                                  "); this does not mean the services cannot fit: give a longer --time-limit"};
+}
+
+bool fleet_is_limited(const Problem& p) {
+  return std::any_of(p.gpu_types.begin(), p.gpu_types.end(), [](const auto& t) { return t.count.has_value(); });
+}
+
 size_t first_counted(const Problem& p) {
   for (size_t t = 0; t < p.gpu_types.size(); ++t)
     if (p.gpu_types[t].count) return t;
@@ -55,9 +66,15 @@ size_t first_counted(const Problem& p) {
 Error too_small(const Problem& p, double seconds) {
   auto f = formulate(p, true);
   // Bounded: on a large fleet proving the fewest extra GPUs can take long; any feasible answer is true.
-  auto sol = solve_program(f.program, {std::min(seconds, 10.0), false});
-  if (sol.status != SolveStatus::optimal && sol.status != SolveStatus::feasible)
+  const double limit = std::min(seconds, 10.0);
+  auto sol = solve_program(f.program, {limit, false});
+  if (sol.status == SolveStatus::infeasible)  // proven: not even with more GPUs
     return Error{Errc::validation, at_fleet(p, first_counted(p), "the fleet cannot hold these services")};
+  if (sol.status != SolveStatus::optimal && sol.status != SolveStatus::feasible)
+    return Error{Errc::validation,
+                 at_fleet(p, first_counted(p), "the fleet is too small for these services (proven); how many more GPUs "
+                                               "it needs was not found within the time limit (" +
+                                               format_seconds(limit) + ")")};
   std::string more;
   size_t first = 0;
   for (size_t t = 0; t < p.gpu_types.size(); ++t) {
@@ -70,6 +87,14 @@ Error too_small(const Problem& p, double seconds) {
             std::to_string(*type.count + n) + " in all)";
   }
   return Error{Errc::validation, at_fleet(p, first, "the fleet is too small: " + more + " would make it feasible")};
+}
+
+// The program was reported infeasible. Proven only when the solve ran to its
+// end; then the fleet is too small (an unlimited fleet never is).
+Error infeasible(const Problem& p, double seconds, bool time_limit_reached) {
+  if (time_limit_reached) return no_plan_in_time(seconds);
+  if (fleet_is_limited(p)) return too_small(p, seconds);
+  return Error{Errc::internal, "the solver found an unlimited fleet infeasible"};
 }
 
 // Among plans with `gpus` GPUs, one that keeps the most GPUs as they are cut now.
@@ -95,9 +120,9 @@ void keep_current(const Problem& p, Solved& s, double seconds) {
 Result<Solved> solve_exact(const Problem& p, const SolverOptions& options) {
   auto f = formulate(p);
   auto sol = solve_program(f.program, {options.seconds, false});
-  if (sol.status == SolveStatus::infeasible) return unexpected<Error>(too_small(p, options.seconds));
-  if (sol.status == SolveStatus::unknown)
-    return fail(Errc::internal, "the solver found no plan within " + std::to_string(int(options.seconds)) + " s");
+  if (sol.status == SolveStatus::infeasible)
+    return unexpected<Error>(infeasible(p, options.seconds, sol.time_limit_reached));
+  if (sol.status == SolveStatus::unknown) return unexpected<Error>(no_plan_in_time(options.seconds));
   Solved s;
   s.counts = read_counts(p, f, sol.values);
   s.gpus = total(s.counts.layouts);
@@ -214,6 +239,7 @@ Result<std::vector<uint32_t>> cover(const Problem& p, const std::vector<uint64_t
     ip.rows.push_back(std::move(r));
   }
   auto sol = solve_program(ip, {seconds, false});
+  if (sol.status == SolveStatus::unknown) return unexpected<Error>(no_plan_in_time(seconds));
   if (sol.status != SolveStatus::optimal && sol.status != SolveStatus::feasible)
     return fail(Errc::validation, "rounded plan does not fit the fleet");
   std::vector<uint32_t> y;
@@ -224,8 +250,11 @@ Result<std::vector<uint32_t>> cover(const Problem& p, const std::vector<uint64_t
 Result<Solved> solve_fast(const Problem& p, const SolverOptions& options) {
   auto f = formulate(p);
   auto lp = solve_program(f.program, {options.seconds, true});
-  if (lp.status == SolveStatus::infeasible) return unexpected<Error>(too_small(p, options.seconds));
-  if (lp.status != SolveStatus::optimal) return fail(Errc::internal, "the LP relaxation did not solve");
+  if (lp.status == SolveStatus::infeasible) return unexpected<Error>(infeasible(p, options.seconds, lp.time_limit_reached));
+  if (lp.status != SolveStatus::optimal) {
+    if (lp.time_limit_reached) return unexpected<Error>(no_plan_in_time(options.seconds));
+    return fail(Errc::internal, "the LP relaxation did not solve");
+  }
   Solved s;
   s.mode = Mode::fast;
   s.counts = round_instances(p, f, lp.values);
@@ -234,6 +263,8 @@ Result<Solved> solve_fast(const Problem& p, const SolverOptions& options) {
     for (size_t u = 0; u < p.units.size(); ++u) needed[u] += uint64_t(s.counts.group_units[g][u]) * p.groups[g].gpus;
   for (size_t k = 0; k < p.patterns.size(); ++k) needed[size_t(p.patterns[k].unit)] += s.counts.patterns[k];
   auto y = cover(p, needed, std::min(options.seconds, 2.0), true);
+  // Out of time is not out of GPUs: an unlimited fleet is never too small.
+  if (!y && y.error().code == Errc::timeout) return unexpected<Error>(no_plan_in_time(options.seconds));
   if (!y) {
     // Rounding overflowed a fleet limit: let CBC try for a while, then say what the rounding needed.
     SolverOptions bounded = options;

@@ -57,7 +57,7 @@ TEST(Cli, CatalogJsonForOneModel) {
 
 TEST(Cli, CatalogUnknownModel) {
   auto r = run({kBin, "catalog", "--gpu", "A100-SXM4-80G"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a usage error (docs/errors.md), as in every command taking --gpu
   EXPECT_EQ(r.err, "tessera catalog: unknown GPU model 'A100-SXM4-80G' (nearest: A100-SXM4-80GB, A100-SXM4-40GB, "
                    "H100-SXM5-80GB; `tessera catalog` lists all)\n");
 }
@@ -139,6 +139,58 @@ sharing:
   auto r = run({kBin, "config", "validate", "-f", file});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("nvidia.com/gpu x4 -> nvidia.com/gpu.shared (devices: all)"), std::string::npos) << r.out;
+}
+
+// docs/errors.md: an unknown GPU model on the command line is a usage error, with one message
+// shape, in every command that takes --gpu MODEL; the command line is checked before any file.
+TEST(Cli, UnknownGpuIsAUsageErrorInEveryCommand) {
+  testing::TempDir dir;
+  auto mig = dir.write("ok.yaml", "version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n");
+  const std::string missing = dir.path() + "/missing.csv";
+  const std::string nearest = "(nearest: A100-SXM4-80GB, A100-SXM4-40GB, H100-SXM5-80GB; `tessera catalog` lists all)\n";
+  struct Case {
+    std::string command;  // as the message names it
+    std::vector<std::string> argv;
+  };
+  std::vector<Case> cases = {
+      {"tessera catalog", {kBin, "catalog", "--gpu", "A100-SXM4-80G"}},
+      {"tessera mig validate", {kBin, "mig", "validate", "-f", mig, "--gpu", "A100-SXM4-80G"}},
+      {"tessera mig validate", {kBin, "mig", "validate", "-f", missing, "--gpu", "A100-SXM4-80G"}},
+      {"tessera plan", {kBin, "plan", "-f", testing::kWorkload, "--gpu", "A100-SXM4-80G"}},
+      {"tessera plan", {kBin, "plan", "-f", missing, "--gpu", "A100-SXM4-80G"}},
+      {"tessera sim create", {kBin, "sim", "create", dir.path() + "/node", "--gpu", "A100-SXM4-80G"}},
+  };
+  for (const auto& c : cases) {
+    auto r = run(c.argv);
+    EXPECT_EQ(r.exit_code, 2) << c.command << "\n" << r.err;
+    EXPECT_EQ(r.err, c.command + ": unknown GPU model 'A100-SXM4-80G' " + nearest) << c.command;
+  }
+}
+
+// -c is the config's name and -f the file in all three mig commands (mig-parted's -c
+// --selected-config and -f --config-file are accepted too); `--config-name` still works.
+TEST(Cli, MigCommandsSpellConfigTheSameWay) {
+  testing::TempDir dir;
+  const std::string node = dir.path() + "/node";
+  auto created = run({kBin, "sim", "create", node, "--gpu", "A100-80GB", "--count", "2"}, "", {"TESSERA_SIM="});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  for (const std::string name_flag : {"-c", "--config", "--selected-config"}) {
+    for (const std::string file_flag : {"-f", "--file", "--config-file"}) {
+      auto v = run({kBin, "mig", "validate", file_flag, kNvidiaMigDefaults, name_flag, "all-1g.10gb"});
+      EXPECT_EQ(v.exit_code, 0) << name_flag << " " << file_flag << "\n" << v.err;
+      EXPECT_NE(v.out.find("all-1g.10gb"), std::string::npos) << v.out;
+      for (const char* sub : {"plan", "apply"}) {
+        std::vector<std::string> argv{kBin, "mig", sub, file_flag, kNvidiaMigDefaults, name_flag, "all-1g.10gb",
+                                      "--sim", node};
+        if (std::string(sub) == "apply") argv.push_back("--dry-run");
+        auto r = run(argv);
+        EXPECT_EQ(r.exit_code, 0) << sub << " " << name_flag << " " << file_flag << "\n" << r.err;
+        EXPECT_NE(r.out.find("operations"), std::string::npos) << r.out;
+      }
+    }
+  }
+  auto old = run({kBin, "mig", "plan", "-f", kNvidiaMigDefaults, "--config-name", "all-1g.10gb", "--sim", node});
+  EXPECT_EQ(old.exit_code, 0) << old.err;
 }
 
 }  // namespace

@@ -103,5 +103,26 @@ TEST(PlanCli, BadInputNamesFileLineAndField) {
   EXPECT_EQ(u.exit_code, 2);
 }
 
+// Out of time is not out of GPUs: with a limit too short for any plan, `plan` says so, with the
+// limit as given, and never that the (unlimited) fleet cannot hold the services.
+TEST(PlanCli, TimeLimitWithoutAPlanSaysSo) {
+  auto exact = run({kBin, "plan", "-f", kWorkload, "--mode", "exact", "--time-limit", "0.001"});
+  EXPECT_EQ(exact.exit_code, 1) << exact.out << exact.err;
+  EXPECT_NE(exact.err.find("no plan found within the time limit (0.001 s)"), std::string::npos) << exact.err;
+  for (const auto& r : {exact, run({kBin, "plan", "-f", kWorkload, "--mode", "fast", "--time-limit", "0.001"})}) {
+    EXPECT_EQ(r.err.find("cannot hold"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("too small"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("more than the fleet has"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find(" 0 s"), std::string::npos) << r.err;
+    if (r.exit_code != 0) {  // the fast mode may finish in time
+      EXPECT_EQ(r.exit_code, 1);
+      EXPECT_NE(r.err.find("no plan found within the time limit (0.001 s)"), std::string::npos) << r.err;
+    }
+  }
+  // A limit that lets it finish: the plan, as before.
+  auto ok = run({kBin, "plan", "-f", kWorkload, "--time-limit", "30", "--json", "--no-baselines"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
 }  // namespace
 }  // namespace tessera
