@@ -6,6 +6,7 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "config/device_plugin.hpp"
+#include "config/yaml_document.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -39,14 +40,19 @@ void add_config_command(CLI::App& app, int& exit_code) {
   cfg->require_subcommand(1);
   auto file = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
+  auto strict = std::make_shared<bool>(false);
   auto* validate = cfg->add_subcommand(
       "validate", "Check a device-plugin config: flags (migStrategy, deviceListStrategy, ...) and sharing\n"
-                  "(timeSlicing or mps replicas). Exit 0 when valid, 1 with the errors when not.");
+                  "(timeSlicing or mps replicas). Accepts what NVIDIA's plugin accepts; what it accepts but\n"
+                  "will do nothing (an unknown field, a name that matches no resource) is a warning.\n"
+                  "Exit 0 when valid, 1 with the errors when not.");
   validate->add_option("-f,--file", *file, "The config file ('-' for standard input)")->required();
   validate->add_flag("--json", *json, "Print the result as JSON");
-  validate->callback([file, json, &exit_code] {
+  validate->add_flag("--strict", *strict, "Treat warnings as errors");
+  validate->callback([file, json, strict, &exit_code] {
     config::Diagnostics diags;
     auto c = config::load_device_plugin_config(*file, diags);
+    if (*strict) diags = config::warnings_as_errors(diags);
     bool valid = c && !diags.has_errors();
     if (*json) {
       auto errors = nlohmann::json::array();
@@ -56,7 +62,7 @@ void add_config_command(CLI::App& app, int& exit_code) {
         j["migStrategy"] = config::to_string(c->mig_strategy);
         j["sharing"] = c->sharing() ? (c->uses_mps() ? "mps" : "time-slicing") : "none";
       }
-      std::cout << j.dump(2) << '\n';
+      std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     } else {
       print_diagnostics(diags, std::cerr);
       if (valid) print_summary(*c);

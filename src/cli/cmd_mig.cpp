@@ -8,6 +8,7 @@
 #include "cli/output.hpp"
 #include "config/mig_parted.hpp"
 #include "config/mig_parted_validate.hpp"
+#include "config/yaml_document.hpp"
 #include "core/catalog.hpp"
 #include "core/text.hpp"
 
@@ -30,6 +31,7 @@ struct ValidateArgs {
   std::string gpu;
   bool json = false;
   bool verbose = false;
+  bool strict = false;
 };
 
 int run_validate(const ValidateArgs& args) {
@@ -38,13 +40,8 @@ int run_validate(const ValidateArgs& args) {
   config::MigValidateOptions options;
   if (!args.config_name.empty()) options.config_name = args.config_name;
   if (!args.gpu.empty()) {
-    options.gpu = catalog.find(args.gpu);
-    if (!options.gpu) {
-      std::string hint = join(catalog.nearest_names(args.gpu));
-      std::cerr << "tessera mig validate: unknown GPU model '" << args.gpu << "' (nearest: " << hint
-                << "; `tessera catalog` lists all)\n";
-      return kExitUsage;
-    }
+    options.gpu = find_gpu_model("tessera mig validate", args.gpu, std::cerr);
+    if (!options.gpu) return kExitUsage;
   }
   std::vector<config::EntryCheck> checks;
   size_t config_count = 0;
@@ -52,6 +49,7 @@ int run_validate(const ValidateArgs& args) {
     config_count = cfg->configs.size();
     checks = config::validate_mig_parted(*cfg, catalog, options, diags);
   }
+  if (args.strict) diags = config::warnings_as_errors(diags);
   bool valid = !diags.has_errors();
   if (args.json) {
     auto arr = nlohmann::json::array();
@@ -63,7 +61,7 @@ int run_validate(const ValidateArgs& args) {
                         {"errors", diagnostics_json(diags, config::Severity::error)},
                         {"warnings", diagnostics_json(diags, config::Severity::warning)},
                         {"checks", arr}};
-    std::cout << j.dump(2) << '\n';
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     return valid ? kExitOk : kExitInvalid;
   }
   print_diagnostics(diags, std::cerr);
@@ -94,12 +92,16 @@ void add_mig_command(CLI::App& app, int& exit_code) {
       "validate",
       "Check a mig-parted config (version v1, or a ConfigMap holding one) against the GPU catalog.\n"
       "Each entry is checked on the GPUs it can apply to: those its device-filter selects, or, without a\n"
-      "filter, every catalog GPU that has all of its profiles. Exit 0 when valid, 1 with the errors when not.");
-  validate->add_option("-f,--file", args->file, "The config file ('-' for standard input)")->required();
-  validate->add_option("-c,--config", args->config_name, "Only this named config");
+      "filter, every catalog GPU that has all of its profiles. Accepts what NVIDIA's mig-parted accepts;\n"
+      "what it accepts but will do nothing, and what the catalog doubts without --gpu, is a warning.\n"
+      "Exit 0 when valid, 1 with the errors when not.");
+  // As in `tessera mig plan` / `mig apply`, and as mig-parted spells them: -f the file, -c the config's name.
+  validate->add_option("-f,--file,--config-file", args->file, "The config file ('-' for standard input)")->required();
+  validate->add_option("-c,--config,--selected-config", args->config_name, "Only this named config (a key of mig-configs)");
   validate->add_option("--gpu", args->gpu, "Check every entry that would apply to this GPU model on it");
   validate->add_flag("--json", args->json, "Print the result as JSON");
   validate->add_flag("-v,--verbose", args->verbose, "List every entry checked, with the layout it places");
+  validate->add_flag("--strict", args->strict, "Treat warnings as errors");
   validate->callback([args, &exit_code] { exit_code = run_validate(*args); });
   add_mig_apply_commands(*mig, exit_code);
 }

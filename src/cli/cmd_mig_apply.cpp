@@ -3,17 +3,19 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "cli/commands.hpp"
 #include "cli/nvml_driver.hpp"
 #include "cli/output.hpp"
 #include "config/mig_parted.hpp"
 #include "config/mig_parted_validate.hpp"
+#include "config/yaml_document.hpp"
 #include "reconciler/journal.hpp"
 #include "reconciler/mig_apply.hpp"
 #include "reconciler/node_state.hpp"
+#include "core/file_read.hpp"
 #include "core/text.hpp"
 
 namespace tessera::cli {
@@ -28,23 +30,31 @@ struct ApplyArgs {
   bool json = false;
   bool force = false;
   bool dry_run = false;
+  bool strict = false;
 };
 
 constexpr const char* kConfigLabel = "nvidia.com/mig.config";
 
-// The config name: --config-name, else the node label from a labels file
+// Labels files are a few lines; this bounds a wrong path to something huge.
+constexpr size_t kMaxLabelsBytes = 1 << 20;
+
+// The config name: -c/--config, else the node label from a labels file
 // ("key=value" lines, as the downward API or a label writer leaves them).
-std::optional<std::string> config_name(const ApplyArgs& args, std::string& why) {
+// `usage`: the command line names no config (exit 2) rather than a file failing (exit 1).
+std::optional<std::string> config_name(const ApplyArgs& args, std::string& why, bool& usage) {
+  usage = false;
   if (!args.config_name.empty()) return args.config_name;
   if (args.labels_file.empty()) {
+    usage = true;
     why = "no config named: pass -c NAME, or --labels-file FILE holding " + std::string(kConfigLabel) + "=NAME";
     return std::nullopt;
   }
-  std::ifstream in(args.labels_file);
-  if (!in) {
-    why = args.labels_file + ": cannot open the labels file";
+  auto text = read_whole_file(args.labels_file, kMaxLabelsBytes);
+  if (!text) {
+    why = args.labels_file + ": " + text.error().message;  // "cannot open file: No such file or directory"
     return std::nullopt;
   }
+  std::istringstream in(*text);
   std::string line;
   while (std::getline(in, line)) {
     auto eq = line.find('=');
@@ -114,22 +124,24 @@ void print_report(const reconciler::NodePlan& plan) {
 int run(const ApplyArgs& args, bool apply) {
   const char* cmd = apply ? "tessera mig apply" : "tessera mig plan";
   std::string why;
-  auto name = config_name(args, why);
+  bool usage = false;
+  auto name = config_name(args, why, usage);
   if (!name) {
-    std::cerr << cmd << ": " << why << '\n';
-    return kExitUsage;
+    std::cerr << cmd << ": " << escape_control(why) << '\n';
+    return usage ? kExitUsage : kExitInvalid;
   }
   // Validate everything before touching anything.
   config::Diagnostics diags;
   auto cfg = config::load_mig_parted(args.file, diags);
+  if (args.strict) diags = config::warnings_as_errors(diags);
   print_diagnostics(diags, std::cerr);
-  if (!cfg) return kExitInvalid;
+  if (!cfg || diags.has_errors()) return kExitInvalid;
   const auto* mc = cfg->find(*name);
   if (!mc) {
     std::vector<std::string> names;
     for (const auto& c : cfg->configs) names.push_back(c.name);
-    std::string hint = join(nearest(*name, names, 3));
-    std::cerr << cmd << ": " << args.file << " has no config named '" << *name << "' (nearest: " << hint << ")\n";
+    std::string hint = escape_control(join(nearest(*name, names, 3)));
+    std::cerr << cmd << ": " << args.file << " has no config named " << quote(*name) << " (nearest: " << hint << ")\n";
     return kExitInvalid;
   }
   auto session = open_nvml(args.driver);
@@ -203,8 +215,11 @@ int run(const ApplyArgs& args, bool apply) {
 }
 
 void add_common(CLI::App* cmd, ApplyArgs& args) {
-  cmd->add_option("-f,--file", args.file, "mig-parted config file (version v1, or a ConfigMap holding one)")->required();
-  cmd->add_option("-c,--config-name", args.config_name, "The named config to apply");
+  // As in `tessera mig validate`, and as mig-parted spells them: -f the file, -c the config's name.
+  cmd->add_option("-f,--file,--config-file", args.file, "mig-parted config file (version v1, or a ConfigMap holding one)")
+      ->required();
+  cmd->add_option("-c,--config,--selected-config,--config-name", args.config_name,
+                  "The named config to apply (a key of mig-configs)");
   cmd->add_option("--labels-file", args.labels_file,
                   "Read the config name from this node's labels (nvidia.com/mig.config=NAME lines)");
   add_driver_options(*cmd, args.driver);
@@ -212,6 +227,7 @@ void add_common(CLI::App* cmd, ApplyArgs& args) {
                   "Where the journal and nvidia.com/mig.config.state live (default /var/lib/tessera; with --sim, DIR/tessera-state)");
   cmd->add_flag("--json", args.json, "Print JSON");
   cmd->add_flag("--force", args.force, "Destroy instances even when processes use them");
+  cmd->add_flag("--strict", args.strict, "Treat warnings about the config file as errors");
 }
 
 }  // namespace

@@ -1,13 +1,25 @@
 #include "config/device_plugin.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <climits>
 #include <regex>
 #include <set>
 
 #include "config/mig_parted.hpp"
 #include "config/yaml_document.hpp"
+#include "core/text.hpp"
 
 namespace tessera::config {
 namespace {
+
+// NVIDIA's reader is non-strict: unknown keys are ignored (a warning here),
+// duplicate keys keep the last, and plain structs match keys case-insensitively
+// (Go's encoding/json); the hand-written unmarshallers (timeSlicing/mps, a
+// resource entry) look their keys up exactly.
+const KeyRules kStructKeys{.unknown_is_error = false, .duplicates_are_errors = false, .ignore_case = true};
+const KeyRules kExactKeys{.unknown_is_error = false, .duplicates_are_errors = false, .ignore_case = false};
 
 template <class E>
 struct Choice {
@@ -19,7 +31,7 @@ template <class E, size_t N>
 std::optional<E> parse_choice(const YamlNode& node, const Choice<E> (&choices)[N], Diagnostics& diags) {
   std::string allowed;
   for (const auto& c : choices) allowed += (allowed.empty() ? "" : ", ") + std::string(c.name);
-  if (node.is_scalar() && !node.is_null()) {
+  if (node.is_scalar() && !node.is_null() && node.yaml11_kind() == ScalarKind::string) {
     for (const auto& c : choices)
       if (node.scalar() == c.name) return c.value;
   }
@@ -37,31 +49,61 @@ constexpr Choice<DeviceIdStrategy> kIdStrategies[] = {{"uuid", DeviceIdStrategy:
 constexpr Choice<SharedAllocationPolicy> kPolicies[] = {{"distributed", SharedAllocationPolicy::distributed},
                                                         {"packed", SharedAllocationPolicy::packed}};
 
+// Every flag is a pointer in NVIDIA's Flags: null leaves the default.
 void read_string(const YamlNode& node, std::string& out, Diagnostics& diags) {
-  if (auto s = node.as_string(diags)) out = *s;
+  if (node.is_null()) return;
+  if (auto s = node.as_yaml11_string(diags)) out = *s;
 }
 void read_bool(const YamlNode& node, bool& out, Diagnostics& diags) {
-  if (auto b = node.as_bool(diags)) out = *b;
+  if (node.is_null()) return;
+  if (auto b = node.as_yaml11_bool(diags)) out = *b;
+}
+
+bool expect_map(const YamlNode& node, Diagnostics& diags) {
+  if (node.is_map()) return true;
+  if (!node.is_null()) diags.error(node.where(), node.path(), "expected a map, got " + node.kind_name());
+  return false;
+}
+
+// Go's time.ParseDuration, or "infinite" (flags.gfd.sleepInterval); a number is nanoseconds.
+bool is_duration(const YamlNode& node) {
+  auto kind = node.yaml11_kind();
+  if (kind == ScalarKind::integer || kind == ScalarKind::floating) return true;
+  if (kind != ScalarKind::string) return false;
+  static const std::regex re(R"(^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|\xC2\xB5s|\xCE\xBCs|ms|s|m|h))+)$)");
+  return node.scalar() == "infinite" || std::regex_match(node.scalar(), re);
+}
+
+void parse_gfd(const YamlNode& node, Diagnostics& diags) {
+  if (!expect_map(node, diags)) return;
+  for (const auto& e : node.checked_entries(diags, {"oneshot", "noTimestamp", "sleepInterval", "outputFile", "machineTypeFile"},
+                                            kStructKeys)) {
+    if (e.value.is_null()) continue;
+    if (e.key == "oneshot" || e.key == "noTimestamp") (void)e.value.as_yaml11_bool(diags);
+    else if (e.key == "sleepInterval") {
+      if (!e.value.is_scalar() || !is_duration(e.value))
+        diags.error(e.value.where(), e.value.path(), "expected a duration such as 60s, 5m or infinite, got " + e.value.kind_name());
+    } else (void)e.value.as_yaml11_string(diags);
+  }
 }
 
 void parse_plugin(const YamlNode& node, PluginFlags& plugin, Diagnostics& diags) {
-  if (!node.is_map()) {
-    diags.error(node.where(), node.path(), "expected a map, got " + node.kind_name());
-    return;
-  }
+  if (!expect_map(node, diags)) return;
   for (const auto& e : node.checked_entries(diags, {"passDeviceSpecs", "deviceListStrategy", "deviceIDStrategy",
                                                     "cdiAnnotationPrefix", "nvidiaCTKPath", "containerDriverRoot",
-                                                    "sharedDevicesAllocationPolicy"})) {
+                                                    "sharedDevicesAllocationPolicy"}, kStructKeys)) {
+    if (e.value.is_null()) continue;  // the default
     if (e.key == "passDeviceSpecs") read_bool(e.value, plugin.pass_device_specs, diags);
     else if (e.key == "deviceListStrategy") {
       plugin.device_list_strategy.clear();
       std::vector<YamlNode> items = e.value.is_sequence() ? e.value.items() : std::vector<YamlNode>{e.value};
-      if (items.empty()) diags.error(e.value.where(), e.value.path(), "list is empty (allowed: envvar, volume-mounts, cdi-annotations, cdi-cri)");
+      if (items.empty())
+        diags.warning(e.value.where(), e.value.path(), "the list is empty: containers get no device list (allowed: envvar, volume-mounts, cdi-annotations, cdi-cri)");
       std::set<DeviceListStrategy> seen;
       for (const auto& item : items)
         if (auto s = parse_choice(item, kListStrategies, diags)) {
           if (seen.insert(*s).second) plugin.device_list_strategy.push_back(*s);
-          else diags.error(item.where(), item.path(), "strategy '" + item.scalar() + "' is listed twice");
+          else diags.warning(item.where(), item.path(), "strategy " + quote(item.scalar()) + " is listed twice");
         }
     } else if (e.key == "deviceIDStrategy") {
       if (auto s = parse_choice(e.value, kIdStrategies, diags)) plugin.device_id_strategy = *s;
@@ -73,13 +115,12 @@ void parse_plugin(const YamlNode& node, PluginFlags& plugin, Diagnostics& diags)
 }
 
 void parse_flags(const YamlNode& node, DevicePluginConfig& config, Diagnostics& diags) {
-  if (!node.is_map()) {
-    diags.error(node.where(), node.path(), "expected a map, got " + node.kind_name());
-    return;
-  }
+  if (!expect_map(node, diags)) return;
   for (const auto& e : node.checked_entries(diags, {"migStrategy", "failOnInitError", "mpsRoot", "nvidiaDriverRoot",
                                                     "nvidiaDevRoot", "gdrcopyEnabled", "gdsEnabled", "mofedEnabled",
-                                                    "useNodeFeatureAPI", "deviceDiscoveryStrategy", "plugin", "gfd"})) {
+                                                    "useNodeFeatureAPI", "deviceDiscoveryStrategy", "plugin", "gfd"},
+                                            kStructKeys)) {
+    if (e.value.is_null()) continue;  // the default
     if (e.key == "migStrategy") {
       if (auto s = parse_choice(e.value, kMigStrategies, diags)) config.mig_strategy = *s;
     } else if (e.key == "failOnInitError") read_bool(e.value, config.fail_on_init_error, diags);
@@ -91,45 +132,114 @@ void parse_flags(const YamlNode& node, DevicePluginConfig& config, Diagnostics& 
     else if (e.key == "mofedEnabled") read_bool(e.value, config.mofed_enabled, diags);
     else if (e.key == "useNodeFeatureAPI") { bool ignored = false; read_bool(e.value, ignored, diags); }
     else if (e.key == "deviceDiscoveryStrategy") {
-      std::string s;
+      std::string s = "auto";
       read_string(e.value, s, diags);
-      if (!s.empty() && s != "auto" && s != "nvml")
-        diags.error(e.value.where(), e.value.path(), "'" + s + "' is not supported by tessera (allowed: auto, nvml)");
+      if (s == "tegra")
+        diags.warning(e.value.where(), e.value.path(), "'tegra' is not supported by tessera; it discovers GPUs through NVML");
+      else if (s != "auto" && s != "nvml")
+        diags.error(e.value.where(), e.value.path(), "got " + quote(s) + " (allowed: auto, nvml, tegra)");
     } else if (e.key == "plugin") parse_plugin(e.value, config.plugin, diags);
-    else if (!e.value.is_map() && !e.value.is_null())
-      diags.error(e.value.where(), e.value.path(), "expected a map, got " + e.value.kind_name());
-    // gfd: feature-discovery settings; accepted for compatibility, not used.
+    else parse_gfd(e.value, diags);  // feature-discovery settings: checked, not used
   }
 }
 
+// google/uuid.Parse: 36 characters with dashes, 32 hex digits, {36} or urn:uuid:36.
+bool is_uuid(std::string_view s) {
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); };
+  if (s.size() == 32) return std::all_of(s.begin(), s.end(), hex);
+  if (s.size() == 38) {
+    if (s.front() != '{' || s.back() != '}') return false;
+    s = s.substr(1, 36);
+  } else if (s.size() == 45) {
+    std::string prefix(s.substr(0, 9));
+    for (auto& c : prefix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (prefix != "urn:uuid:") return false;
+    s.remove_prefix(9);
+  }
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < 36; ++i) {
+    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? s[i] != '-' : !hex(s[i])) return false;
+  }
+  return true;
+}
+
+// strconv.ParseUint(s, 10, 64)
+bool is_decimal_uint(std::string_view s) {
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 10);
+  return !s.empty() && ec == std::errc() && ptr == s.data() + s.size();
+}
+
+// A GPU index, a "gpu:mig" index, GPU-<uuid>, MIG-<uuid> or MIG-GPU-<uuid>/<gi>/<ci> (replicas.go).
+bool is_device_ref(std::string_view id) {
+  if (is_decimal_uint(id)) return true;
+  if (auto colon = id.find(':'); colon != std::string_view::npos && is_decimal_uint(id.substr(0, colon)) &&
+                                 is_decimal_uint(id.substr(colon + 1)))
+    return true;
+  if (id.rfind("GPU-", 0) == 0) return is_uuid(id.substr(4));
+  if (id.rfind("MIG-", 0) != 0) return false;
+  std::string_view suffix = id.substr(4);
+  if (is_uuid(suffix)) return true;
+  auto first = suffix.find('/');
+  if (first == std::string_view::npos) return false;
+  auto second = suffix.find('/', first + 1);
+  if (second == std::string_view::npos) return false;
+  std::string_view gpu = suffix.substr(0, first);
+  return gpu.rfind("GPU-", 0) == 0 && is_uuid(gpu.substr(4)) &&
+         is_decimal_uint(suffix.substr(first + 1, second - first - 1)) && is_decimal_uint(suffix.substr(second + 1));
+}
+
 void parse_devices(const YamlNode& node, ReplicatedDevices& devices, Diagnostics& diags) {
-  if (node.is_scalar() && !node.is_null() && !node.is_quoted() && node.scalar() == "all") return;
-  if (node.is_scalar() && !node.is_null() && !node.is_quoted()) {
-    if (auto n = node.as_int(diags, 1, 1024)) {
-      devices.all = false;
-      devices.count = static_cast<uint32_t>(*n);
+  const std::string expected = "expected 'all', a device count, or a list of GPU indices, 'gpu:mig' indices or UUIDs; got ";
+  if (node.is_scalar() && !node.is_null()) {
+    auto kind = node.yaml11_kind();
+    if (kind == ScalarKind::string) {
+      if (node.scalar() == "all") return;  // quoted or not
+      diags.error(node.where(), node.path(), expected + node.kind_name());
+      return;
     }
+    if (auto n = yaml11_integer(node.scalar()); n && (kind == ScalarKind::integer || kind == ScalarKind::floating)) {
+      if (*n <= 0) {
+        diags.error(node.where(), node.path(), "a count of devices must be > 0, got " + std::to_string(*n));
+        return;
+      }
+      devices.all = false;
+      devices.count = static_cast<uint32_t>(std::min<int64_t>(*n, UINT32_MAX));
+      return;
+    }
+  }
+  if (!node.is_sequence()) {
+    diags.error(node.where(), node.path(), expected + node.kind_name());
     return;
   }
-  if (!node.is_sequence() || node.items().empty()) {
-    diags.error(node.where(), node.path(), "expected 'all', a device count, or a list of GPU indices, 'gpu:mig' indices or UUIDs; got " + node.kind_name());
-    return;
-  }
-  static const std::regex id_re(R"(^(\d+|\d+:\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-fA-F-]+|MIG-GPU-[0-9a-fA-F-]+/\d+/\d+)$)");
   devices.all = false;
+  if (node.items().empty()) diags.warning(node.where(), node.path(), "the list is empty: this resource covers no device");
   std::set<std::string> seen;
   for (const auto& item : node.items()) {
-    if (!item.is_scalar() || item.is_null()) {
+    std::string id;
+    if (item.is_null()) {
+      id = "0";  // JSON null leaves Go's uint64 at 0
+      diags.warning(item.where(), item.path(), "an empty item reads as GPU index 0");
+    } else if (!item.is_scalar()) {
       diags.error(item.where(), item.path(), "expected a device id, got " + item.kind_name());
       continue;
-    }
-    std::string id = item.scalar();
-    if (!std::regex_match(id, id_re)) {
-      diags.error(item.where(), item.path(), "'" + id + "' is not a device id (GPU index, 'gpu:mig' index, GPU-<uuid> or MIG-<uuid>)");
-      continue;
+    } else if (item.yaml11_kind() == ScalarKind::string) {
+      id = item.scalar();
+      if (!is_device_ref(id)) {
+        diags.error(item.where(), item.path(), quote(id) + " is not a device id (GPU index, 'gpu:mig' index, GPU-<uuid> or MIG-<uuid>)");
+        continue;
+      }
+    } else {
+      auto n = yaml11_integer(item.scalar());
+      if (!n || *n < 0) {
+        diags.error(item.where(), item.path(), quote(item.scalar()) + " is not a device id (GPU index, 'gpu:mig' index, GPU-<uuid> or MIG-<uuid>)");
+        continue;
+      }
+      id = std::to_string(*n);
     }
     if (!seen.insert(id).second) {
-      diags.error(item.where(), item.path(), "device '" + id + "' is listed twice");
+      diags.warning(item.where(), item.path(), "device " + quote(id) + " is listed twice");
       continue;
     }
     devices.ids.push_back(id);
@@ -145,19 +255,24 @@ std::optional<ReplicatedResource> parse_resource(const YamlNode& node, bool mps,
   ReplicatedResource r;
   r.where = node.where();
   bool has_name = false, has_replicas = false;
-  for (const auto& e : node.checked_entries(diags, {"name", "replicas", "rename", "devices"})) {
+  for (const auto& e : node.checked_entries(diags, {"name", "replicas", "rename", "devices"}, kExactKeys)) {
     if (e.key == "name" || e.key == "rename") {
-      auto s = e.value.as_string(diags);
+      if (e.key == "name") has_name = true;
+      auto s = e.value.is_null() ? std::optional<std::string>("") : e.value.as_yaml11_string(diags);
       if (!s) continue;
       std::string why;
       auto n = normalise_resource_name(*s, why);
       if (!n) { diags.error(e.value.where(), e.value.path(), why); continue; }
-      if (e.key == "name") { r.name = *n; has_name = true; }
+      if (e.key == "name") r.name = *n;
       else r.rename = *n;
     } else if (e.key == "replicas") {
       has_replicas = true;
       int64_t max = mps ? kMaxMpsReplicas : kMaxTimeSlicingReplicas;
-      auto v = e.value.as_int(diags, 2, max);
+      if (e.value.is_null()) {  // JSON null leaves Go's int at 0
+        diags.error(e.value.where(), e.value.path(), "expected an integer >= 2, got nothing");
+        continue;
+      }
+      auto v = e.value.as_yaml11_int(diags, 2, max);
       if (v) r.replicas = static_cast<uint32_t>(*v);
     } else {
       parse_devices(e.value, r.devices, diags);
@@ -165,26 +280,36 @@ std::optional<ReplicatedResource> parse_resource(const YamlNode& node, bool mps,
   }
   if (!has_name) diags.error(r.where, node.path(), "missing required field 'name' (for example nvidia.com/gpu)");
   if (!has_replicas) diags.error(r.where, node.path(), "missing required field 'replicas' (an integer >= 2)");
-  if (has_name && r.name != "nvidia.com/gpu" && r.name.rfind("nvidia.com/mig-", 0) != 0)
-    diags.error(r.where, node.path() + ".name", "'" + r.name + "' cannot be shared (allowed: nvidia.com/gpu or nvidia.com/mig-<profile>)");
-  if (mps && r.rename.size() > 0 && r.rename == r.name)
-    diags.error(r.where, node.path() + ".rename", "rename must differ from name");
+  if (!r.rename.empty() && r.rename == r.name)
+    diags.warning(r.where, node.path() + ".rename", "rename is the same as name: it changes nothing");
   if (diags.error_count() != before) return std::nullopt;
   return r;
 }
 
+// timeSlicing or mps: a value NVIDIA always unmarshals when its key is present.
 std::optional<SharingSpec> parse_sharing_spec(const YamlNode& node, bool mps, Diagnostics& diags) {
   SharingSpec spec;
   spec.fail_requests_greater_than_one = mps;  // NVIDIA: true for MPS, false for time-slicing
-  if (node.is_null()) return spec;
+  const std::string no_resources = "no resources specified (expected resources: a non-empty list)";
+  if (node.is_null()) {
+    diags.error(node.where(), node.path(), no_resources);
+    return std::nullopt;
+  }
   if (!node.is_map()) {
     diags.error(node.where(), node.path(), "expected a map with resources, got " + node.kind_name());
     return std::nullopt;
   }
-  for (const auto& e : node.checked_entries(diags, {"renameByDefault", "failRequestsGreaterThanOne", "resources"})) {
+  size_t before = diags.error_count();
+  bool has_resources = false;
+  for (const auto& e : node.checked_entries(diags, {"renameByDefault", "failRequestsGreaterThanOne", "resources"}, kExactKeys)) {
     if (e.key == "renameByDefault") read_bool(e.value, spec.rename_by_default, diags);
     else if (e.key == "failRequestsGreaterThanOne") read_bool(e.value, spec.fail_requests_greater_than_one, diags);
     else {
+      has_resources = true;
+      if (e.value.is_null() || (e.value.is_sequence() && e.value.items().empty())) {
+        diags.error(e.value.where(), e.value.path(), "no resources specified (the list is empty)");
+        continue;
+      }
       if (!e.value.is_sequence()) {
         diags.error(e.value.where(), e.value.path(), "expected a list of resources, got " + e.value.kind_name());
         continue;
@@ -193,17 +318,76 @@ std::optional<SharingSpec> parse_sharing_spec(const YamlNode& node, bool mps, Di
       for (const auto& item : e.value.items()) {
         auto r = parse_resource(item, mps, diags);
         if (!r) continue;
-        // The same resource twice is fine only when the entries cover different devices.
-        std::string key = r->name + (r->devices.all ? std::string("#all") : "");
-        if (r->devices.all && !names.insert(key).second) {
-          diags.error(r->where, item.path() + ".name", "resource '" + r->name + "' is listed twice");
-          continue;
-        }
+        // The same resource twice: tessera shares each device by the first entry that selects it.
+        if (r->devices.all && !names.insert(r->name).second)
+          diags.warning(r->where, item.path() + ".name",
+                        "resource " + quote(r->name) + " is listed twice; the first entry that selects a device applies");
         spec.resources.push_back(std::move(*r));
       }
     }
   }
+  if (!has_resources) diags.error(node.where(), node.path(), no_resources);
+  if (diags.error_count() != before) return std::nullopt;
   return spec;
+}
+
+void parse_imex(const YamlNode& node, Diagnostics& diags) {
+  if (!expect_map(node, diags)) return;
+  for (const auto& e : node.checked_entries(diags, {"channelIDs", "required"}, kStructKeys)) {
+    if (e.value.is_null()) continue;
+    if (e.key == "required") {
+      (void)e.value.as_yaml11_bool(diags);
+      continue;
+    }
+    if (!e.value.is_sequence()) {
+      diags.error(e.value.where(), e.value.path(), "expected a list of channel ids, got " + e.value.kind_name());
+      continue;
+    }
+    std::vector<int64_t> ids;
+    bool ok = true;
+    for (const auto& item : e.value.items()) {
+      if (item.is_null()) { ids.push_back(0); continue; }
+      auto v = item.as_yaml11_int(diags, INT64_MIN, INT64_MAX);
+      if (v) ids.push_back(*v);
+      else ok = false;
+    }
+    if (!ok || ids.empty() || (ids.size() == 1 && ids[0] == 0)) continue;
+    std::string found;
+    for (auto id : ids) found += (found.empty() ? "" : " ") + std::to_string(id);
+    diags.error(e.value.where(), e.value.path(), "channelIDs must be [] or [0]; found [" + found + "]");
+  }
+}
+
+// resources: NVIDIA's naming hooks ({gpus, mig}: [{pattern, name}]); checked, then not used (NVIDIA's plugin drops them too).
+void parse_resources(const YamlNode& node, Diagnostics& diags) {
+  if (!expect_map(node, diags)) return;
+  for (const auto& e : node.checked_entries(diags, {"gpus", "mig"}, kStructKeys)) {
+    if (e.value.is_null()) continue;
+    if (!e.value.is_sequence()) {
+      diags.error(e.value.where(), e.value.path(), "expected a list of {pattern, name}, got " + e.value.kind_name());
+      continue;
+    }
+    for (const auto& item : e.value.items()) {
+      if (!item.is_map()) {
+        diags.error(item.where(), item.path(), "expected a map with pattern and name, got " + item.kind_name());
+        continue;
+      }
+      bool has_pattern = false, has_name = false;
+      for (const auto& f : item.checked_entries(diags, {"pattern", "name"}, kExactKeys)) {
+        if (f.key == "pattern") {
+          has_pattern = true;
+          if (!f.value.is_null()) (void)f.value.as_yaml11_string(diags);
+        } else {
+          has_name = true;
+          auto s = f.value.is_null() ? std::optional<std::string>("") : f.value.as_yaml11_string(diags);
+          std::string why;
+          if (s && !normalise_resource_name(*s, why)) diags.error(f.value.where(), f.value.path(), why);
+        }
+      }
+      if (!has_pattern) diags.error(item.where(), item.path(), "missing required field 'pattern'");
+      if (!has_name) diags.error(item.where(), item.path(), "missing required field 'name'");
+    }
+  }
 }
 
 }  // namespace
@@ -231,12 +415,24 @@ const SharingSpec* DevicePluginConfig::sharing() const {
 }
 
 std::optional<std::string> normalise_resource_name(std::string_view name, std::string& why) {
+  // NVIDIA's NewResourceName: nvidia.com/ is always the domain, the whole name is at
+  // most 63 characters, and the rest is a lower-case DNS subdomain (RFC 1123).
+  constexpr std::string_view kPrefix = "nvidia.com/";
   std::string full(name);
-  if (full.find('/') == std::string::npos) full = "nvidia.com/" + full;
-  static const std::regex re(R"(^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$)");
-  auto slash = full.find('/');
-  if (!std::regex_match(full, re) || full.size() - slash - 1 > 63) {
-    why = "'" + std::string(name) + "' is not a valid resource name (domain/name, name up to 63 characters of letters, digits, '-', '_', '.')";
+  if (full.rfind(kPrefix, 0) != 0) full = std::string(kPrefix) + full;
+  static const std::regex re(R"(^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$)");
+  std::string rest = full.substr(kPrefix.size());
+  if (name.find('/') != std::string_view::npos && std::string_view(name).rfind(kPrefix, 0) != 0) {
+    why = quote(name) + " is not an nvidia.com/ resource (NVIDIA's plugin reads it as '" + excerpt(full) +
+          "', which is not a valid name)";
+    return std::nullopt;
+  }
+  if (full.size() > 63) {
+    why = quote(full) + " is longer than 63 characters";
+    return std::nullopt;
+  }
+  if (!std::regex_match(rest, re)) {
+    why = quote(name) + " is not a valid resource name (nvidia.com/<name>, name of lower-case letters, digits, '-' and '.')";
     return std::nullopt;
   }
   return full;
@@ -247,48 +443,66 @@ std::optional<DevicePluginConfig> parse_device_plugin_config(std::string_view te
   auto doc = YamlDocument::parse(text, DocumentContext{file, 0, 0}, diags);
   if (diags.has_errors()) return std::nullopt;
   YamlNode root = doc->root();
+  DevicePluginConfig config;
+  config.file = file;
   if (root.is_null()) {
-    diags.error({file, 0, 0}, "", "file is empty; expected a device-plugin config (version: v1, flags: ..., sharing: ...)");
-    return std::nullopt;
+    // NVIDIA's plugin reads an empty file as `version: v1`: every default.
+    diags.warning({file, 0, 0}, "", "file is empty; expected a device-plugin config (version: v1, flags: ..., sharing: ...)");
+    config.nvidia_dev_root = config.nvidia_driver_root;
+    return config;
   }
   if (!root.is_map()) {
     diags.error(root.where(), "", "expected a device-plugin config (a map with version, flags, sharing), got " + root.kind_name());
     return std::nullopt;
   }
   size_t before = diags.error_count();
-  DevicePluginConfig config;
-  config.file = file;
-  bool has_version = false;
-  for (const auto& e : root.checked_entries(diags, {"version", "flags", "sharing", "resources", "imex"})) {
+  for (const auto& e : root.checked_entries(diags, {"version", "flags", "sharing", "resources", "imex"}, kStructKeys)) {
     if (e.key == "version") {
-      has_version = true;
+      // A missing, empty or null version means v1; a scalar of any kind is read as its text.
+      if (e.value.is_null()) continue;
       auto v = e.value.as_string(diags);
-      if (v && *v != "v1") diags.error(e.value.where(), "version", "unknown version '" + *v + "' (allowed: v1)");
+      if (v && !v->empty() && *v != "v1") diags.error(e.value.where(), "version", "unknown version " + quote(*v) + " (allowed: v1)");
     } else if (e.key == "flags") {
       parse_flags(e.value, config, diags);
     } else if (e.key == "sharing") {
-      if (e.value.is_null()) continue;
-      if (!e.value.is_map()) {
-        diags.error(e.value.where(), "sharing", "expected a map with timeSlicing or mps, got " + e.value.kind_name());
-        continue;
-      }
-      for (const auto& s : e.value.checked_entries(diags, {"timeSlicing", "mps"})) {
+      if (!expect_map(e.value, diags)) continue;
+      for (const auto& s : e.value.checked_entries(diags, {"timeSlicing", "mps"}, kStructKeys)) {
         bool mps = s.key == "mps";
+        if (mps && s.value.is_null()) continue;  // a nil pointer: no MPS
         auto spec = parse_sharing_spec(s.value, mps, diags);
         if (mps) config.mps = spec; else config.time_slicing = spec;
       }
-    } else if (!e.value.is_map() && !e.value.is_null()) {
-      diags.error(e.value.where(), e.key, "expected a map, got " + e.value.kind_name());
+    } else if (e.key == "imex") {
+      parse_imex(e.value, diags);
+    } else {
+      parse_resources(e.value, diags);
     }
-    // resources / imex: NVIDIA's customisation hooks; accepted, not used.
   }
-  if (!has_version) diags.error(root.where(), "version", "missing required field 'version' (allowed: v1)");
   if (config.time_slicing && config.mps && !config.time_slicing->resources.empty() && !config.mps->resources.empty())
-    diags.error(root.where(), "sharing", "timeSlicing and mps cannot both be configured (NVIDIA's plugin applies one sharing mode per node)");
-  if (config.uses_mps())
-    for (const auto& r : config.mps->resources)
-      if (r.name.rfind("nvidia.com/mig-", 0) == 0 && config.mig_strategy == MigStrategy::none)
-        diags.error(r.where, "sharing.mps", "'" + r.name + "' needs migStrategy mixed");
+    diags.warning(root.where(), "sharing", "timeSlicing and mps are both configured; mps is used and timeSlicing ignored (as NVIDIA's plugin does)");
+  if (config.uses_mps()) {
+    if (config.mps_root.empty())
+      diags.error(root.where(), "flags.mpsRoot", "MPS needs mpsRoot, a directory for the MPS daemons (for example /run/nvidia/mps)");
+    if (config.mig_strategy == MigStrategy::mixed)
+      diags.warning(root.where(), "flags.migStrategy",
+                    "NVIDIA's plugin refuses migStrategy mixed with MPS; tessera shares MIG devices with MPS");
+  }
+  // Names that are valid but match no resource the plugin advertises: nothing is shared by them.
+  const std::pair<const char*, const std::optional<SharingSpec>*> modes[] = {{"timeSlicing", &config.time_slicing},
+                                                                             {"mps", &config.mps}};
+  for (const auto& [mode, spec] : modes) {
+    if (!*spec) continue;
+    for (size_t i = 0; i < (*spec)->resources.size(); ++i) {
+      const auto& r = (*spec)->resources[i];
+      std::string field = std::string("sharing.") + mode + ".resources[" + std::to_string(i) + "].name";
+      if (r.name.rfind("nvidia.com/mig-", 0) == 0) {
+        if (config.mig_strategy != MigStrategy::mixed)
+          diags.warning(r.where, field, quote(r.name) + " matches no resource unless migStrategy is mixed; nothing is shared by it");
+      } else if (r.name != "nvidia.com/gpu") {
+        diags.warning(r.where, field, quote(r.name) + " matches no GPU or MIG resource (nvidia.com/gpu or nvidia.com/mig-<profile>); nothing is shared by it");
+      }
+    }
+  }
   if (config.nvidia_dev_root.empty()) config.nvidia_dev_root = config.nvidia_driver_root;
   if (diags.error_count() != before) return std::nullopt;
   return config;

@@ -1,7 +1,12 @@
 // NVIDIA k8s-device-plugin's config file (version v1): flags and sharing
-// (time-slicing or MPS replicas). Defaults as NVIDIA documents them; beyond
-// NVIDIA, `rename` and `devices` per replicated resource are honoured (its
-// plugin strips them), so replica counts can differ per GPU or MIG profile.
+// (time-slicing or MPS replicas), read as NVIDIA's api/config/v1 reads it:
+// what it accepts is accepted, what it rejects (including the checks its
+// plugin makes at start: imex channel ids, deviceDiscoveryStrategy, an empty
+// mpsRoot with MPS) is rejected; what it ignores or what will share nothing
+// (an unknown field, a name that matches no resource) is a warning. Defaults
+// as NVIDIA documents them; beyond NVIDIA, `rename` and `devices` per
+// replicated resource are honoured (its plugin strips them), so replica
+// counts can differ per GPU or MIG profile.
 #pragma once
 
 #include <cstdint>
@@ -74,12 +79,15 @@ struct DevicePluginConfig {
   bool uses_mps() const { return mps && !mps->resources.empty(); }
 };
 
-// Limits: replicas for time-slicing; MPS supports at most 48 clients per
-// GPU on Volta and later (NVIDIA MPS documentation, "Limitations").
+// Limits, tessera's own (NVIDIA's reader has none; its MPS daemon refuses
+// more than 48 clients per GPU): replicas for time-slicing, bounded because
+// every replica becomes a device; MPS supports at most 48 clients per GPU on
+// Volta and later (NVIDIA MPS documentation, "Limitations").
 constexpr int64_t kMaxTimeSlicingReplicas = 1024;
 constexpr int64_t kMaxMpsReplicas = 48;
 
-// "gpu" -> "nvidia.com/gpu"; checks the Kubernetes extended-resource syntax.
+// NVIDIA's NewResourceName: "gpu" -> "nvidia.com/gpu"; the name after
+// nvidia.com/ is a lower-case DNS subdomain, the whole at most 63 characters.
 std::optional<std::string> normalise_resource_name(std::string_view name, std::string& why);
 
 std::optional<DevicePluginConfig> parse_device_plugin_config(std::string_view text, const std::string& file,

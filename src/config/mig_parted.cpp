@@ -1,28 +1,55 @@
 #include "config/mig_parted.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "config/yaml_document.hpp"
 #include "core/catalog.hpp"
+#include "core/file_read.hpp"
+#include "core/text.hpp"
 
 namespace tessera::config {
 namespace {
 
-// <g>g.<mem>gb, optionally <c>c. in front and attributes (+me, +gfx, +me.all, -me) after.
-const std::regex& profile_pattern() {
-  static const std::regex re(R"(^(\d+c\.)?\d+g\.\d+gb((\+[a-z]+(\.[a-z]+)*)|(-me))?$)");
-  return re;
+// Duplicate keys: yaml.v2 (non-strict, as NVIDIA's readers use it) keeps the last.
+const KeyRules kNvidiaKeys{.unknown_is_error = true, .duplicates_are_errors = false, .ignore_case = false};
+
+// Go's strconv.ParseUint(s, 0, 32): as ParseInt, without a sign.
+std::optional<uint32_t> parse_go_uint32(std::string_view s) {
+  if (s.empty() || s[0] == '+' || s[0] == '-') return std::nullopt;
+  int64_t v = 0;
+  bool overflow = false;
+  if (!go_parse_int(s, v, overflow) || v > static_cast<int64_t>(UINT32_MAX)) return std::nullopt;
+  return static_cast<uint32_t>(v);
+}
+
+// go-nvlib parseMigProfileField: "<n><suffix>", n a decimal int64 (strconv.Atoi).
+std::optional<int64_t> parse_profile_field(std::string_view s, std::string_view suffix, std::string& why) {
+  if (s.size() < suffix.size() || s.substr(s.size() - suffix.size()) != suffix) {
+    why = "missing '" + std::string(suffix) + "' in " + quote(s);
+    return std::nullopt;
+  }
+  s.remove_suffix(suffix.size());
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 10);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || s[0] == '-') {
+    why = "malformed number in " + quote(std::string(s) + std::string(suffix));
+    return std::nullopt;
+  }
+  return v;
 }
 
 void parse_devices(const YamlNode& node, MigConfigEntry& entry, Diagnostics& diags) {
-  if (node.is_scalar() && !node.is_null()) {
+  if (node.is_scalar() && !node.is_null() && node.yaml11_kind() == ScalarKind::string) {
     if (node.scalar() == "all") {
       entry.devices.all = true;
       return;
@@ -30,69 +57,104 @@ void parse_devices(const YamlNode& node, MigConfigEntry& entry, Diagnostics& dia
     diags.error(node.where(), node.path(), "expected 'all' or a list of GPU indices, got " + node.kind_name());
     return;
   }
-  if (!node.is_sequence() || node.items().empty()) {
-    diags.error(node.where(), node.path(), "expected 'all' or a non-empty list of GPU indices, got " + node.kind_name());
+  if (!node.is_sequence()) {
+    diags.error(node.where(), node.path(), "expected 'all' or a list of GPU indices, got " + node.kind_name());
     return;
   }
   entry.devices.all = false;
+  if (node.items().empty()) {
+    diags.warning(node.where(), node.path(), "the list is empty: this entry selects no GPU");
+    return;
+  }
   std::set<int64_t> seen;
   for (const auto& item : node.items()) {
-    auto v = item.as_int(diags, 0, 1023);
-    if (!v) continue;
-    if (!seen.insert(*v).second) {
-      diags.error(item.where(), item.path(), "GPU index " + std::to_string(*v) + " is listed twice");
+    int64_t v = 0;
+    if (item.is_null()) {
+      diags.warning(item.where(), item.path(), "an empty item reads as GPU index 0");
+    } else {
+      auto parsed = item.as_yaml11_int(diags, INT64_MIN, INT64_MAX);
+      if (!parsed) continue;
+      v = *parsed;
+    }
+    if (!seen.insert(v).second) {
+      diags.warning(item.where(), item.path(), "GPU index " + std::to_string(v) + " is listed twice");
       continue;
     }
-    entry.devices.indices.push_back(static_cast<uint32_t>(*v));
+    if (v < 0 || v > static_cast<int64_t>(UINT32_MAX)) {
+      diags.warning(item.where(), item.path(), "GPU index " + std::to_string(v) + " selects no GPU");
+      continue;
+    }
+    entry.devices.indices.push_back(static_cast<uint32_t>(v));
   }
 }
 
 void parse_filter_id(const YamlNode& node, MigConfigEntry& entry, Diagnostics& diags) {
-  auto s = node.as_string(diags);
+  auto s = node.as_yaml11_string(diags);
   if (!s) return;
-  static const std::regex pci_re("^0[xX][0-9A-Fa-f]{8}$");
-  auto id = parse_pci_id(*s);
-  if (!id || !std::regex_match(*s, pci_re)) {
-    diags.error(node.where(), node.path(), "'" + *s + "' is not a PCI device id (expected 8 hex digits such as 0x20B210DE)");
+  auto filter = parse_device_filter(*s);
+  if (!filter) {
+    diags.warning(node.where(), node.path(),
+                  quote(*s) + " is not a PCI device id (such as 0x20B210DE or 0x233010DE:0x16C010DE): it matches no GPU");
     return;
   }
-  entry.device_filter.push_back(*id);
+  entry.device_filter.push_back(*filter);
 }
 
 void parse_filter(const YamlNode& node, MigConfigEntry& entry, Diagnostics& diags) {
   entry.filter_where = node.where();
+  if (node.is_null()) return;  // `device-filter:` with nothing = "" = every GPU
   if (node.is_sequence()) {
-    if (node.items().empty()) diags.error(node.where(), node.path(), "device-filter is an empty list (omit it to select every GPU)");
+    entry.has_device_filter = !node.items().empty();
     for (const auto& item : node.items()) parse_filter_id(item, entry, diags);
-  } else if (node.is_scalar() && !node.is_null()) {
+  } else if (node.is_scalar()) {
+    if (node.yaml11_kind() == ScalarKind::string && node.scalar().empty()) return;  // "" = every GPU
+    entry.has_device_filter = true;
     parse_filter_id(node, entry, diags);
   } else {
     diags.error(node.where(), node.path(), "expected a PCI device id or a list of them, got " + node.kind_name());
   }
 }
 
-void parse_mig_devices(const YamlNode& node, MigConfigEntry& entry, Diagnostics& diags) {
+void parse_mig_devices(const YamlNode& node, MigConfigEntry& entry, bool& present, Diagnostics& diags) {
   entry.mig_devices_where = node.where();
-  if (node.is_null()) return;  // `mig-devices:` with nothing = {}
+  if (node.is_null()) return;  // `mig-devices:` with nothing: absent for mig-parted
   if (!node.is_map()) {
     diags.error(node.where(), node.path(), "expected a map of MIG profile to count, got " + node.kind_name());
     return;
   }
-  std::set<std::string> seen;
+  present = true;
+  std::vector<MigDeviceCount> counts;
   for (const auto& e : node.entries()) {
-    if (!std::regex_match(e.key, profile_pattern())) {
+    std::string why;
+    auto name = parse_mig_profile_name(e.key, &why);
+    if (!name) {
       diags.error(e.key_where, e.value.path(),
-                  "'" + e.key + "' is not a MIG profile name (expected <g>g.<mem>gb with optional +me, such as 1g.10gb or 3g.40gb)");
+                  quote(e.key) + " is not a MIG profile name (expected <g>g.<mem>gb with optional +me, such as 1g.10gb or 3g.40gb)");
       continue;
     }
-    if (!seen.insert(e.key).second) {
-      diags.error(e.key_where, e.value.path(), "profile '" + e.key + "' is listed twice");
+    auto same = std::find_if(counts.begin(), counts.end(), [&](const MigDeviceCount& c) { return c.profile == e.key; });
+    int64_t count = 0;
+    if (!e.value.is_null()) {
+      auto v = e.value.as_yaml11_int(diags, INT64_MIN, INT64_MAX);
+      if (!v) continue;
+      if (*v < 0) {
+        diags.error(e.value.where(), e.value.path(), std::to_string(*v) + " is out of range (allowed: 0 or more)");
+        continue;
+      }
+      count = *v;
+    }
+    MigDeviceCount c{e.key, name->canonical(),
+                     static_cast<uint32_t>(std::min<int64_t>(count, UINT32_MAX)), e.value.where()};
+    if (same != counts.end()) {
+      diags.warning(e.key_where, e.value.path(), "profile " + quote(e.key) + " is listed twice; the last count is used");
+      *same = c;
       continue;
     }
-    auto count = e.value.as_int(diags, 0, kMaxMigDeviceCount);
-    if (!count) continue;
-    entry.mig_devices.push_back({e.key, static_cast<uint32_t>(*count), e.value.where()});
+    counts.push_back(c);
   }
+  if (!counts.empty() && std::all_of(counts.begin(), counts.end(), [](const MigDeviceCount& c) { return c.count == 0; }))
+    diags.error(node.where(), node.path(), "every count is 0 (mig-parted refuses this; write {} for no MIG devices)");
+  entry.mig_devices = std::move(counts);
 }
 
 std::optional<MigConfigEntry> parse_entry(const YamlNode& node, Diagnostics& diags) {
@@ -105,7 +167,7 @@ std::optional<MigConfigEntry> parse_entry(const YamlNode& node, Diagnostics& dia
   entry.field = node.path();
   size_t errors_before = diags.error_count();
   bool has_devices = false, has_enabled = false, has_mig_devices = false;
-  for (const auto& e : node.checked_entries(diags, {"device-filter", "devices", "mig-enabled", "mig-devices"})) {
+  for (const auto& e : node.checked_entries(diags, {"device-filter", "devices", "mig-enabled", "mig-devices"}, kNvidiaKeys)) {
     if (e.key == "device-filter") {
       parse_filter(e.value, entry, diags);
     } else if (e.key == "devices") {
@@ -113,10 +175,10 @@ std::optional<MigConfigEntry> parse_entry(const YamlNode& node, Diagnostics& dia
       parse_devices(e.value, entry, diags);
     } else if (e.key == "mig-enabled") {
       has_enabled = true;
-      if (auto b = e.value.as_bool(diags)) entry.mig_enabled = *b;
+      if (e.value.is_null()) entry.mig_enabled = false;  // JSON null leaves Go's false
+      else if (auto b = e.value.as_yaml11_bool(diags)) entry.mig_enabled = *b;
     } else {
-      has_mig_devices = true;
-      parse_mig_devices(e.value, entry, diags);
+      parse_mig_devices(e.value, entry, has_mig_devices, diags);
     }
   }
   if (!has_devices) diags.error(entry.where, entry.field, "missing required field 'devices' ('all' or a list of GPU indices)");
@@ -162,19 +224,24 @@ std::optional<std::pair<std::string, DocumentContext>> unwrap_config_map(const Y
 }
 
 std::optional<MigPartedConfig> parse_document(const YamlNode& root, const std::string& file, Diagnostics& diags) {
+  MigPartedConfig config;
+  config.file = file;
+  if (root.is_null()) {
+    // mig-parted reads an empty document as an empty spec; every config name is then missing.
+    diags.warning({file, 0, 0}, "", "file is empty; expected a mig-parted config (version: v1, mig-configs: ...)");
+    return config;
+  }
   if (!root.is_map()) {
     diags.error(root.where(), "", "expected a mig-parted config (a map with version and mig-configs), got " + root.kind_name());
     return std::nullopt;
   }
   size_t errors_before = diags.error_count();
-  MigPartedConfig config;
-  config.file = file;
   bool has_version = false, has_configs = false;
-  for (const auto& e : root.checked_entries(diags, {"version", "mig-configs"})) {
+  for (const auto& e : root.checked_entries(diags, {"version", "mig-configs"}, kNvidiaKeys)) {
     if (e.key == "version") {
       has_version = true;
-      auto v = e.value.as_string(diags);
-      if (v && *v != "v1") diags.error(e.value.where(), "version", "unknown version '" + *v + "' (allowed: v1)");
+      auto v = e.value.as_yaml11_string(diags);
+      if (v && *v != "v1") diags.error(e.value.where(), "version", "unknown version " + quote(*v) + " (allowed: v1)");
       continue;
     }
     has_configs = true;
@@ -182,16 +249,8 @@ std::optional<MigPartedConfig> parse_document(const YamlNode& root, const std::s
       diags.error(e.value.where(), "mig-configs", "expected a map of named MIG configs, got " + e.value.kind_name());
       continue;
     }
-    std::set<std::string> names;
+    std::map<std::string, size_t> names;  // name -> position in config.configs
     for (const auto& c : e.value.entries()) {
-      if (!names.insert(c.key).second) {
-        diags.error(c.key_where, c.value.path(), "duplicate config name '" + c.key + "'");
-        continue;
-      }
-      if (c.key.empty()) {
-        diags.error(c.key_where, "mig-configs", "config name is empty");
-        continue;
-      }
       if (!c.value.is_sequence() || c.value.items().empty()) {
         diags.error(c.value.where(), c.value.path(), "expected a non-empty list of entries, got " + c.value.kind_name());
         continue;
@@ -199,16 +258,119 @@ std::optional<MigPartedConfig> parse_document(const YamlNode& root, const std::s
       MigConfig mc{c.key, c.key_where, {}};
       for (const auto& item : c.value.items())
         if (auto entry = parse_entry(item, diags)) mc.entries.push_back(std::move(*entry));
+      if (auto it = names.find(c.key); it != names.end()) {
+        diags.warning(c.key_where, c.value.path(), "duplicate config name " + quote(c.key) + "; the last one is used");
+        config.configs[it->second] = std::move(mc);
+        continue;
+      }
+      names[c.key] = config.configs.size();
       config.configs.push_back(std::move(mc));
     }
   }
   if (!has_version) diags.error(root.where(), "version", "missing required field 'version' (allowed: v1)");
-  if (!has_configs) diags.error(root.where(), "mig-configs", "missing required field 'mig-configs'");
+  if (has_version && !has_configs)
+    diags.warning(root.where(), "mig-configs", "no field 'mig-configs': the file has no MIG configs");
   if (diags.error_count() != errors_before) return std::nullopt;
   return config;
 }
 
 }  // namespace
+
+std::optional<MigProfileName> parse_mig_profile_name(std::string_view text, std::string* why_out) {
+  std::string why;
+  auto fail = [&](std::string reason) -> std::optional<MigProfileName> {
+    if (why_out) *why_out = std::move(reason);
+    return std::nullopt;
+  };
+  if (text.empty()) return fail("profile is the empty string");
+  // go-nvlib splits at the first '+' and at the first '-', anywhere in the name.
+  size_t plus = text.find('+'), minus = text.find('-');
+  if (plus != std::string_view::npos && minus != std::string_view::npos) return fail("it has both '+' and '-' attributes");
+  size_t cut = plus != std::string_view::npos ? plus : minus;
+  std::string_view fields = text.substr(0, cut);
+  MigProfileName out;
+  out.negative = minus != std::string_view::npos;
+  // SplitN(fields, ".", 3): three parts are <C>c.<G>g.<GB>gb, two <G>g.<GB>gb.
+  std::vector<std::string_view> parts;
+  std::string_view rest = fields;
+  while (parts.size() < 2) {
+    size_t dot = rest.find('.');
+    if (dot == std::string_view::npos) break;
+    parts.push_back(rest.substr(0, dot));
+    rest.remove_prefix(dot + 1);
+  }
+  parts.push_back(rest);
+  if (parts.size() == 3) {
+    auto c = parse_profile_field(parts[0], "c", why);
+    if (!c) return fail(why);
+    auto g = parse_profile_field(parts[1], "g", why);
+    if (!g) return fail(why);
+    auto gb = parse_profile_field(parts[2], "gb", why);
+    if (!gb) return fail(why);
+    out.c = *c, out.g = *g, out.gb = *gb;
+  } else if (parts.size() == 2) {
+    auto g = parse_profile_field(parts[0], "g", why);
+    if (!g) return fail(why);
+    auto gb = parse_profile_field(parts[1], "gb", why);
+    if (!gb) return fail(why);
+    out.c = *g, out.g = *g, out.gb = *gb;
+  } else {
+    return fail("expected 2 or 3 dot-separated fields");
+  }
+  if (cut == std::string_view::npos) return out;
+  std::string_view attrs = text.substr(cut + 1);
+  std::set<std::string_view> seen;
+  while (true) {
+    size_t comma = attrs.find(',');
+    std::string_view a = attrs.substr(0, comma);
+    if (a.empty()) return fail("an attribute is empty");
+    if (!seen.insert(a).second) return fail("attribute " + quote(a) + " is repeated");
+    if (a[0] >= '0' && a[0] <= '9') return fail("attribute " + quote(a) + " begins with a digit");
+    if (a.front() == '.' || a.back() == '.') return fail("attribute " + quote(a) + " begins or ends with a dot");
+    for (char ch : a)
+      if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.'))
+        return fail("attribute " + quote(a) + " has a character other than a letter, digit or dot");
+    out.attributes.emplace_back(a);
+    if (comma == std::string_view::npos) break;
+    attrs.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+std::string MigProfileName::canonical() const {
+  std::string out = c == g ? "" : std::to_string(c) + "c.";
+  out += std::to_string(g) + "g." + std::to_string(gb) + "gb";
+  for (size_t i = 0; i < attributes.size(); ++i) out += (i ? "," : negative ? "-" : "+") + attributes[i];
+  return out;
+}
+
+std::optional<DeviceFilter> parse_device_filter(std::string_view text) {
+  DeviceFilter f;
+  f.text = std::string(text);
+  size_t colon = text.find(':');
+  if (colon != std::string_view::npos && text.find(':', colon + 1) != std::string_view::npos) return std::nullopt;
+  auto id = parse_go_uint32(text.substr(0, colon));
+  if (!id) return std::nullopt;
+  f.device_id = *id;
+  if (colon != std::string_view::npos) {
+    auto sub = parse_go_uint32(text.substr(colon + 1));
+    if (!sub) return std::nullopt;
+    f.subsystem_id = *sub;
+  }
+  return f;
+}
+
+bool DeviceFilter::matches(uint32_t pci_device_id, uint32_t pci_subsystem_id) const {
+  return device_id == pci_device_id && (!subsystem_id || *subsystem_id == pci_subsystem_id);
+}
+
+bool filter_selects(const MigConfigEntry& entry, uint32_t pci_device_id, uint32_t pci_subsystem_id, const GpuModel* model) {
+  if (!entry.has_device_filter) return true;
+  return std::any_of(entry.device_filter.begin(), entry.device_filter.end(), [&](const DeviceFilter& f) {
+    bool device = f.device_id == pci_device_id || (model && model->matches_pci_id(f.device_id));
+    return device && (!f.subsystem_id || *f.subsystem_id == pci_subsystem_id);
+  });
+}
 
 bool DeviceSelector::selects(uint32_t index) const {
   return all || std::find(indices.begin(), indices.end(), index) != indices.end();
@@ -224,10 +386,6 @@ std::optional<MigPartedConfig> parse_mig_parted(std::string_view text, const std
   auto doc = YamlDocument::parse(text, DocumentContext{file, 0, 0}, diags);
   if (diags.has_errors()) return std::nullopt;
   YamlNode root = doc->root();
-  if (root.is_null()) {
-    diags.error({file, 0, 0}, "", "file is empty; expected a mig-parted config (version: v1, mig-configs: ...)");
-    return std::nullopt;
-  }
   bool is_config_map = false;
   for (const auto& e : root.entries())
     if (e.key == "kind" && e.value.scalar() == "ConfigMap") is_config_map = true;
@@ -241,39 +399,14 @@ std::optional<MigPartedConfig> parse_mig_parted(std::string_view text, const std
 }
 
 std::optional<std::string> read_config_file(const std::string& path, Diagnostics& diags) {
-  std::string text;
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  } else {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) {
-      diags.error({path, 0, 0}, "", "is a directory; expected a config file");
-      return std::nullopt;
-    }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      diags.error({path, 0, 0}, "", "cannot open file");
-      return std::nullopt;
-    }
-    in.seekg(0, std::ios::end);
-    auto size = in.tellg();
-    if (size < 0) {
-      diags.error({path, 0, 0}, "", "cannot read file (is it a directory?)");
-      return std::nullopt;
-    }
-    if (static_cast<size_t>(size) > kMaxConfigBytes) {
-      diags.error({path, 0, 0}, "", "file is too large (" + std::to_string(static_cast<size_t>(size)) +
-                                        " bytes; the limit is " + std::to_string(kMaxConfigBytes) + ")");
-      return std::nullopt;
-    }
-    in.seekg(0);
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (in.bad()) {
-      diags.error({path, 0, 0}, "", "cannot read file");
-      return std::nullopt;
-    }
+  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  // The reason comes from the operating system: "cannot open file: No such file or directory".
+  auto text = read_whole_file(path, kMaxConfigBytes);
+  if (!text) {
+    diags.error({path, 0, 0}, "", text.error().message);
+    return std::nullopt;
   }
-  return text;
+  return std::move(*text);
 }
 
 std::optional<MigPartedConfig> load_mig_parted(const std::string& path, Diagnostics& diags) {

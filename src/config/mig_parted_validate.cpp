@@ -2,14 +2,22 @@
 #include "core/text.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <set>
 
 namespace tessera::config {
 namespace {
 
+// The model's profile a mig-devices key names, matched as mig-parted matches
+// profiles: by go-nvlib's normal form (1c.1g.10gb is 1g.10gb), attributes exactly.
+const GpuInstanceProfile* find_profile(const GpuModel& model, const MigDeviceCount& d) {
+  const auto* p = model.profile(d.canonical);
+  return p && p->name == d.canonical ? p : nullptr;
+}
+
 bool model_has_all(const GpuModel& model, const MigConfigEntry& entry) {
   return std::all_of(entry.mig_devices.begin(), entry.mig_devices.end(),
-                     [&](const MigDeviceCount& d) { return model.profile(d.profile) != nullptr; });
+                     [&](const MigDeviceCount& d) { return find_profile(model, d) != nullptr; });
 }
 
 std::string profile_names(const GpuModel& model) {
@@ -18,26 +26,32 @@ std::string profile_names(const GpuModel& model) {
   return out;
 }
 
-// Checks one entry on one model; reports errors at the most precise place.
+// Checks one entry on one model; reports at the most precise place. The
+// catalog checks go beyond what mig-parted checks when it reads a file: they
+// are errors when the user names the GPU (--gpu), warnings otherwise.
 EntryCheck check_on(const MigConfig& config, size_t index, const MigConfigEntry& entry, const GpuModel& model,
-                    Diagnostics& diags) {
+                    bool as_errors, Diagnostics& diags) {
+  auto report = [&](SourceLocation where, std::string field, std::string message) {
+    if (as_errors) diags.error(std::move(where), std::move(field), std::move(message));
+    else diags.warning(std::move(where), std::move(field), std::move(message));
+  };
   EntryCheck check{config.name, index, model.name, true, ""};
   if (!entry.mig_enabled) {
     check.detail = "MIG disabled";
     return check;
   }
   for (const auto& d : entry.mig_devices) {
-    const auto* p = model.profile(d.profile);
+    const auto* p = find_profile(model, d);
     std::string field = entry.field + ".mig-devices." + d.profile;
     if (!p) {
       std::vector<std::string> names;
       for (const auto& q : model.profiles) names.push_back(q.name);
       std::string hint = join(nearest(d.profile, names, 3));
-      diags.error(d.where, field, model.name + " has no MIG profile '" + d.profile + "' (nearest: " + hint +
+      diags.error(d.where, field, model.name + " has no MIG profile " + quote(d.profile) + " (nearest: " + hint +
                                       "; all: " + profile_names(model) + ")");
       check.ok = false;
     } else if (d.count > p->max_count) {
-      diags.error(d.where, field, "count " + std::to_string(d.count) + " is over the maximum of " +
+      report(d.where, field, "count " + std::to_string(d.count) + " is over the maximum of " +
                                       std::to_string(p->max_count) + " for " + p->name + " on " + model.name);
       check.ok = false;
     }
@@ -45,7 +59,7 @@ EntryCheck check_on(const MigConfig& config, size_t index, const MigConfigEntry&
   if (!check.ok) return check;
   auto placed = place_counts(model, entry_counts(entry));
   if (!placed) {
-    diags.error(entry.mig_devices_where, entry.field + ".mig-devices", placed.error().message);
+    report(entry.mig_devices_where, entry.field + ".mig-devices", placed.error().message);
     check.ok = false;
     check.detail = placed.error().message;
     return check;
@@ -57,15 +71,16 @@ EntryCheck check_on(const MigConfig& config, size_t index, const MigConfigEntry&
 }  // namespace
 
 bool entry_applies_to(const MigConfigEntry& entry, const GpuModel& model) {
-  if (entry.device_filter.empty()) return true;
+  if (!entry.has_device_filter) return true;
+  // The catalog knows no subsystem ids: a "device:subsystem" filter targets the device's model.
   return std::any_of(entry.device_filter.begin(), entry.device_filter.end(),
-                     [&](uint32_t id) { return model.matches_pci_id(id); });
+                     [&](const DeviceFilter& f) { return model.matches_pci_id(f.device_id); });
 }
 
 std::vector<const GpuModel*> entry_targets(const MigConfigEntry& entry, const Catalog& catalog) {
   std::vector<const GpuModel*> out;
   for (const auto& m : catalog.models()) {
-    if (!entry.device_filter.empty()) {
+    if (entry.has_device_filter) {
       if (entry_applies_to(entry, m)) out.push_back(&m);
     } else if (model_has_all(m, entry)) {
       out.push_back(&m);
@@ -77,7 +92,10 @@ std::vector<const GpuModel*> entry_targets(const MigConfigEntry& entry, const Ca
 ProfileCounts entry_counts(const MigConfigEntry& entry) {
   ProfileCounts counts;
   for (const auto& d : entry.mig_devices)
-    if (d.count > 0) counts[d.profile] += d.count;
+    if (d.count > 0) {  // equivalent keys (1g.10gb, 1c.1g.10gb) add up, as in mig-parted; saturating
+      auto& c = counts[d.canonical];
+      c = UINT32_MAX - c < d.count ? UINT32_MAX : c + d.count;
+    }
   return counts;
 }
 
@@ -91,7 +109,7 @@ std::vector<EntryCheck> validate_mig_parted(const MigPartedConfig& config, const
       std::vector<std::string> names;
       for (const auto& c : config.configs) names.push_back(c.name);
       std::string hint = join(nearest(*options.config_name, names, 3));
-      diags.error({config.file, 0, 0}, "mig-configs", "no config named '" + *options.config_name + "' (nearest: " + hint + ")");
+      diags.error({config.file, 0, 0}, "mig-configs", "no config named " + quote(*options.config_name) + " (nearest: " + hint + ")");
       return checks;
     }
   }
@@ -102,21 +120,22 @@ std::vector<EntryCheck> validate_mig_parted(const MigPartedConfig& config, const
     for (size_t i = 0; i < mc.entries.size(); ++i) {
       const auto& entry = mc.entries[i];
       if (options.gpu) {
-        if (entry_applies_to(entry, *options.gpu)) checks.push_back(check_on(mc, i, entry, *options.gpu, diags));
+        if (entry_applies_to(entry, *options.gpu)) checks.push_back(check_on(mc, i, entry, *options.gpu, true, diags));
         continue;
       }
-      for (uint32_t id : entry.device_filter)
-        if (!catalog.find_by_pci_id(id))
+      for (const auto& f : entry.device_filter)
+        if (!catalog.find_by_pci_id(f.device_id))
           diags.warning(entry.filter_where, entry.field + ".device-filter",
-                        "PCI device id " + format_pci_id(id) + " is not in the GPU catalog; not checked for it");
+                        "PCI device id " + format_pci_id(f.device_id) + " is not in the GPU catalog; not checked for it");
       for (const auto& d : entry.mig_devices) {
         bool known = std::any_of(catalog.models().begin(), catalog.models().end(),
-                                 [&](const GpuModel& m) { return m.profile(d.profile) != nullptr; });
+                                 [&](const GpuModel& m) { return find_profile(m, d) != nullptr; });
         if (!known && warned_profiles.insert(d.profile).second)
           diags.warning(d.where, entry.field + ".mig-devices." + d.profile,
-                        "profile '" + d.profile + "' is not known for any GPU in the catalog; not checked");
+                        "profile " + quote(d.profile) + " is not known for any GPU in the catalog; not checked");
       }
-      for (const auto* model : entry_targets(entry, catalog)) checks.push_back(check_on(mc, i, entry, *model, diags));
+      for (const auto* model : entry_targets(entry, catalog))
+        checks.push_back(check_on(mc, i, entry, *model, false, diags));
     }
   }
   return checks;

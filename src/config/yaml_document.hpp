@@ -18,11 +18,29 @@ namespace YAML { class Node; }
 
 namespace tessera::config {
 
+// Go's strconv.ParseInt(s, 0, 64), as yaml.v2 and NVIDIA's readers parse
+// integers: optional sign, 0x/0o/0b, a leading 0 for octal, else decimal.
+// False when it is not such an integer; `overflow` when the digits are valid
+// but the value does not fit an int64.
+bool go_parse_int(std::string_view s, int64_t& out, bool& overflow);
+
 // Limits on hostile inputs: config files are kilobytes.
 constexpr size_t kMaxConfigBytes = 1 << 20;
 constexpr int kMaxNestingDepth = 64;
 
 struct YamlEntry;
+
+// What a plain scalar is to NVIDIA's readers (sigs.k8s.io/yaml over yaml.v2,
+// YAML 1.1): `yes`, `on` and `y` are booleans, `0x10`, `010` (octal) and
+// `1_000` integers, `2.0` a float. A quoted scalar is always a string.
+enum class ScalarKind { null, boolean, integer, floating, string };
+
+// How a map's keys are checked.
+struct KeyRules {
+  bool unknown_is_error = true;      // else a warning (NVIDIA's non-strict readers ignore unknown keys)
+  bool duplicates_are_errors = true;  // else a warning, and the last one is used (as yaml.v2 does)
+  bool ignore_case = false;           // Go's encoding/json matches struct fields case-insensitively
+};
 
 struct DocumentContext {
   std::string file;
@@ -61,8 +79,21 @@ class YamlNode {
   // An integer in [min, max].
   std::optional<int64_t> as_int(Diagnostics& diags, int64_t min, int64_t max) const;
 
+  // The same reads as NVIDIA's Go readers make them (YAML 1.1 through JSON):
+  // what this scalar resolves to; a boolean (yes/no/on/off/y/n/true/false);
+  // an integer (decimal, 0x, 0o, 0b, leading-0 octal, underscores, or an
+  // integral float such as 2.0) in [min, max]; a string (a quoted scalar or a
+  // plain one that is not a number, boolean or null).
+  ScalarKind yaml11_kind() const;
+  std::optional<bool> as_yaml11_bool(Diagnostics& diags) const;
+  std::optional<int64_t> as_yaml11_int(Diagnostics& diags, int64_t min, int64_t max) const;
+  std::optional<std::string> as_yaml11_string(Diagnostics& diags) const;
+
   // Reports every key not in `allowed` and every duplicate key; returns the entries.
   std::vector<Entry> checked_entries(Diagnostics& diags, std::initializer_list<std::string_view> allowed) const;
+  // The same with the given rules; with ignore_case, each entry's key is the allowed spelling.
+  std::vector<Entry> checked_entries(Diagnostics& diags, std::initializer_list<std::string_view> allowed,
+                                     const KeyRules& rules) const;
 
   YamlNode child(const std::string& key_path, const YAML::Node& node) const;
 
@@ -94,5 +125,13 @@ class YamlDocument {
 };
 
 std::string join_allowed(std::initializer_list<std::string_view> allowed);
+
+// The integer a YAML 1.1 scalar denotes for a Go int field, if any: what
+// yaml.v2 resolves and encoding/json then decodes (`08` and `2.0` included;
+// `2.5` and values beyond int64 not).
+std::optional<int64_t> yaml11_integer(std::string_view plain);
+
+// `tessera ... --strict`: the same diagnostics, every warning an error.
+Diagnostics warnings_as_errors(const Diagnostics& diags);
 
 }  // namespace tessera::config

@@ -14,6 +14,7 @@ Result<std::vector<NodeGpu>> read_node_state(const nvml::Session& session) {
     NodeGpu node;
     node.name = g.name;
     node.pci_device_id = g.pci.pci_device_id;
+    node.pci_subsystem_id = g.pci.subsystem_id;
     auto& s = node.state;
     s.index = g.index;
     s.uuid = g.uuid;

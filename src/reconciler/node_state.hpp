@@ -15,6 +15,7 @@ namespace tessera::reconciler {
 struct NodeGpu {
   mig::GpuState state;
   uint32_t pci_device_id = 0;
+  uint32_t pci_subsystem_id = 0;  // subsystem device << 16 | subsystem vendor
   std::string name;  // NVML's name, for messages when the catalog lacks the model
 };
 

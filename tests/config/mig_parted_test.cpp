@@ -66,7 +66,10 @@ mig-configs:
   const auto* mc = cfg->find("mixed");
   ASSERT_NE(mc, nullptr);
   ASSERT_EQ(mc->entries.size(), 2u);
-  EXPECT_EQ(mc->entries[0].device_filter, std::vector<uint32_t>{0x20B210DE});
+  EXPECT_TRUE(mc->entries[0].has_device_filter);
+  ASSERT_EQ(mc->entries[0].device_filter.size(), 1u);
+  EXPECT_EQ(mc->entries[0].device_filter[0].device_id, 0x20B210DEu);
+  EXPECT_FALSE(mc->entries[0].device_filter[0].subsystem_id);
   EXPECT_FALSE(mc->entries[0].devices.all);
   EXPECT_TRUE(mc->entries[0].devices.selects(1));
   EXPECT_FALSE(mc->entries[0].devices.selects(2));
@@ -92,12 +95,12 @@ data:
         - devices: all
           mig-enabled: true
           mig-devices:
-            "1g.10gb": 99
+            "1g.10gb": -1
 )", "cm.yaml", diags);
   EXPECT_FALSE(cfg);
   ASSERT_EQ(diags.items().size(), 1u);
   EXPECT_EQ(format(diags.items()[0]),
-            "cm.yaml:13:24: error: mig-configs.bad[0].mig-devices.1g.10gb: 99 is out of range (allowed: 0 to 64)");
+            "cm.yaml:13:24: error: mig-configs.bad[0].mig-devices.1g.10gb: -1 is out of range (allowed: 0 or more)");
 }
 
 TEST(MigPartedValidate, SeedMixedInferenceOnA100NamesNearestProfiles) {
@@ -145,9 +148,20 @@ mig-configs:
       mig-devices: {"3g.40gb": 2, "1g.10gb": 1}
 )", "u.yaml", diags);
   ASSERT_TRUE(cfg);
+  // mig-parted accepts the file; without --gpu the catalog's doubt is a warning.
   validate_mig_parted(*cfg, Catalog::builtin(), {}, diags);
-  ASSERT_EQ(diags.error_count(), 1u);
+  EXPECT_EQ(diags.error_count(), 0u);
+  ASSERT_EQ(diags.items().size(), 1u);
   EXPECT_EQ(format(diags.items()[0]),
+            "u.yaml:7:20: warning: mig-configs.too-much[0].mig-devices: 1x1g.10gb + 2x3g.40gb cannot be placed on one "
+            "A100-SXM4-80GB: no placement of these instances avoids overlapping memory slices");
+  // With --gpu the user names the target: an error.
+  Diagnostics on_gpu;
+  MigValidateOptions opts;
+  opts.gpu = Catalog::builtin().find("A100-80GB");
+  validate_mig_parted(*cfg, Catalog::builtin(), opts, on_gpu);
+  ASSERT_EQ(on_gpu.error_count(), 1u);
+  EXPECT_EQ(format(on_gpu.items()[0]),
             "u.yaml:7:20: error: mig-configs.too-much[0].mig-devices: 1x1g.10gb + 2x3g.40gb cannot be placed on one "
             "A100-SXM4-80GB: no placement of these instances avoids overlapping memory slices");
 }

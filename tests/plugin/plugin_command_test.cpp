@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -68,6 +69,19 @@ size_t occurrences(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
+}
+
+// `tessera plugin` on the node's two whole GPUs, with `extra` arguments and
+// info logs, once both GPUs are advertised Healthy.
+std::unique_ptr<Process> start_whole_gpu_plugin(SimNode& n, const std::vector<std::string>& extra) {
+  auto config = n.dir.write("dp.yaml", "version: v1\n");
+  std::vector<std::string> argv{kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
+                                "--log-level", "info"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  auto plugin = std::make_unique<Process>(argv, n.dir.path() + "/plugin.log");
+  EXPECT_TRUE(plugin->wait_for_output("ready", 10000)) << plugin->output();
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 2; }, 5s));
+  return plugin;
 }
 
 const char* kMigConfigs = R"(version: v1
@@ -160,12 +174,8 @@ TEST(PluginCommand, SighupReloadsTheConfig) {
 // reset makes it answer again.
 TEST(PluginCommand, LostGpuStaysUnhealthyUntilItAnswers) {
   SimNode n;
-  auto config = n.dir.write("dp.yaml", "version: v1\n");
-  Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
-                  "--health-recovery", "1", "--log-level", "info"},
-                 n.dir.path() + "/plugin.log");
-  ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
-  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 2; }, 5s));
+  auto started = start_whole_gpu_plugin(n, {"--health-recovery", "1"});
+  auto& plugin = *started;
   n.sim({"event", "--gpu", "0", "--lost"});
   ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Unhealthy") == 1; }, 3s))
       << plugin.output();
@@ -186,12 +196,8 @@ TEST(PluginCommand, LostGpuStaysUnhealthyUntilItAnswers) {
 // and the devices recover when the driver answers again.
 TEST(PluginCommand, FailingEventWaitMarksGpusUnhealthyOnceAndRecovers) {
   SimNode n;
-  auto config = n.dir.write("dp.yaml", "version: v1\n");
-  Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
-                  "--health-recovery", "1", "--log-level", "info"},
-                 n.dir.path() + "/plugin.log");
-  ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
-  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 2; }, 5s));
+  auto started = start_whole_gpu_plugin(n, {"--health-recovery", "1"});
+  auto& plugin = *started;
   n.sim({"fault", "--function", "nvmlEventSetWait_v2", "--error", "NVML_ERROR_GPU_IS_LOST", "--times", "3"});
   EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Unhealthy") == 2; }, 3s))
       << plugin.output();
@@ -210,12 +216,8 @@ TEST(PluginCommand, FailingEventWaitMarksGpusUnhealthyOnceAndRecovers) {
 // spinning. Before, it used 30% of a core doing thousands of calls a second.
 TEST(PluginCommand, DeadDriverDoesNotSpin) {
   SimNode n;
-  auto config = n.dir.write("dp.yaml", "version: v1\n");
-  Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
-                  "--log-level", "info"},
-                 n.dir.path() + "/plugin.log");
-  ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
-  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 2; }, 5s));
+  auto started = start_whole_gpu_plugin(n, {});
+  auto& plugin = *started;
   std::filesystem::rename(n.node, n.dir.path() + "/gone");
   ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Unhealthy") == 2; }, 3s))
       << plugin.output();
