@@ -111,7 +111,24 @@ struct Latency {
   double p50 = 0, p99 = 0, per_second = 0;
   size_t count = 0;
   bool ok = true;
+  std::vector<double> samples;  // microseconds
+  double seconds = 0;
 };
+
+// Several rounds as one: percentiles over every sample.
+Latency merge(const std::vector<Latency>& rounds) {
+  Latency out;
+  for (const auto& r : rounds) {
+    out.samples.insert(out.samples.end(), r.samples.begin(), r.samples.end());
+    out.seconds += r.seconds;
+    out.ok = out.ok && r.ok;
+  }
+  out.count = out.samples.size();
+  out.p50 = percentile(out.samples, 0.5);
+  out.p99 = percentile(out.samples, 0.99);
+  out.per_second = static_cast<double>(out.count) / out.seconds;
+  return out;
+}
 
 // `concurrency` threads each making `per_thread` calls of `one(thread, i)`.
 template <class Call>
@@ -132,7 +149,10 @@ Latency measure(int concurrency, int per_thread, const Call& one) {
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   std::vector<double> all;
   for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
-  return {percentile(all, 0.5), percentile(all, 0.99), static_cast<double>(all.size()) / secs, all.size(), ok.load()};
+  Latency out{percentile(all, 0.5), percentile(all, 0.99), static_cast<double>(all.size()) / secs, all.size(),
+              ok.load(), {}, secs};
+  out.samples = std::move(all);
+  return out;
 }
 
 // The simulator's control entry point (tesseraSimControl), for making a node
@@ -190,19 +210,53 @@ bool xid_through_the_driver(const std::filesystem::path& dir) {
   std::vector<uint32_t> gpus;
   for (const auto& g : inventory->gpus) gpus.push_back(g.index);
   plugin::EventSinks sinks;
-  sinks.health = [&](const sharing::HealthEvent& e) { manager.on_event(e); };
+  std::atomic<int64_t> sink_seen_ns{0};  // when the plugin's event watch handed the XID on
+  sinks.health = [&](const sharing::HealthEvent& e) {
+    sink_seen_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    manager.on_event(e);
+  };
   auto watch = plugin::EventWatch::start(*session, gpus, std::move(sinks));
   if (!watch) return false;
   const std::string res = "nvidia.com/gpu";
   if (!kubelet.wait_for(res, [](const auto& devs) { return devs.size() == 32; }, 10s)) return false;
 
-  std::printf("\nXID 79 injected into the simulated node to Unhealthy on ListAndWatch (8 GPUs x 4 replicas)\n");
-  std::printf("%-6s %12s\n", "trial", "latency_us");
-  std::vector<double> xid;
+  // The floor: a bare waiter on the same simulated driver (its own event set,
+  // nvmlEventSetWait in a loop), which sees the XID with no plugin between.
+  auto raw_set = session->create_event_set();
+  if (!raw_set) return false;
+  for (const auto& g : inventory->gpus) {
+    auto dev = session->device(g.index);
+    if (!dev || !raw_set->add(*dev, nvml::abi::nvmlEventTypeXidCriticalError)) return false;
+  }
+  std::atomic<bool> stop_raw{false};
+  std::atomic<int64_t> raw_seen_ns{0};
+  std::thread raw([&] {
+    while (!stop_raw) {
+      auto ev = raw_set->wait(100);
+      if (ev && ev->type == nvml::abi::nvmlEventTypeXidCriticalError)
+        raw_seen_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    }
+  });
+  struct JoinRaw {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~JoinRaw() {
+      stop = true;
+      t.join();
+    }
+  } join_raw{stop_raw, raw};
+
+  std::printf("\nXID 79 injected into the simulated node to Unhealthy on ListAndWatch (8 GPUs x 4 replicas),\n"
+              "next to a bare nvmlEventSetWait loop on the same driver; watch = when the plugin's event watch\n"
+              "handed the XID to the health tracker\n");
+  std::printf("%-6s %12s %12s %12s\n", "trial", "bare_us", "watch_us", "plugin_us");
+  std::vector<double> xid, floor_us, watch_us;
   bool all_ok = true;
   for (int trial = 0; trial < 20; ++trial) {
     uint32_t gpu = static_cast<uint32_t>(trial % 8);
     std::string uuid = inventory->gpus[gpu].uuid;
+    raw_seen_ns = 0;
+    sink_seen_ns = 0;
     auto s = Clock::now();
     if (!sim(R"({"op": "event", "dir": ")" + node + R"(", "gpu": )" + std::to_string(gpu) +
              R"(, "kind": "xid", "xid": 79})"))
@@ -219,6 +273,17 @@ bool xid_through_the_driver(const std::filesystem::path& dir) {
       continue;
     }
     xid.push_back(us);
+    for (int i = 0; i < 100 && raw_seen_ns == 0; ++i) std::this_thread::sleep_for(10ms);
+    const int64_t start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(s.time_since_epoch()).count();
+    double bare_us = raw_seen_ns == 0 ? -1 : static_cast<double>(raw_seen_ns - start_ns) / 1000.0;
+    double sink_us = static_cast<double>(sink_seen_ns - start_ns) / 1000.0;
+    watch_us.push_back(sink_us);
+    if (bare_us < 0) {
+      std::printf("%-6d %12s\n", trial, "BARE-MISSED");
+      all_ok = false;
+    } else {
+      floor_us.push_back(bare_us);
+    }
     manager.tick(sharing::Clock::now() + 2h);  // quiet long enough, and the GPU answers: recovered
     if (!kubelet.wait_for(res, [](const auto& devs) {
           return std::all_of(devs.begin(), devs.end(), [](const auto& x) { return x.health == "Healthy"; });
@@ -226,10 +291,14 @@ bool xid_through_the_driver(const std::filesystem::path& dir) {
       std::printf("%-6d %12s\n", trial, "NO-RECOVERY");
       all_ok = false;
     }
-    if (trial < 5) std::printf("%-6d %12.0f\n", trial, us);
+    if (trial < 5) std::printf("%-6d %12.0f %12.0f %12.0f\n", trial, bare_us, sink_us, us);
   }
-  if (!xid.empty())
-    std::printf("p50 %.0f us, p99 %.0f us over %zu trials\n", percentile(xid, 0.5), percentile(xid, 0.99), xid.size());
+  if (!xid.empty() && !floor_us.empty())
+    std::printf("p50: bare %.0f us, watch %.0f us, plugin %.0f us (ratio to bare %.2f); p99: bare %.0f, watch %.0f, "
+                "plugin %.0f us; %zu trials\n",
+                percentile(floor_us, 0.5), percentile(watch_us, 0.5), percentile(xid, 0.5),
+                percentile(xid, 0.5) / percentile(floor_us, 0.5), percentile(floor_us, 0.99),
+                percentile(watch_us, 0.99), percentile(xid, 0.99), xid.size());
   watch->reset();
   manager.stop();
   kubelet.stop();
@@ -281,13 +350,24 @@ int main(int argc, char** argv) {
   std::printf("%-12s %9s %10s %10s %10s %10s %9s %9s %12s\n", "concurrency", "requests", "bare_p50", "bare_p99",
               "alloc_p50", "alloc_p99", "p50_ratio", "p99_ratio", "allocs/s");
   bool failed = false;
+  auto bare_call = [&](int, int) { return floor.call(); };
+  auto alloc_call = [&](int t, int i) {
+    std::string id = "MIG-" + std::to_string((t + i) % 8) + "-" + std::to_string(i % 7);
+    return kubelet.allocate(res, {id}).has_value();
+  };
   for (int concurrency : {1, 16, 64}) {
-    const int per_thread = concurrency == 1 ? 4000 : 8000 / concurrency + 50;
-    auto bare = measure(concurrency, per_thread, [&](int, int) { return floor.call(); });
-    auto alloc = measure(concurrency, per_thread, [&](int t, int i) {
-      std::string id = "MIG-" + std::to_string((t + i) % 8) + "-" + std::to_string(i % 7);
-      return kubelet.allocate(res, {id}).has_value();
-    });
+    // Warm both paths, then alternate rounds so drift in the machine's state
+    // (frequency, other load) falls on both alike.
+    measure(concurrency, 50, bare_call);
+    measure(concurrency, 50, alloc_call);
+    const int rounds = 4;
+    const int per_thread = (concurrency == 1 ? 4000 : 8000 / concurrency + 50) / rounds;
+    std::vector<Latency> bares, allocs;
+    for (int r = 0; r < rounds; ++r) {
+      bares.push_back(measure(concurrency, per_thread, bare_call));
+      allocs.push_back(measure(concurrency, per_thread, alloc_call));
+    }
+    auto bare = merge(bares), alloc = merge(allocs);
     failed |= !bare.ok || !alloc.ok;
     std::printf("%-12d %9zu %10.0f %10.0f %10.0f %10.0f %9.2f %9.2f %12.0f\n", concurrency, alloc.count, bare.p50,
                 bare.p99, alloc.p50, alloc.p99, alloc.p50 / bare.p50, alloc.p99 / bare.p99, alloc.per_second);
