@@ -75,12 +75,14 @@ void EventWatch::run() {
       if (failures_in_a_row++ == 0)
         spdlog::error("NVML event wait failed: {}; marking {} GPUs Unhealthy, retrying with backoff",
                       ev.error().message(), gpus_.size());
-      // NVML does not say which GPU failed: every watched GPU is suspect.
+      // NVML does not say which GPU failed: every watched GPU is suspect. The
+      // failure lasts until the next attempt, so no device can recover while
+      // nothing watches its events.
       for (const auto& gpu : gpus_) {
         sharing::HealthEvent he;
         he.kind = sharing::HealthEvent::Kind::driver_error;
         he.gpu_uuid = gpu.uuid;
-        he.at = sharing::Clock::now();
+        he.at = sharing::Clock::now() + backoff;
         if (sinks_.health) sinks_.health(he);
       }
       if (!pause(backoff)) return;

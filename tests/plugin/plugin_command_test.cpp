@@ -203,10 +203,13 @@ TEST(PluginCommand, FailingEventWaitMarksGpusUnhealthyOnceAndRecovers) {
       << plugin.output();
   EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 2; }, 8s))
       << plugin.output();
+  EXPECT_TRUE(plugin.wait_for_output("works again after 3 failed waits", 3000)) << plugin.output();
   auto log = plugin.output();
   EXPECT_EQ(occurrences(log, "NVML event wait failed"), 1u) << log;
   EXPECT_NE(log.find("NVML_ERROR_GPU_IS_LOST"), std::string::npos) << log;
   EXPECT_EQ(occurrences(log, "works again after 3 failed waits"), 1u) << log;
+  // Healthy only once the watch works again: the failure held through each backoff.
+  EXPECT_LT(log.find("works again"), log.find("devices back to Healthy")) << log;
   plugin.signal(SIGTERM);
   EXPECT_EQ(plugin.wait(5000), 0) << plugin.output();
 }
