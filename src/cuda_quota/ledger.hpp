@@ -1,0 +1,208 @@
+// The per-container memory ledger of the planned quota library
+// (docs/design-memory-quotas.md §2): one fixed-size file, `<directory>/ledger`,
+// mapped MAP_SHARED by every process of a container. It holds per device the
+// quota and the bytes charged, one robust process-shared mutex, and 1024 slots,
+// one per live process, each with what that process charged.
+//
+// Rules this code keeps:
+// - glibc/POSIX and the C++ language runtime only; no exception leaves the API
+//   (the target builds with -fno-exceptions); no heap allocation at all.
+// - Start-up (`open`) takes no lock and is O(1) in the number of processes:
+//   open, fstat, mmap, header checks, a slot claimed from hash(pid) onwards.
+// - A process owns a slot while it holds an open-file-description lock
+//   (F_OFD_SETLK) on the byte at the slot's index; the kernel drops it when the
+//   process dies, SIGKILL included. A `live` slot whose byte is unlocked is dead
+//   and is reaped (its charges subtracted, the slot freed) under the mutex: on
+//   EOWNERDEAD, before refusing a charge, and when no slot is free.
+// - A slot and the header's `charged` are written together, only under the
+//   mutex, and a slot only by its own process; so the repair after EOWNERDEAD is
+//   always: reap dead slots, recompute each `charged` as the sum of live slots,
+//   pthread_mutex_consistent.
+//
+// Fork policy: the ledger's descriptor is O_CLOEXEC, so an exec'd program never
+// inherits it. A forked child inherits the parent's open file description twice,
+// through the descriptor and through the mapping, and either would keep the
+// parent's slot lock (and so its slot) alive after the parent dies. A
+// pthread_atfork child handler therefore closes the inherited descriptor, opens
+// the file again and maps the new description over the old mapping (MAP_FIXED:
+// same address, same shared pages). The child has no slot; it claims one of its
+// own on its first charge. If the path no longer names the same file, the
+// child's ledger is unmapped and unusable (Status::unusable).
+//
+// Thread safety: charge, uncharge, usage and audit may be called from any
+// thread of a process once `open` has returned true; open and close may not
+// race with them.
+#pragma once
+
+#include <pthread.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace tessera::quota {
+
+inline constexpr std::size_t kMaxDevices = 16;
+inline constexpr std::size_t kSlotCount = 1024;
+inline constexpr std::size_t kHeaderBytes = 4096;
+inline constexpr std::size_t kSlotBytes = 256;
+inline constexpr std::size_t kLedgerFileBytes = kHeaderBytes + kSlotCount * kSlotBytes;
+inline constexpr std::size_t kUuidBytes = 96;  // NUL-terminated, so at most 95 characters
+inline constexpr std::size_t kKeyBytes = 128;  // NUL-terminated, so at most 127 characters
+inline constexpr std::uint32_t kLedgerVersion = 1;
+inline constexpr char kLedgerMagic[8] = {'T', 'S', 'R', 'L', 'E', 'D', 'G', 'R'};
+
+// The file's layout, fixed by kLedgerVersion. Everything up to `crc` is written
+// once, by the creator, and covered by the CRC (CRC-32, IEEE polynomial).
+namespace layout {
+
+struct Device {
+  char uuid[kUuidBytes];
+  std::uint64_t quota;   // bytes
+  std::uint64_t memory;  // the device's memory in bytes; `charged` above it is refused
+};
+
+struct Header {
+  char magic[8];
+  std::uint32_t version;
+  std::uint32_t header_bytes;
+  std::uint32_t slot_bytes;
+  std::uint32_t slot_count;
+  std::uint64_t file_bytes;
+  std::uint32_t device_count;
+  std::uint32_t creator_uid;
+  char key[kKeyBytes];
+  Device devices[kMaxDevices];
+  std::uint32_t crc;  // of every byte before it
+  std::uint32_t reserved;
+  // Changed under `mutex` only.
+  alignas(64) std::uint64_t charged[kMaxDevices];
+  std::uint64_t repairs;  // times a dead lock owner's state was repaired
+  alignas(64) pthread_mutex_t mutex;
+};
+
+inline constexpr std::uint32_t kSlotFree = 0;
+inline constexpr std::uint32_t kSlotLive = 1;
+
+struct alignas(64) Slot {
+  std::uint32_t state;  // kSlotFree or kSlotLive; free -> live by CAS, live -> free under the mutex
+  std::int32_t pid;     // diagnostic only: liveness is the slot's lock
+  std::uint64_t claimed_ns;  // CLOCK_BOOTTIME when claimed; diagnostic only
+  std::uint64_t charged[kMaxDevices];
+  std::uint8_t reserved[kSlotBytes - 16 - 8 * kMaxDevices];
+};
+
+static_assert(sizeof(Header) <= kHeaderBytes);
+static_assert(sizeof(Slot) == kSlotBytes);  // slot i starts at kHeaderBytes + i * kSlotBytes
+
+}  // namespace layout
+
+// One device of this container, in the order the caller indexes devices.
+struct DeviceQuota {
+  std::string_view uuid;
+  std::uint64_t quota = 0;   // bytes
+  std::uint64_t memory = 0;  // the device's total memory in bytes
+};
+
+struct OpenOptions {
+  std::string_view directory;  // the file is `<directory>/ledger`
+  std::string_view key;        // the container's key; must match an existing ledger's
+  std::span<const DeviceQuota> devices;  // 1..kMaxDevices; must match an existing ledger's UUIDs
+  uid_t uid = ::geteuid();     // whose files are trusted besides root's (tests inject another)
+};
+
+enum class Status {
+  ok,
+  over_quota,        // charge refused: `charged` + request would pass `quota`
+  exceeds_recorded,  // uncharge of more than this process charged; only what it charged was taken
+  bad_device,        // device index out of range
+  no_slot,           // every slot is held by a live process
+  unusable,          // not open, or the mutex is not recoverable, or (after fork) the file changed
+};
+
+struct Outcome {
+  Status status = Status::unusable;
+  std::uint64_t applied = 0;  // bytes added (charge) or taken off (uncharge)
+  std::uint64_t charged = 0;  // the device's charged bytes after the call
+  std::uint64_t quota = 0;    // the quota enforced
+};
+
+// What the ledger holds for one device, read under the mutex (repairing first
+// if a lock owner died). Reaps nothing.
+struct Audit {
+  bool ok = false;                  // false: not open or bad device or mutex not recoverable
+  std::uint64_t charged = 0;        // the header's figure
+  std::uint64_t slot_sum = 0;       // the sum over slots marked live
+  std::uint32_t slots_marked = 0;   // slots marked live
+  std::uint32_t slots_alive = 0;    // of those, slots whose lock is held
+  std::uint64_t repairs = 0;
+};
+
+class Ledger {
+ public:
+  Ledger();
+  ~Ledger();  // close()
+  Ledger(const Ledger&) = delete;
+  Ledger& operator=(const Ledger&) = delete;
+
+  // Opens `<directory>/ledger`, creating it if absent, and claims a slot. On
+  // false the ledger is closed and message() names the path, the problem and
+  // the fix; a refused file is left exactly as it was.
+  bool open(const OpenOptions& options);
+  // Releases the slot (its charges are subtracted) and unmaps. Idempotent.
+  void close();
+
+  bool is_open() const { return header_ != nullptr; }
+  const char* message() const { return message_; }
+  int slot() const;  // this process's slot index, -1 when none
+  std::uint32_t device_count() const { return device_count_; }
+  // min(the caller's quota, the ledger's quota) for `device`; 0 when out of range.
+  std::uint64_t quota(std::uint32_t device) const;
+
+  Outcome charge(std::uint32_t device, std::uint64_t bytes);
+  Outcome uncharge(std::uint32_t device, std::uint64_t bytes);
+  // The device's charged bytes, read live without the lock; 0 when out of range.
+  std::uint64_t usage(std::uint32_t device) const;
+  Audit audit(std::uint32_t device);
+
+  // Test hook: takes the mutex and adds `bytes` to the device's charged figure
+  // but not yet to this process's slot (the middle of a charge), then returns
+  // holding the mutex. Only for a process about to die (tests raise SIGKILL).
+  bool test_lock_mid_charge(std::uint32_t device, std::uint64_t bytes);
+
+ private:
+  friend struct ForkRegistry;
+
+  bool refuse(const char* problem, const char* fix);
+  bool create_file(const OpenOptions& options);
+  bool check_header(const OpenOptions& options);
+  int ensure_slot();
+  int claim_slot();
+  bool lock();
+  void unlock();
+  void reap();
+  bool slot_alive(std::size_t index) const;
+  void after_fork_child();
+  layout::Slot& slot_at(std::size_t index) const;
+
+  layout::Header* header_ = nullptr;
+  int fd_ = -1;
+  bool usable_ = false;
+  int slot_ = -1;  // accessed atomically
+  std::uint32_t device_count_ = 0;
+  std::uint64_t quota_[kMaxDevices] = {};
+  dev_t file_dev_ = 0;
+  ino_t file_ino_ = 0;
+  pthread_mutex_t claim_mutex_;  // process-local: one slot claim at a time
+  Ledger* prev_ = nullptr;       // fork registry
+  Ledger* next_ = nullptr;
+  bool registered_ = false;
+  char path_[PATH_MAX] = {};
+  char message_[PATH_MAX + 256] = {};
+};
+
+}  // namespace tessera::quota
