@@ -428,14 +428,19 @@ int Ledger::ensure_slot() {
   return current;
 }
 
-Outcome Ledger::charge(std::uint32_t device, std::uint64_t bytes) {
-  Outcome out;
-  if (header_ == nullptr || !usable_) return out;
+bool Ledger::check_device(std::uint32_t device, Outcome& out) const {
+  if (header_ == nullptr || !usable_) return false;
   if (device >= device_count_) {
     out.status = Status::bad_device;
-    return out;
+    return false;
   }
   out.quota = quota_[device];
+  return true;
+}
+
+Outcome Ledger::charge(std::uint32_t device, std::uint64_t bytes) {
+  Outcome out;
+  if (!check_device(device, out)) return out;
   const int index = ensure_slot();
   if (index < 0) {
     out.status = Status::no_slot;
@@ -466,12 +471,7 @@ Outcome Ledger::charge(std::uint32_t device, std::uint64_t bytes) {
 
 Outcome Ledger::uncharge(std::uint32_t device, std::uint64_t bytes) {
   Outcome out;
-  if (header_ == nullptr || !usable_) return out;
-  if (device >= device_count_) {
-    out.status = Status::bad_device;
-    return out;
-  }
-  out.quota = quota_[device];
+  if (!check_device(device, out)) return out;
   const int index = slot();
   if (index < 0) {  // nothing charged by this process since it started or forked
     out.status = bytes == 0 ? Status::ok : Status::exceeds_recorded;

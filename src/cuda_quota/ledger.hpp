@@ -181,6 +181,9 @@ class Ledger {
   bool create_file(const OpenOptions& options);
   bool check_header(const OpenOptions& options);
   int ensure_slot();
+  // What charge and uncharge check first: a usable ledger and a known device
+  // (then out.quota is set); false with `out` saying why otherwise.
+  bool check_device(std::uint32_t device, Outcome& out) const;
   int claim_slot();
   bool lock();
   void unlock();
