@@ -1,0 +1,346 @@
+// The simulated driver's entry points. Checks run in the order: initialised,
+// arguments, current context, then the operation. Each return code names its
+// source: [CH] (the CUDA Driver API reference in cuda.h, cited by
+// docs/design-memory-quotas.md) or "sim" for a choice of this simulator.
+#include <climits>
+#include <cstring>
+
+#include "driver.hpp"
+
+using namespace tessera_cuda_sim;
+
+namespace {
+
+bool valid_device(const Driver& d, CUdevice dev) {
+  return dev >= 0 && static_cast<std::size_t>(dev) < d.devices.size();
+}
+
+// The 32-bit ABIs cannot carry a modern device's sizes: sim saturates them.
+unsigned int saturate32(std::uint64_t v) { return v > UINT_MAX ? UINT_MAX : static_cast<unsigned int>(v); }
+
+CUresult ctx_create(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;    // [CH] cuInit: every call before it
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;               // [CH]
+  if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;  // [CH]
+  (void)flags;                                              // sim: scheduling flags change nothing here
+  Context* c = d.create_context(dev);
+  d.thread_stack().push_back(c);  // [CH] cuCtxCreate: the new context is current to the calling thread
+  *pctx = reinterpret_cast<CUcontext>(c);
+  return CUDA_SUCCESS;
+}
+
+CUresult ctx_destroy(CUcontext ctx) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+  auto* c = reinterpret_cast<Context*>(ctx);
+  if (!d.is_live(c) || c->primary) return CUDA_ERROR_INVALID_CONTEXT;  // sim: primary ones go by release
+  // [CH] cuCtxDestroy: a context current to the calling thread is popped.
+  auto& s = d.thread_stack();
+  if (!s.empty() && s.back() == c) s.pop_back();
+  return d.destroy_context(c);
+}
+
+CUresult primary_release(CUdevice dev) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  if (d.primary_refs(dev) == 0) return CUDA_ERROR_INVALID_CONTEXT;  // sim: nothing retained
+  // [CH] the last release resets the primary context, freeing its memory (design §1).
+  if (--d.primary_refs(dev) == 0) return d.destroy_context(d.primary(dev));
+  return CUDA_SUCCESS;
+}
+
+CUresult device_uuid(CUuuid* uuid, CUdevice dev) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!uuid) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  std::memcpy(uuid->bytes, d.devices[static_cast<std::size_t>(dev)].uuid, 16);
+  return CUDA_SUCCESS;
+}
+
+CUresult total_mem(std::uint64_t& bytes, CUdevice dev) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  bytes = d.devices[static_cast<std::size_t>(dev)].bytes;
+  return CUDA_SUCCESS;
+}
+
+// free and total of the current context's device: total is the device's
+// memory, free what no process sharing the device's usage holds (sim: a
+// context itself costs nothing). [CH] needs a current context; a NULL output
+// is left alone (design §3: OptiX passes free = NULL).
+CUresult mem_info(std::uint64_t* free_bytes, std::uint64_t* total_bytes) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  Context* c = d.current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  Usage u;
+  if (CUresult r = d.usage(c->device, u); r != CUDA_SUCCESS) return r;
+  const std::uint64_t total = d.devices[static_cast<std::size_t>(c->device)].bytes;
+  if (free_bytes) *free_bytes = u.device >= total ? 0 : total - u.device;
+  if (total_bytes) *total_bytes = total;
+  return CUDA_SUCCESS;
+}
+
+CUresult mem_alloc(CUdeviceptr* dptr, std::uint64_t bytes, bool low) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;  // [CH] cuMemAlloc: bytesize 0 is INVALID_VALUE
+  Context* c = d.current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;  // [CH]
+  return d.allocate(c, bytes, low, *dptr);    // OUT_OF_MEMORY past the device's memory [CH]
+}
+
+// Pitch rule (sim): the pitch is WidthInBytes rounded up to 512 bytes and the
+// allocation charges pitch × Height. A real device's alignment is its own; the
+// device check measures it. [CH]: ElementSizeBytes may be 4, 8 or 16.
+CUresult mem_alloc_pitch(CUdeviceptr* dptr, std::uint64_t* pitch, std::uint64_t width, std::uint64_t height,
+                         unsigned int element, bool low) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!dptr || !pitch || width == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (element != 4 && element != 8 && element != 16) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = d.current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  const std::uint64_t p = (width + 511) / 512 * 512;
+  if (p < width || height > UINT64_MAX / p) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (low && (p > UINT_MAX || p * height > UINT_MAX)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (CUresult r = d.allocate(c, p * height, low, *dptr); r != CUDA_SUCCESS) return r;
+  *pitch = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult mem_free(CUdeviceptr p) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!d.current()) return CUDA_ERROR_INVALID_CONTEXT;  // [CH] lists INVALID_CONTEXT
+  return d.free(p);                                     // INVALID_VALUE for an address it did not return
+}
+
+}  // namespace
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuInit(unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;  // [CH] cuInit: Flags must be 0
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  return d.init();
+}
+
+// [CH]: answers before cuInit too.
+TESSERA_CUDA_SIM_EXPORT CUresult cuDriverGetVersion(int* driverVersion) {
+  if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
+  *driverVersion = kSimDriverVersion;
+  return CUDA_SUCCESS;
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetCount(int* count) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!count) return CUDA_ERROR_INVALID_VALUE;
+  *count = static_cast<int>(d.devices.size());
+  return CUDA_SUCCESS;
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(d, ordinal)) return CUDA_ERROR_INVALID_DEVICE;  // [CH]
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+// sim: every device is named "Tessera Simulated GPU", truncated to len - 1.
+TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  static constexpr char kName[] = "Tessera Simulated GPU";
+  std::size_t n = std::min(sizeof kName - 1, static_cast<std::size_t>(len) - 1);
+  std::memcpy(name, kName, n);
+  name[n] = '\0';
+  return CUDA_SUCCESS;
+}
+
+// Two distinct functions; the simulator has no MIG mode, so both give the configured UUID.
+TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) { return device_uuid(uuid, dev); }
+TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) { return device_uuid(uuid, dev); }
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
+  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+  std::uint64_t v = 0;
+  CUresult r = total_mem(v, dev);
+  if (r == CUDA_SUCCESS) *bytes = saturate32(v);
+  return r;
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice dev) {
+  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+  std::uint64_t v = 0;
+  CUresult r = total_mem(v, dev);
+  if (r == CUDA_SUCCESS) *bytes = v;
+  return r;
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  return ctx_create(pctx, flags, dev);
+}
+
+// sim: execution-affinity parameters are not modelled; none may be given.
+TESSERA_CUDA_SIM_EXPORT CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams,
+                                                unsigned int flags, CUdevice dev) {
+  if (paramsArray || numParams != 0) return CUDA_ERROR_NOT_SUPPORTED;
+  return ctx_create(pctx, flags, dev);
+}
+
+// sim: creation parameters (affinity, CIG) are not modelled; NULL only.
+TESSERA_CUDA_SIM_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* ctxCreateParams,
+                                                unsigned int flags, CUdevice dev) {
+  if (ctxCreateParams) return CUDA_ERROR_NOT_SUPPORTED;
+  return ctx_create(pctx, flags, dev);
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx); }
+TESSERA_CUDA_SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx); }
+
+// [CH] replaces the top of the thread's context stack, or pushes onto an
+// empty one; NULL pops (a no-op on an empty stack).
+TESSERA_CUDA_SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  auto* c = reinterpret_cast<Context*>(ctx);
+  auto& s = d.thread_stack();
+  if (!c) {
+    if (!s.empty()) s.pop_back();
+    return CUDA_SUCCESS;
+  }
+  if (!d.is_live(c)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (s.empty()) s.push_back(c);
+  else s.back() = c;
+  return CUDA_SUCCESS;
+}
+
+// [CH] no current context: CUDA_SUCCESS with *pctx = NULL.
+TESSERA_CUDA_SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext* pctx) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  *pctx = reinterpret_cast<CUcontext>(d.current());
+  return CUDA_SUCCESS;
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = d.current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;  // [CH]
+  *device = c->device;
+  return CUDA_SUCCESS;
+}
+
+// [CH] retains (activating on first retain) without making it current; the
+// handle is the same for every retain.
+TESSERA_CUDA_SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  Context* c = d.primary(dev);
+  if (d.primary_refs(dev)++ == 0) d.activate(c);
+  *pctx = reinterpret_cast<CUcontext>(c);
+  return CUDA_SUCCESS;
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return primary_release(dev); }
+TESSERA_CUDA_SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return primary_release(dev); }
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemGetInfo(unsigned int* free, unsigned int* total) {
+  std::uint64_t f = 0, t = 0;
+  CUresult r = mem_info(free ? &f : nullptr, total ? &t : nullptr);
+  if (r != CUDA_SUCCESS) return r;
+  if (free) *free = saturate32(f);
+  if (total) *total = saturate32(t);
+  return CUDA_SUCCESS;
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemGetInfo_v2(std::size_t* free, std::size_t* total) {
+  std::uint64_t f = 0, t = 0;
+  CUresult r = mem_info(free ? &f : nullptr, total ? &t : nullptr);
+  if (r != CUDA_SUCCESS) return r;
+  if (free) *free = f;
+  if (total) *total = t;
+  return CUDA_SUCCESS;
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemAlloc(unsigned int* dptr, unsigned int bytesize) {
+  CUdeviceptr p = 0;
+  CUresult r = mem_alloc(dptr ? &p : nullptr, bytesize, /*low=*/true);
+  if (r == CUDA_SUCCESS) *dptr = static_cast<unsigned int>(p);
+  return r;
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, std::size_t bytesize) {
+  return mem_alloc(dptr, bytesize, /*low=*/false);
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemFree(unsigned int dptr) { return mem_free(dptr); }
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) { return mem_free(dptr); }
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemAllocPitch(unsigned int* dptr, unsigned int* pPitch, unsigned int WidthInBytes,
+                                                 unsigned int Height, unsigned int ElementSizeBytes) {
+  CUdeviceptr p = 0;
+  std::uint64_t pitch = 0;
+  CUresult r = mem_alloc_pitch(dptr ? &p : nullptr, pPitch ? &pitch : nullptr, WidthInBytes, Height,
+                               ElementSizeBytes, /*low=*/true);
+  if (r == CUDA_SUCCESS) {
+    *dptr = static_cast<unsigned int>(p);
+    *pPitch = static_cast<unsigned int>(pitch);
+  }
+  return r;
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, std::size_t* pPitch, std::size_t WidthInBytes,
+                                                    std::size_t Height, unsigned int ElementSizeBytes) {
+  std::uint64_t pitch = 0;
+  CUresult r = mem_alloc_pitch(dptr, pPitch ? &pitch : nullptr, WidthInBytes, Height, ElementSizeBytes,
+                               /*low=*/false);
+  if (r == CUDA_SUCCESS) *pPitch = pitch;
+  return r;
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult tesseraCudaSimUsage(int ordinal, unsigned long long* process_bytes,
+                                                     unsigned long long* device_bytes,
+                                                     unsigned long long* device_peak) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!valid_device(d, ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  Usage u;
+  if (CUresult r = d.usage(ordinal, u); r != CUDA_SUCCESS) return r;
+  if (process_bytes) *process_bytes = u.process;
+  if (device_bytes) *device_bytes = u.device;
+  if (device_peak) *device_peak = u.peak;
+  return CUDA_SUCCESS;
+}

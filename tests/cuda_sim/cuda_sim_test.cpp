@@ -1,0 +1,886 @@
+// The simulated CUDA driver (sim/cuda) through the paths a CUDA program
+// uses: dlopen(RTLD_NOW | RTLD_LOCAL), dlsym of exported names, and
+// cuGetProcAddress/_v2 as the runtime calls it. Every case runs in a forked
+// child with its own environment; the simulator starts a forked child afresh,
+// so each case configures the driver at its own cuInit.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "cuda_api.hpp"  // the simulator's own declarations: types only, nothing is linked
+#include "support/run.hpp"
+
+namespace {
+
+constexpr std::uint64_t kMiB = 1ULL << 20, kGiB = 1ULL << 30;
+constexpr const char* kUuid0 = "GPU-11111111-2222-3333-4444-555555555555";
+constexpr const char* kUuid1 = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
+
+void* library() {
+  static void* h = [] {
+    void* p = dlopen(TESSERA_CUDA_SIM_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    if (!p) ADD_FAILURE() << dlerror();
+    return p;
+  }();
+  return h;
+}
+
+template <class F>
+F* sym(const char* name) {
+  return reinterpret_cast<F*>(dlsym(library(), name));
+}
+
+// The entry points by their exported names, as a program linked against
+// libcuda.so.1 (or dlsym-ing it) gets them.
+struct Api {
+#define TESSERA_API(name) decltype(&::name) name = sym<decltype(::name)>(#name);
+  TESSERA_API(cuInit)
+  TESSERA_API(cuDriverGetVersion)
+  TESSERA_API(cuDeviceGetCount)
+  TESSERA_API(cuDeviceGet)
+  TESSERA_API(cuDeviceGetName)
+  TESSERA_API(cuDeviceGetUuid)
+  TESSERA_API(cuDeviceGetUuid_v2)
+  TESSERA_API(cuDeviceTotalMem)
+  TESSERA_API(cuDeviceTotalMem_v2)
+  TESSERA_API(cuCtxCreate_v2)
+  TESSERA_API(cuCtxCreate_v3)
+  TESSERA_API(cuCtxCreate_v4)
+  TESSERA_API(cuCtxDestroy)
+  TESSERA_API(cuCtxDestroy_v2)
+  TESSERA_API(cuCtxSetCurrent)
+  TESSERA_API(cuCtxGetCurrent)
+  TESSERA_API(cuCtxGetDevice)
+  TESSERA_API(cuDevicePrimaryCtxRetain)
+  TESSERA_API(cuDevicePrimaryCtxRelease)
+  TESSERA_API(cuDevicePrimaryCtxRelease_v2)
+  TESSERA_API(cuMemGetInfo)
+  TESSERA_API(cuMemGetInfo_v2)
+  TESSERA_API(cuMemAlloc)
+  TESSERA_API(cuMemAlloc_v2)
+  TESSERA_API(cuMemFree)
+  TESSERA_API(cuMemFree_v2)
+  TESSERA_API(cuMemAllocPitch)
+  TESSERA_API(cuMemAllocPitch_v2)
+  TESSERA_API(cuGetErrorName)
+  TESSERA_API(cuGetErrorString)
+  TESSERA_API(cuGetProcAddress)
+  TESSERA_API(cuGetProcAddress_v2)
+  TESSERA_API(tesseraCudaSimUsage)
+#undef TESSERA_API
+};
+
+const Api& api() {
+  static Api a;
+  return a;
+}
+
+struct Env {
+  const char* devices = nullptr;  // TESSERA_SIM_CUDA_DEVICES (nullptr: unset)
+  const char* dir = nullptr;      // TESSERA_SIM_CUDA_DIR (nullptr: unset)
+};
+
+void set_env(const Env& env) {
+  if (env.devices) setenv("TESSERA_SIM_CUDA_DEVICES", env.devices, 1);
+  else unsetenv("TESSERA_SIM_CUDA_DEVICES");
+  if (env.dir) setenv("TESSERA_SIM_CUDA_DIR", env.dir, 1);
+  else unsetenv("TESSERA_SIM_CUDA_DIR");
+}
+
+// Forks; the child sets `env`, runs `body` and exits 1 if any expectation failed.
+pid_t spawn(const Env& env, const std::function<void()>& body) {
+  std::fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    set_env(env);
+    body();
+    std::fflush(stdout);
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  }
+  return pid;
+}
+
+void expect_exit_ok(pid_t pid) {
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+}
+
+void in_child(const Env& env, const std::function<void()>& body) { expect_exit_ok(spawn(env, body)); }
+
+std::string devices2() { return std::string(kUuid0) + ":1G," + kUuid1 + ":2048M"; }
+
+// A context on `dev`, current to the calling thread.
+CUcontext context(CUdevice dev = 0) {
+  CUcontext c = nullptr;
+  EXPECT_EQ(api().cuCtxCreate_v2(&c, 0, dev), CUDA_SUCCESS);
+  return c;
+}
+
+std::uint64_t free_now() {
+  std::size_t f = 0, t = 0;
+  EXPECT_EQ(api().cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+  return f;
+}
+
+// One byte over a pipe: the only sequencing between processes.
+void send(int fd) { ASSERT_EQ(write(fd, "x", 1), 1); }
+void receive(int fd) {
+  char c = 0;
+  ASSERT_EQ(read(fd, &c, 1), 1);
+}
+
+// ---------------------------------------------------------------- init
+
+TEST(CudaSimInit, EverythingButVersionErrorsAndLookupNeedsCuInit) {
+  in_child({}, [] {
+    const Api& a = api();
+    int n = 0;
+    CUdevice dev = 0;
+    CUcontext ctx = nullptr;
+    CUdeviceptr p = 0;
+    std::size_t f = 0, t = 0;
+    char name[64];
+    CUuuid uuid;
+    // [CH] cuInit: before it, every driver call returns CUDA_ERROR_NOT_INITIALIZED.
+    EXPECT_EQ(a.cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+    EXPECT_EQ(a.cuDeviceGet(&dev, 0), CUDA_ERROR_NOT_INITIALIZED);
+    EXPECT_EQ(a.cuDeviceGetName(name, sizeof name, 0), CUDA_ERROR_NOT_INITIALIZED);
+    EXPECT_EQ(a.cuDeviceGetUuid_v2(&uuid, 0), CUDA_ERROR_NOT_INITIALIZED);
+    EXPECT_EQ(a.cuDeviceTotalMem_v2(&t, 0), CUDA_ERROR_NOT_INITIALIZED);
+    EXPECT_EQ(a.cuCtxCreate_v2(&ctx, 0, 0), CUDA_ERROR_NOT_INITIALIZED);
+    EXPECT_EQ(a.cuCtxGetCurrent(&ctx), CUDA_ERROR_NOT_INITIALIZED);
+    EXPECT_EQ(a.cuMemAlloc_v2(&p, 1), CUDA_ERROR_NOT_INITIALIZED);
+    EXPECT_EQ(a.cuMemGetInfo_v2(&f, &t), CUDA_ERROR_NOT_INITIALIZED);
+    EXPECT_EQ(a.tesseraCudaSimUsage(0, nullptr, nullptr, nullptr), CUDA_ERROR_NOT_INITIALIZED);
+    // These answer before cuInit: the runtime finds cuInit itself through cuGetProcAddress.
+    int version = 0;
+    EXPECT_EQ(a.cuDriverGetVersion(&version), CUDA_SUCCESS);
+    EXPECT_EQ(version, 13000);
+    EXPECT_EQ(a.cuDriverGetVersion(nullptr), CUDA_ERROR_INVALID_VALUE);
+    void* fn = nullptr;
+    EXPECT_EQ(a.cuGetProcAddress_v2("cuInit", &fn, 13000, 0, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(fn, reinterpret_cast<void*>(a.cuInit));
+    // [CH] Flags must be 0.
+    EXPECT_EQ(a.cuInit(1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+    EXPECT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuInit(0), CUDA_SUCCESS);  // again: still fine
+    EXPECT_EQ(a.cuDeviceGetCount(&n), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuDeviceGetCount(nullptr), CUDA_ERROR_INVALID_VALUE);
+  });
+}
+
+TEST(CudaSimInit, DefaultIsOne80GiBDevice) {
+  in_child({}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    int n = 0;
+    EXPECT_EQ(a.cuDeviceGetCount(&n), CUDA_SUCCESS);
+    EXPECT_EQ(n, 1);
+    std::size_t total = 0;
+    EXPECT_EQ(a.cuDeviceTotalMem_v2(&total, 0), CUDA_SUCCESS);
+    EXPECT_EQ(total, 80 * kGiB);
+    char name[64] = {};
+    EXPECT_EQ(a.cuDeviceGetName(name, sizeof name, 0), CUDA_SUCCESS);
+    EXPECT_STREQ(name, "Tessera Simulated GPU");
+    char shortname[8] = {};
+    EXPECT_EQ(a.cuDeviceGetName(shortname, sizeof shortname, 0), CUDA_SUCCESS);
+    EXPECT_STREQ(shortname, "Tessera");
+  });
+}
+
+TEST(CudaSimInit, DevicesFromEnvironment) {
+  std::string devs = std::string(kUuid0) + ":81920M," + kUuid1 + ":40G";
+  in_child({devs.c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    int n = 0;
+    EXPECT_EQ(a.cuDeviceGetCount(&n), CUDA_SUCCESS);
+    EXPECT_EQ(n, 2);
+    CUdevice dev = -1;
+    EXPECT_EQ(a.cuDeviceGet(&dev, 1), CUDA_SUCCESS);
+    EXPECT_EQ(dev, 1);
+    EXPECT_EQ(a.cuDeviceGet(&dev, 2), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_EQ(a.cuDeviceGet(&dev, -1), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_EQ(a.cuDeviceGet(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+    std::size_t total = 0;
+    EXPECT_EQ(a.cuDeviceTotalMem_v2(&total, 0), CUDA_SUCCESS);
+    EXPECT_EQ(total, 80 * kGiB);
+    EXPECT_EQ(a.cuDeviceTotalMem_v2(&total, 1), CUDA_SUCCESS);
+    EXPECT_EQ(total, 40 * kGiB);
+    EXPECT_EQ(a.cuDeviceTotalMem_v2(&total, 2), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_EQ(a.cuDeviceTotalMem_v2(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+    unsigned int total32 = 0;  // the 2000 ABI: 32 bits, saturated by the simulator
+    EXPECT_EQ(a.cuDeviceTotalMem(&total32, 1), CUDA_SUCCESS);
+    EXPECT_EQ(total32, UINT_MAX);
+    CUuuid u0{}, u1{}, u1v2{};
+    EXPECT_EQ(a.cuDeviceGetUuid(&u0, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuDeviceGetUuid(&u1, 1), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuDeviceGetUuid_v2(&u1v2, 1), CUDA_SUCCESS);
+    const unsigned char want0[16] = {0x11, 0x11, 0x11, 0x11, 0x22, 0x22, 0x33, 0x33,
+                                     0x44, 0x44, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55};
+    const unsigned char want1[16] = {0xaa, 0xaa, 0xaa, 0xaa, 0xbb, 0xbb, 0xcc, 0xcc,
+                                     0xdd, 0xdd, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee};
+    EXPECT_EQ(std::memcmp(u0.bytes, want0, 16), 0);
+    EXPECT_EQ(std::memcmp(u1.bytes, want1, 16), 0);
+    EXPECT_EQ(std::memcmp(u1v2.bytes, want1, 16), 0);
+    EXPECT_EQ(a.cuDeviceGetUuid_v2(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuDeviceGetUuid_v2(&u0, 5), CUDA_ERROR_INVALID_DEVICE);
+  });
+}
+
+TEST(CudaSimInit, EmptyDeviceListIsNoDevice) {
+  in_child({""}, [] { EXPECT_EQ(api().cuInit(0), CUDA_ERROR_NO_DEVICE); });
+}
+
+TEST(CudaSimInit, MalformedConfigurationRefusesInit) {
+  const std::string u = kUuid0;
+  for (std::string bad : {u, u + ":", u + ":0", u + ":12Q", u + ":-5", u + ":1G,", std::string("GPU-123:1G"), "," + u + ":1G", u + ":1G," + u + ":2G",
+                          std::string("XPU-11111111-2222-3333-4444-555555555555:1G"), u + ":99999999999999999999"}) {
+    in_child({bad.c_str()}, [&] {
+      EXPECT_EQ(api().cuInit(0), CUDA_ERROR_UNKNOWN) << bad;
+      int n = 0;
+      EXPECT_EQ(api().cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED) << bad;
+    });
+  }
+  in_child({"", "/nonexistent/tessera-cuda-sim"}, [] {
+    unsetenv("TESSERA_SIM_CUDA_DEVICES");
+    EXPECT_EQ(api().cuInit(0), CUDA_ERROR_UNKNOWN);
+  });
+}
+
+// ---------------------------------------------------------------- contexts
+
+TEST(CudaSimContext, WithoutACurrentContextMemoryCallsAreInvalidContext) {
+  in_child({}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    CUcontext cur = reinterpret_cast<CUcontext>(1);
+    EXPECT_EQ(a.cuCtxGetCurrent(&cur), CUDA_SUCCESS);  // [CH] no context: success, NULL
+    EXPECT_EQ(cur, nullptr);
+    CUdeviceptr p = 0;
+    std::size_t f = 0, t = 0;
+    CUdevice dev = 0;
+    EXPECT_EQ(a.cuMemAlloc_v2(&p, 1), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(a.cuMemGetInfo_v2(&f, &t), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(a.cuCtxGetDevice(&dev), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(a.cuMemFree_v2(0x7f0000000000ULL), CUDA_ERROR_INVALID_CONTEXT);
+  });
+}
+
+TEST(CudaSimContext, CreateMakesCurrentDestroyPopsAndInvalidates) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    CUcontext c = nullptr, cur = nullptr;
+    EXPECT_EQ(a.cuCtxCreate_v2(nullptr, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuCtxCreate_v2(&c, 0, 2), CUDA_ERROR_INVALID_DEVICE);
+    ASSERT_EQ(a.cuCtxCreate_v2(&c, 0, 1), CUDA_SUCCESS);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(a.cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    EXPECT_EQ(cur, c);
+    CUdevice dev = -1;
+    EXPECT_EQ(a.cuCtxGetDevice(&dev), CUDA_SUCCESS);
+    EXPECT_EQ(dev, 1);
+    EXPECT_EQ(a.cuCtxSetCurrent(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    EXPECT_EQ(cur, nullptr);
+    EXPECT_EQ(a.cuCtxSetCurrent(c), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuCtxDestroy_v2(c), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    EXPECT_EQ(cur, nullptr);
+    EXPECT_EQ(a.cuCtxSetCurrent(c), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(a.cuCtxDestroy_v2(c), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(a.cuCtxDestroy_v2(nullptr), CUDA_ERROR_INVALID_VALUE);
+    // _v3 and _v4 without their optional parameters create the same kind of context.
+    CUcontext c3 = nullptr, c4 = nullptr;
+    EXPECT_EQ(a.cuCtxCreate_v3(&c3, nullptr, 0, 0, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuCtxCreate_v4(&c4, nullptr, 0, 1), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuCtxGetDevice(&dev), CUDA_SUCCESS);
+    EXPECT_EQ(dev, 1);
+    EXPECT_NE(c3, c4);
+    EXPECT_NE(c3, c);  // a destroyed handle is never handed out again
+    EXPECT_NE(c4, c);
+    EXPECT_EQ(a.cuCtxDestroy(c4), CUDA_SUCCESS);  // the 2000 ABI is the same call
+    EXPECT_EQ(a.cuCtxDestroy_v2(c3), CUDA_SUCCESS);
+  });
+}
+
+TEST(CudaSimContext, DestroyFreesOnlyThatContextsMemory) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    CUcontext ca = context(0);
+    CUdeviceptr pa = 0, pb = 0;
+    ASSERT_EQ(a.cuMemAlloc_v2(&pa, 300 * kMiB), CUDA_SUCCESS);
+    CUcontext cb = context(0);
+    ASSERT_EQ(a.cuMemAlloc_v2(&pb, 200 * kMiB), CUDA_SUCCESS);
+    EXPECT_EQ(free_now(), 1 * kGiB - 500 * kMiB);
+    EXPECT_EQ(a.cuCtxDestroy_v2(ca), CUDA_SUCCESS);  // not current: cb stays current
+    CUcontext cur = nullptr;
+    EXPECT_EQ(a.cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    EXPECT_EQ(cur, cb);
+    EXPECT_EQ(free_now(), 1 * kGiB - 200 * kMiB);
+    EXPECT_EQ(a.cuMemFree_v2(pa), CUDA_ERROR_INVALID_VALUE);  // freed with its context
+    EXPECT_EQ(a.cuMemFree_v2(pb), CUDA_SUCCESS);
+    EXPECT_EQ(free_now(), 1 * kGiB);
+  });
+}
+
+TEST(CudaSimContext, PrimaryContextIsCountedAndFreedAtLastRelease) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    CUcontext p1 = nullptr, p2 = nullptr, cur = nullptr;
+    EXPECT_EQ(a.cuDevicePrimaryCtxRelease_v2(0), CUDA_ERROR_INVALID_CONTEXT);  // nothing retained
+    EXPECT_EQ(a.cuDevicePrimaryCtxRetain(&p1, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuDevicePrimaryCtxRetain(&p2, 0), CUDA_SUCCESS);
+    EXPECT_EQ(p1, p2);
+    EXPECT_EQ(a.cuDevicePrimaryCtxRetain(&p2, 9), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_EQ(a.cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    EXPECT_EQ(cur, nullptr);  // retaining does not make it current
+    ASSERT_EQ(a.cuCtxSetCurrent(p1), CUDA_SUCCESS);
+    CUdeviceptr p = 0;
+    ASSERT_EQ(a.cuMemAlloc_v2(&p, 100 * kMiB), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);  // one reference left
+    EXPECT_EQ(free_now(), 1 * kGiB - 100 * kMiB);
+    EXPECT_EQ(a.cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);  // the last: reset, memory freed
+    EXPECT_EQ(a.cuCtxSetCurrent(p1), CUDA_ERROR_INVALID_CONTEXT);
+    unsigned long long used = 1;
+    EXPECT_EQ(a.tesseraCudaSimUsage(0, nullptr, &used, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(used, 0u);
+    EXPECT_EQ(a.cuDevicePrimaryCtxRetain(&p2, 0), CUDA_SUCCESS);
+    EXPECT_EQ(p2, p1);  // the same handle, active again
+    EXPECT_EQ(a.cuCtxSetCurrent(p2), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE);
+  });
+}
+
+TEST(CudaSimContext, CurrentContextIsPerThread) {
+  in_child({}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    CUcontext c = context(0);
+    std::thread other([&] {
+      CUcontext cur = reinterpret_cast<CUcontext>(1);
+      EXPECT_EQ(a.cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+      EXPECT_EQ(cur, nullptr);
+      CUdeviceptr p = 0;
+      EXPECT_EQ(a.cuMemAlloc_v2(&p, 1), CUDA_ERROR_INVALID_CONTEXT);
+      EXPECT_EQ(a.cuCtxSetCurrent(c), CUDA_SUCCESS);
+      EXPECT_EQ(a.cuMemAlloc_v2(&p, kMiB), CUDA_SUCCESS);
+    });
+    other.join();
+    EXPECT_EQ(free_now(), 80 * kGiB - kMiB);  // the other thread's allocation, same context
+  });
+}
+
+// ---------------------------------------------------------------- memory
+
+TEST(CudaSimMemory, AllocAndFreeAreAccounted) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    CUdeviceptr p[3] = {};
+    for (auto& x : p) ASSERT_EQ(a.cuMemAlloc_v2(&x, 256 * kMiB), CUDA_SUCCESS);
+    EXPECT_NE(p[0], p[1]);
+    EXPECT_EQ(p[0] % 256, 0u);  // at least 256-byte aligned, as cudaMalloc
+    std::size_t f = 0, t = 0;
+    EXPECT_EQ(a.cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+    EXPECT_EQ(f, 1 * kGiB - 768 * kMiB);
+    EXPECT_EQ(t, 1 * kGiB);
+    unsigned long long mine = 0, all = 0, peak = 0;
+    EXPECT_EQ(a.tesseraCudaSimUsage(0, &mine, &all, &peak), CUDA_SUCCESS);
+    EXPECT_EQ(mine, 768 * kMiB);
+    EXPECT_EQ(all, 768 * kMiB);
+    EXPECT_EQ(peak, 768 * kMiB);
+    EXPECT_EQ(a.cuMemFree_v2(p[1]), CUDA_SUCCESS);
+    EXPECT_EQ(free_now(), 1 * kGiB - 512 * kMiB);
+    EXPECT_EQ(a.tesseraCudaSimUsage(0, &mine, &all, &peak), CUDA_SUCCESS);
+    EXPECT_EQ(mine, 512 * kMiB);
+    EXPECT_EQ(peak, 768 * kMiB);  // the high-water mark stays
+    // Exact sizes: 1 byte is charged as 1 byte.
+    CUdeviceptr one = 0;
+    ASSERT_EQ(a.cuMemAlloc_v2(&one, 1), CUDA_SUCCESS);
+    EXPECT_EQ(free_now(), 1 * kGiB - 512 * kMiB - 1);
+    EXPECT_EQ(a.cuMemFree_v2(one), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemFree_v2(p[0]), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemFree_v2(p[2]), CUDA_SUCCESS);
+    EXPECT_EQ(free_now(), 1 * kGiB);
+  });
+}
+
+TEST(CudaSimMemory, OutOfMemoryExactlyPastTheDevicesCapacity) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    CUdeviceptr p = 0, q = 0;
+    EXPECT_EQ(a.cuMemAlloc_v2(&p, 1 * kGiB + 1), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_EQ(free_now(), 1 * kGiB);  // a refusal charges nothing
+    ASSERT_EQ(a.cuMemAlloc_v2(&p, 1 * kGiB - 4096), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemAlloc_v2(&q, 4097), CUDA_ERROR_OUT_OF_MEMORY);
+    ASSERT_EQ(a.cuMemAlloc_v2(&q, 4096), CUDA_SUCCESS);  // exactly full
+    EXPECT_EQ(free_now(), 0u);
+    CUdeviceptr r = 0;
+    EXPECT_EQ(a.cuMemAlloc_v2(&r, 1), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_EQ(a.cuMemAlloc_v2(&r, SIZE_MAX), CUDA_ERROR_OUT_OF_MEMORY);
+    // The other device is untouched.
+    context(1);
+    EXPECT_EQ(free_now(), 2 * kGiB);
+    ASSERT_EQ(a.cuMemAlloc_v2(&r, 2 * kGiB), CUDA_SUCCESS);
+    EXPECT_EQ(free_now(), 0u);
+    unsigned long long used0 = 0;
+    EXPECT_EQ(a.tesseraCudaSimUsage(0, nullptr, &used0, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(used0, 1 * kGiB);
+    EXPECT_EQ(a.tesseraCudaSimUsage(2, nullptr, nullptr, nullptr), CUDA_ERROR_INVALID_DEVICE);
+  });
+}
+
+TEST(CudaSimMemory, InvalidValues) {
+  in_child({}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    CUdeviceptr p = 0;
+    EXPECT_EQ(a.cuMemAlloc_v2(nullptr, 16), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemAlloc_v2(&p, 0), CUDA_ERROR_INVALID_VALUE);  // [CH] bytesize 0
+    ASSERT_EQ(a.cuMemAlloc_v2(&p, 4 * kMiB), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemFree_v2(p + 512), CUDA_ERROR_INVALID_VALUE);  // inside, not the start
+    EXPECT_EQ(a.cuMemFree_v2(0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemFree_v2(0xdead0000ULL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(free_now(), 80 * kGiB - 4 * kMiB);  // none of those changed anything
+    EXPECT_EQ(a.cuMemFree_v2(p), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE);  // twice
+    EXPECT_EQ(free_now(), 80 * kGiB);
+    // A NULL output of cuMemGetInfo is left alone (design §3: OptiX passes free = NULL).
+    std::size_t f = 0, t = 0;
+    EXPECT_EQ(a.cuMemGetInfo_v2(nullptr, &t), CUDA_SUCCESS);
+    EXPECT_EQ(t, 80 * kGiB);
+    EXPECT_EQ(a.cuMemGetInfo_v2(&f, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(f, 80 * kGiB);
+    const char* s = nullptr;
+    EXPECT_EQ(a.cuGetErrorName(CUDA_SUCCESS, nullptr), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuGetErrorString(static_cast<CUresult>(12345), &s), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(s, nullptr);
+  });
+}
+
+TEST(CudaSimMemory, PitchIsWidthRoundedTo512AndChargesPitchTimesHeight) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    struct Case {
+      std::size_t width, height;
+      std::size_t pitch;
+    };
+    std::uint64_t charged = 0;
+    for (Case c : {Case{100, 10, 512}, Case{512, 3, 512}, Case{513, 7, 1024}, Case{4000, 1, 4096}}) {
+      CUdeviceptr p = 0;
+      std::size_t pitch = 0;
+      ASSERT_EQ(a.cuMemAllocPitch_v2(&p, &pitch, c.width, c.height, 4), CUDA_SUCCESS);
+      EXPECT_EQ(pitch, c.pitch) << c.width;
+      charged += c.pitch * c.height;
+      EXPECT_EQ(free_now(), 1 * kGiB - charged) << c.width;
+    }
+    CUdeviceptr p = 0;
+    std::size_t pitch = 0;
+    for (unsigned element : {0u, 1u, 2u, 3u, 12u, 32u})  // [CH] ElementSizeBytes is 4, 8 or 16
+      EXPECT_EQ(a.cuMemAllocPitch_v2(&p, &pitch, 64, 64, element), CUDA_ERROR_INVALID_VALUE) << element;
+    EXPECT_EQ(a.cuMemAllocPitch_v2(&p, &pitch, 64, 64, 8), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemAllocPitch_v2(&p, &pitch, 64, 64, 16), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemAllocPitch_v2(&p, &pitch, 0, 64, 4), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemAllocPitch_v2(&p, &pitch, 64, 0, 4), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemAllocPitch_v2(&p, nullptr, 64, 64, 4), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemAllocPitch_v2(&p, &pitch, 1 << 20, 1025, 4), CUDA_ERROR_OUT_OF_MEMORY);  // 1 GiB + 1 MiB
+    ASSERT_EQ(a.cuMemAllocPitch_v2(&p, &pitch, 1000, 1000, 4), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemFree_v2(p), CUDA_SUCCESS);  // a pitched allocation frees like any other
+  });
+}
+
+TEST(CudaSimMemory, The2000AbisUse32BitValues) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    unsigned int p = 0, q = 0, pitch = 0, f = 0, t = 0;
+    ASSERT_EQ(a.cuMemAlloc(&p, 1000), CUDA_SUCCESS);
+    EXPECT_NE(p, 0u);
+    ASSERT_EQ(a.cuMemAllocPitch(&q, &pitch, 100, 10, 8), CUDA_SUCCESS);
+    EXPECT_EQ(pitch, 512u);
+    EXPECT_EQ(a.cuMemGetInfo(&f, &t), CUDA_SUCCESS);
+    EXPECT_EQ(t, 1u << 30);
+    EXPECT_EQ(f, (1u << 30) - 1000u - 5120u);
+    EXPECT_EQ(a.cuMemFree(p), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemFree(q), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemFree(q), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(free_now(), 1 * kGiB);
+    // A 2 GiB device's figures do not fit 32 bits: the simulator saturates them.
+    context(1);
+    ASSERT_EQ(a.cuMemAlloc(&p, 1000), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemGetInfo(&f, &t), CUDA_SUCCESS);
+    EXPECT_EQ(t, 2u << 30);
+    EXPECT_EQ(f, (2u << 30) - 1000u);
+  });
+  in_child({}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    unsigned int f = 0, t = 0;
+    EXPECT_EQ(a.cuMemGetInfo(&f, &t), CUDA_SUCCESS);
+    EXPECT_EQ(t, UINT_MAX);
+    EXPECT_EQ(f, UINT_MAX);
+  });
+}
+
+// ---------------------------------------------------------------- processes
+
+TEST(CudaSimProcesses, ASharedDirectoryAddsUpEveryProcess) {
+  tessera::testing::TempDir dir;
+  in_child({nullptr, dir.path().c_str()}, [&] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    CUdeviceptr mine = 0;
+    ASSERT_EQ(a.cuMemAlloc_v2(&mine, 10 * kGiB), CUDA_SUCCESS);
+    int up[2], down[2];
+    ASSERT_EQ(pipe(up), 0);
+    ASSERT_EQ(pipe(down), 0);
+    pid_t other = spawn({nullptr, dir.path().c_str()}, [&] {
+      ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+      context(0);
+      EXPECT_EQ(free_now(), 70 * kGiB);  // the first process's 10 GiB
+      CUdeviceptr p = 0;
+      EXPECT_EQ(a.cuMemAlloc_v2(&p, 70 * kGiB + 1), CUDA_ERROR_OUT_OF_MEMORY);
+      ASSERT_EQ(a.cuMemAlloc_v2(&p, 20 * kGiB), CUDA_SUCCESS);
+      send(up[1]);
+      receive(down[0]);
+      EXPECT_EQ(free_now(), 80 * kGiB - 20 * kGiB - 6 * kGiB);  // the first freed 4 GiB meanwhile
+      EXPECT_EQ(a.cuMemFree_v2(p), CUDA_SUCCESS);
+    });
+    receive(up[0]);
+    EXPECT_EQ(free_now(), 50 * kGiB);
+    unsigned long long own = 0, all = 0, peak = 0;
+    EXPECT_EQ(a.tesseraCudaSimUsage(0, &own, &all, &peak), CUDA_SUCCESS);
+    EXPECT_EQ(own, 10 * kGiB);
+    EXPECT_EQ(all, 30 * kGiB);
+    EXPECT_EQ(peak, 30 * kGiB);
+    CUdeviceptr big = 0;
+    EXPECT_EQ(a.cuMemAlloc_v2(&big, 50 * kGiB + 1), CUDA_ERROR_OUT_OF_MEMORY);
+    ASSERT_EQ(a.cuMemFree_v2(mine), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemAlloc_v2(&mine, 6 * kGiB), CUDA_SUCCESS);
+    send(down[1]);
+    expect_exit_ok(other);
+    EXPECT_EQ(free_now(), 74 * kGiB);
+    EXPECT_EQ(a.tesseraCudaSimUsage(0, &own, &all, &peak), CUDA_SUCCESS);
+    EXPECT_EQ(all, 6 * kGiB);
+    EXPECT_EQ(peak, 30 * kGiB);
+  });
+}
+
+TEST(CudaSimProcesses, AProcessThatDiesHoldingMemoryGivesItBack) {
+  tessera::testing::TempDir dir;
+  in_child({nullptr, dir.path().c_str()}, [&] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    CUdeviceptr mine = 0;
+    ASSERT_EQ(a.cuMemAlloc_v2(&mine, 10 * kGiB), CUDA_SUCCESS);
+    int up[2], hold[2];
+    ASSERT_EQ(pipe(up), 0);
+    ASSERT_EQ(pipe(hold), 0);
+    pid_t victim = spawn({nullptr, dir.path().c_str()}, [&] {
+      ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+      context(0);
+      CUdeviceptr p = 0;
+      ASSERT_EQ(a.cuMemAlloc_v2(&p, 60 * kGiB), CUDA_SUCCESS);
+      send(up[1]);
+      receive(hold[0]);  // never comes: killed here
+    });
+    receive(up[0]);
+    EXPECT_EQ(free_now(), 10 * kGiB);
+    ASSERT_EQ(kill(victim, SIGKILL), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(victim, &status, 0), victim);
+    EXPECT_TRUE(WIFSIGNALED(status));
+    EXPECT_EQ(free_now(), 70 * kGiB);
+    // One that exits without freeing gives it back too.
+    pid_t leaver = spawn({nullptr, dir.path().c_str()}, [&] {
+      ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+      context(0);
+      CUdeviceptr p = 0;
+      ASSERT_EQ(a.cuMemAlloc_v2(&p, 70 * kGiB), CUDA_SUCCESS);
+    });
+    expect_exit_ok(leaver);
+    EXPECT_EQ(free_now(), 70 * kGiB);
+    unsigned long long peak = 0;
+    EXPECT_EQ(a.tesseraCudaSimUsage(0, nullptr, nullptr, &peak), CUDA_SUCCESS);
+    EXPECT_EQ(peak, 80 * kGiB);
+  });
+}
+
+TEST(CudaSimProcesses, WithoutADirectoryEachProcessIsAlone) {
+  in_child({}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    CUdeviceptr p = 0;
+    ASSERT_EQ(a.cuMemAlloc_v2(&p, 50 * kGiB), CUDA_SUCCESS);
+    expect_exit_ok(spawn({}, [&] {
+      ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+      context(0);
+      EXPECT_EQ(free_now(), 80 * kGiB);
+      CUdeviceptr q = 0;
+      EXPECT_EQ(a.cuMemAlloc_v2(&q, 50 * kGiB), CUDA_SUCCESS);
+    }));
+    EXPECT_EQ(free_now(), 30 * kGiB);
+  });
+}
+
+TEST(CudaSimProcesses, AForkedChildStartsUninitialisedWithNothingOfItsParent) {
+  tessera::testing::TempDir dir;
+  in_child({nullptr, dir.path().c_str()}, [&] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    CUcontext parent_ctx = context(0);
+    CUdeviceptr p = 0;
+    ASSERT_EQ(a.cuMemAlloc_v2(&p, 5 * kGiB), CUDA_SUCCESS);
+    expect_exit_ok(spawn({nullptr, dir.path().c_str()}, [&] {
+      CUcontext cur = nullptr;
+      CUdeviceptr q = 0;
+      EXPECT_EQ(a.cuCtxGetCurrent(&cur), CUDA_ERROR_NOT_INITIALIZED);
+      EXPECT_EQ(a.cuMemAlloc_v2(&q, 1), CUDA_ERROR_NOT_INITIALIZED);
+      ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+      EXPECT_EQ(a.cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+      EXPECT_EQ(cur, nullptr);
+      EXPECT_EQ(a.cuCtxSetCurrent(parent_ctx), CUDA_ERROR_INVALID_CONTEXT);
+      CUcontext mine = context(0);
+      EXPECT_NE(mine, parent_ctx);
+      EXPECT_EQ(a.cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE);  // the parent's pointer
+      EXPECT_EQ(free_now(), 75 * kGiB);                        // the parent still holds its 5 GiB
+      unsigned long long own = 1;
+      EXPECT_EQ(a.tesseraCudaSimUsage(0, &own, nullptr, nullptr), CUDA_SUCCESS);
+      EXPECT_EQ(own, 0u);
+    }));
+    EXPECT_EQ(free_now(), 75 * kGiB);
+    EXPECT_EQ(a.cuMemFree_v2(p), CUDA_SUCCESS);
+    EXPECT_EQ(free_now(), 80 * kGiB);
+  });
+}
+
+// ---------------------------------------------------------------- cuGetProcAddress
+
+using GetProcAddressV2 = decltype(cuGetProcAddress_v2);
+using GetProcAddressV1 = decltype(cuGetProcAddress);
+
+// What the runtime does (design §1): dlsym only cuGetProcAddress_v2, ask it
+// for "cuGetProcAddress" (11030, flags 0), then fetch the rest through that.
+TEST(CudaSimProcAddress, TheRuntimesBootstrapPathWorks) {
+  in_child({devices2().c_str()}, [] {
+    auto* v2 = sym<GetProcAddressV2>("cuGetProcAddress_v2");
+    ASSERT_NE(v2, nullptr);
+    void* fn = nullptr;
+    ASSERT_EQ(v2("cuGetProcAddress", &fn, 11030, CU_GET_PROC_ADDRESS_DEFAULT, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(fn, dlsym(library(), "cuGetProcAddress"));
+    auto* get = reinterpret_cast<GetProcAddressV1*>(fn);
+    auto fetch = [&](const char* name) {
+      void* f = nullptr;
+      EXPECT_EQ(get(name, &f, 12080, CU_GET_PROC_ADDRESS_DEFAULT), CUDA_SUCCESS) << name;
+      EXPECT_NE(f, nullptr) << name;
+      return f;
+    };
+    auto* init = reinterpret_cast<decltype(&cuInit)>(fetch("cuInit"));
+    auto* create = reinterpret_cast<decltype(&cuCtxCreate_v4)>(fetch("cuCtxCreate"));  // 12050's _v4 at 12080
+    auto* alloc = reinterpret_cast<decltype(&cuMemAlloc_v2)>(fetch("cuMemAlloc"));
+    auto* info = reinterpret_cast<decltype(&cuMemGetInfo_v2)>(fetch("cuMemGetInfo"));
+    auto* release = reinterpret_cast<decltype(&cuMemFree_v2)>(fetch("cuMemFree"));
+    ASSERT_EQ(init(0), CUDA_SUCCESS);
+    CUcontext ctx = nullptr;
+    ASSERT_EQ(create(&ctx, nullptr, 0, 1), CUDA_SUCCESS);
+    CUdeviceptr p = 0;
+    ASSERT_EQ(alloc(&p, 512 * kMiB), CUDA_SUCCESS);
+    std::size_t f = 0, t = 0;
+    ASSERT_EQ(info(&f, &t), CUDA_SUCCESS);
+    EXPECT_EQ(t, 2 * kGiB);
+    EXPECT_EQ(f, 2 * kGiB - 512 * kMiB);
+    EXPECT_EQ(release(p), CUDA_SUCCESS);
+    ASSERT_EQ(info(&f, &t), CUDA_SUCCESS);
+    EXPECT_EQ(f, 2 * kGiB);
+    // "cuGetProcAddress" from 12000 on is the _v2 ABI, which works the same way.
+    ASSERT_EQ(v2("cuGetProcAddress", &fn, 12000, 0, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(fn, reinterpret_cast<void*>(v2));
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    void* again = nullptr;
+    EXPECT_EQ(reinterpret_cast<GetProcAddressV2*>(fn)("cuMemAlloc", &again, 13000, 0, &status), CUDA_SUCCESS);
+    EXPECT_EQ(again, reinterpret_cast<void*>(alloc));
+    EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS);
+    // Before 11030 there was no cuGetProcAddress.
+    EXPECT_EQ(v2("cuGetProcAddress", &fn, 11020, 0, &status), CUDA_SUCCESS);
+    EXPECT_EQ(fn, nullptr);
+    EXPECT_EQ(status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  });
+}
+
+// Every base name: the variant introduced at or before the requested version,
+// by the versions of design §1's table and [CH]; each the exported function.
+TEST(CudaSimProcAddress, EachBaseNameGivesTheNewestVariantAtOrBeforeTheVersion) {
+  struct Row {
+    const char* base;
+    const char* exported;
+    int from;  // first version this variant answers
+    int until; // last version it answers (the next variant's first, minus 10), or 13000
+  };
+  const Row rows[] = {
+      {"cuInit", "cuInit", 2000, 13000},
+      {"cuDriverGetVersion", "cuDriverGetVersion", 2020, 13000},
+      {"cuDeviceGetCount", "cuDeviceGetCount", 2000, 13000},
+      {"cuDeviceGet", "cuDeviceGet", 2000, 13000},
+      {"cuDeviceGetName", "cuDeviceGetName", 2000, 13000},
+      {"cuDeviceGetUuid", "cuDeviceGetUuid", 9020, 11030},
+      {"cuDeviceGetUuid", "cuDeviceGetUuid_v2", 11040, 13000},
+      {"cuDeviceTotalMem", "cuDeviceTotalMem", 2000, 3010},
+      {"cuDeviceTotalMem", "cuDeviceTotalMem_v2", 3020, 13000},
+      {"cuCtxCreate", "cuCtxCreate_v2", 3020, 11030},
+      {"cuCtxCreate", "cuCtxCreate_v3", 11040, 12040},
+      {"cuCtxCreate", "cuCtxCreate_v4", 12050, 13000},
+      {"cuCtxDestroy", "cuCtxDestroy", 2000, 3999},
+      {"cuCtxDestroy", "cuCtxDestroy_v2", 4000, 13000},
+      {"cuCtxSetCurrent", "cuCtxSetCurrent", 4000, 13000},
+      {"cuCtxGetCurrent", "cuCtxGetCurrent", 4000, 13000},
+      {"cuCtxGetDevice", "cuCtxGetDevice", 2000, 13000},
+      {"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, 13000},
+      {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease", 7000, 10020},
+      {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000, 13000},
+      {"cuMemGetInfo", "cuMemGetInfo", 2000, 3010},
+      {"cuMemGetInfo", "cuMemGetInfo_v2", 3020, 13000},
+      {"cuMemAlloc", "cuMemAlloc", 2000, 3010},
+      {"cuMemAlloc", "cuMemAlloc_v2", 3020, 13000},
+      {"cuMemFree", "cuMemFree", 2000, 3010},
+      {"cuMemFree", "cuMemFree_v2", 3020, 13000},
+      {"cuMemAllocPitch", "cuMemAllocPitch", 2000, 3010},
+      {"cuMemAllocPitch", "cuMemAllocPitch_v2", 3020, 13000},
+      {"cuGetErrorName", "cuGetErrorName", 6000, 13000},
+      {"cuGetErrorString", "cuGetErrorString", 6000, 13000},
+      {"cuGetProcAddress", "cuGetProcAddress", 11030, 11090},
+      {"cuGetProcAddress", "cuGetProcAddress_v2", 12000, 13000},
+  };
+  in_child({}, [&] {
+    auto* get = sym<GetProcAddressV2>("cuGetProcAddress_v2");
+    ASSERT_NE(get, nullptr);
+    std::set<void*> seen;
+    for (const Row& r : rows) {
+      void* want = dlsym(library(), r.exported);
+      ASSERT_NE(want, nullptr) << r.exported;
+      EXPECT_TRUE(seen.insert(want).second) << r.exported << ": every variant is a distinct function";
+      for (int version : {r.from, r.until}) {
+        for (cuuint64_t flags : {CU_GET_PROC_ADDRESS_DEFAULT, CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+                                 CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM}) {
+          void* fn = nullptr;
+          auto status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+          EXPECT_EQ(get(r.base, &fn, version, flags, &status), CUDA_SUCCESS) << r.base << " " << version;
+          // No base name here has a _ptsz variant: per-thread requests get the legacy one.
+          EXPECT_EQ(fn, want) << r.base << " at " << version << " flags " << flags << " wants " << r.exported;
+          EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS) << r.base << " " << version;
+        }
+      }
+    }
+    // Below a base name's first variant: found, version not sufficient, NULL.
+    for (auto [base, version] : {std::pair{"cuDeviceGetUuid", 9010}, std::pair{"cuCtxCreate", 3010},
+                                 std::pair{"cuDevicePrimaryCtxRetain", 6050}, std::pair{"cuDriverGetVersion", 2010}}) {
+      void* fn = reinterpret_cast<void*>(1);
+      auto status = CU_GET_PROC_ADDRESS_SUCCESS;
+      EXPECT_EQ(get(base, &fn, version, 0, &status), CUDA_SUCCESS) << base;
+      EXPECT_EQ(fn, nullptr) << base;
+      EXPECT_EQ(status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) << base;
+    }
+  });
+}
+
+TEST(CudaSimProcAddress, UnknownNamesFlagsAndVersionsAndANullStatus) {
+  in_child({}, [] {
+    auto* v2 = sym<GetProcAddressV2>("cuGetProcAddress_v2");
+    auto* v1 = sym<GetProcAddressV1>("cuGetProcAddress");
+    ASSERT_NE(v2, nullptr);
+    ASSERT_NE(v1, nullptr);
+    // [CH]: an unknown symbol is CUDA_SUCCESS with *pfn = NULL and SYMBOL_NOT_FOUND
+    // (versioned names are not base names; cuMemAllocAsync is not simulated yet).
+    for (const char* name : {"cuNoSuchFunction", "cuMemAlloc_v2", "cuMemAllocAsync", ""}) {
+      void* fn = reinterpret_cast<void*>(1);
+      auto status = CU_GET_PROC_ADDRESS_SUCCESS;
+      EXPECT_EQ(v2(name, &fn, 13000, 0, &status), CUDA_SUCCESS) << name;
+      EXPECT_EQ(fn, nullptr) << name;
+      EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) << name;
+      fn = reinterpret_cast<void*>(1);
+      EXPECT_EQ(v2(name, &fn, 13000, 0, nullptr), CUDA_SUCCESS) << name;  // NULL status: accepted
+      EXPECT_EQ(fn, nullptr) << name;
+      fn = reinterpret_cast<void*>(1);
+      EXPECT_EQ(v1(name, &fn, 13000, 0), CUDA_SUCCESS) << name;
+      EXPECT_EQ(fn, nullptr) << name;
+    }
+    void* fn = nullptr;
+    EXPECT_EQ(v2("cuMemAlloc", &fn, 13000, 0, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(fn, dlsym(library(), "cuMemAlloc_v2"));
+    // [CH]: a version above the driver's (13000) is INVALID_VALUE.
+    auto status = CU_GET_PROC_ADDRESS_SUCCESS;
+    EXPECT_EQ(v2("cuMemAlloc", &fn, 13010, 0, &status), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(v1("cuMemAlloc", &fn, 13010, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(v2(nullptr, &fn, 13000, 0, &status), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(v2("cuMemAlloc", nullptr, 13000, 0, &status), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(v2("cuMemAlloc", &fn, 13000, 3, &status), CUDA_ERROR_INVALID_VALUE);  // sim: not a documented flag
+    EXPECT_EQ(v2("cuMemAlloc", &fn, 13000, 4, &status), CUDA_ERROR_INVALID_VALUE);
+  });
+}
+
+TEST(CudaSimProcAddress, OnlyImplementedNamesAreExported) {
+  for (const char* name : {"cuCtxCreate", "cuMemAllocAsync", "cuMemCreate", "cuArrayCreate_v2", "cuGetExportTable",
+                           "nvmlInit_v2"})
+    EXPECT_EQ(dlsym(library(), name), nullptr) << name;
+  EXPECT_NE(dlsym(library(), "tesseraCudaSimUsage"), nullptr);
+  Dl_info info{};
+  ASSERT_NE(dladdr(dlsym(library(), "cuInit"), &info), 0);
+  EXPECT_NE(std::string(info.dli_fname).find("libcuda.so.1"), std::string::npos) << info.dli_fname;
+}
+
+TEST(CudaSimProcAddress, ErrorNamesAndStringsForEveryCodeItReturns) {
+  const std::pair<CUresult, const char*> codes[] = {
+      {CUDA_SUCCESS, "CUDA_SUCCESS"},
+      {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE"},
+      {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY"},
+      {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED"},
+      {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE"},
+      {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE"},
+      {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT"},
+      {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED"},
+      {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN"},
+  };
+  in_child({}, [&] {
+    for (auto [code, name] : codes) {
+      const char* s = nullptr;
+      EXPECT_EQ(api().cuGetErrorName(code, &s), CUDA_SUCCESS) << name;
+      EXPECT_STREQ(s, name);
+      s = nullptr;
+      EXPECT_EQ(api().cuGetErrorString(code, &s), CUDA_SUCCESS) << name;
+      ASSERT_NE(s, nullptr) << name;
+      EXPECT_GT(std::strlen(s), 0u) << name;
+    }
+    const char* s = nullptr;
+    EXPECT_EQ(api().cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
+    EXPECT_STREQ(s, "out of memory");
+  });
+}
+
+}  // namespace
