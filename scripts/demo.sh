@@ -24,8 +24,21 @@ echo
 "$bin" catalog --gpu A100-SXM4-80GB
 
 step "NVIDIA's default mig-parted configs, checked entry by entry against the catalog"
-"$bin" mig validate -f "$defaults"
-"$bin" mig validate -f "$operator_configmap"
+# Warnings are summed up: NVIDIA's files name boards and profiles the catalog
+# does not know (B300, RTX PRO), which tessera reports without failing.
+validate_all() {
+  local warnings=$work/warnings.txt
+  if ! "$bin" mig validate -f "$1" 2>"$warnings"; then
+    cat "$warnings" >&2
+    return 1
+  fi
+  if [[ -s $warnings ]]; then
+    echo "  ($(wc -l <"$warnings") warnings, such as:)"
+    head -2 "$warnings" | sed 's/^/  /'
+  fi
+}
+validate_all "$defaults"
+validate_all "$operator_configmap"
 "$bin" mig validate -f "$defaults" -c all-balanced --gpu H100-80GB
 
 step "The example config on an A100-80GB: one layout fits, one asks for a profile the GPU lacks"
