@@ -71,7 +71,6 @@ void EventWatch::run() {
     }
     auto ev = set_.wait(static_cast<unsigned int>(options_.wait_timeout.count()));
     if (!ev && ev.error().code != abi::NVML_ERROR_TIMEOUT) {
-      ++failed_waits_;
       if (failures_in_a_row++ == 0)
         spdlog::error("NVML event wait failed: {}; marking {} GPUs Unhealthy, retrying with backoff",
                       ev.error().message(), gpus_.size());

@@ -45,8 +45,6 @@ class EventWatch {
   EventWatch(const EventWatch&) = delete;
   EventWatch& operator=(const EventWatch&) = delete;
 
-  uint64_t failed_waits() const { return failed_waits_.load(); }
-
  private:
   // A watched GPU: its handle, and its UUID read once at the start (a GPU
   // that fell off the bus can no longer say it).
@@ -63,7 +61,6 @@ class EventWatch {
   std::vector<Watched> gpus_;
   EventSinks sinks_;
   EventWatchOptions options_;
-  std::atomic<uint64_t> failed_waits_{0};
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;
