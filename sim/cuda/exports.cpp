@@ -11,6 +11,17 @@ using namespace tessera_cuda_sim;
 
 namespace {
 
+// Runs `body` with the driver locked, after the check every entry point but
+// cuInit, cuDriverGetVersion and the lookups makes first: [CH] cuInit, every
+// call before it is CUDA_ERROR_NOT_INITIALIZED.
+template <class Body>
+CUresult initialized(Body&& body) {
+  auto& d = driver();
+  std::lock_guard lock(d.mu);
+  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  return body(d);
+}
+
 bool valid_device(const Driver& d, CUdevice dev) {
   return dev >= 0 && static_cast<std::size_t>(dev) < d.devices.size();
 }
@@ -19,59 +30,54 @@ bool valid_device(const Driver& d, CUdevice dev) {
 unsigned int saturate32(std::uint64_t v) { return v > UINT_MAX ? UINT_MAX : static_cast<unsigned int>(v); }
 
 CUresult ctx_create(CUcontext* pctx, unsigned int flags, CUdevice dev) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;    // [CH] cuInit: every call before it
-  if (!pctx) return CUDA_ERROR_INVALID_VALUE;               // [CH]
-  if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;  // [CH]
-  (void)flags;                                              // sim: scheduling flags change nothing here
-  Context* c = d.create_context(dev);
-  d.thread_stack().push_back(c);  // [CH] cuCtxCreate: the new context is current to the calling thread
-  *pctx = reinterpret_cast<CUcontext>(c);
-  return CUDA_SUCCESS;
+  return initialized([&](Driver& d) {
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;               // [CH]
+    if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;  // [CH]
+    (void)flags;                                              // sim: scheduling flags change nothing here
+    Context* c = d.create_context(dev);
+    d.thread_stack().push_back(c);  // [CH] cuCtxCreate: the new context is current to the calling thread
+    *pctx = reinterpret_cast<CUcontext>(c);
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult ctx_destroy(CUcontext ctx) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!ctx) return CUDA_ERROR_INVALID_VALUE;
-  auto* c = reinterpret_cast<Context*>(ctx);
-  if (!d.is_live(c) || c->primary) return CUDA_ERROR_INVALID_CONTEXT;  // sim: primary ones go by release
-  // [CH] cuCtxDestroy: a context current to the calling thread is popped.
-  auto& s = d.thread_stack();
-  if (!s.empty() && s.back() == c) s.pop_back();
-  return d.destroy_context(c);
+  return initialized([&](Driver& d) {
+    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    auto* c = reinterpret_cast<Context*>(ctx);
+    if (!d.is_live(c) || c->primary) return CUDA_ERROR_INVALID_CONTEXT;  // sim: primary ones go by release
+    // [CH] cuCtxDestroy: a context current to the calling thread is popped.
+    auto& s = d.thread_stack();
+    if (!s.empty() && s.back() == c) s.pop_back();
+    return d.destroy_context(c);
+  });
 }
 
 CUresult primary_release(CUdevice dev) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
-  if (d.primary_refs(dev) == 0) return CUDA_ERROR_INVALID_CONTEXT;  // sim: nothing retained
-  // [CH] the last release resets the primary context, freeing its memory (design §1).
-  if (--d.primary_refs(dev) == 0) return d.destroy_context(d.primary(dev));
-  return CUDA_SUCCESS;
+  return initialized([&](Driver& d) {
+    if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
+    if (d.primary_refs(dev) == 0) return CUDA_ERROR_INVALID_CONTEXT;  // sim: nothing retained
+    // [CH] the last release resets the primary context, freeing its memory (design §1).
+    if (--d.primary_refs(dev) == 0) return d.destroy_context(d.primary(dev));
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult device_uuid(CUuuid* uuid, CUdevice dev) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!uuid) return CUDA_ERROR_INVALID_VALUE;
-  if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
-  std::memcpy(uuid->bytes, d.devices[static_cast<std::size_t>(dev)].uuid, 16);
-  return CUDA_SUCCESS;
+  return initialized([&](Driver& d) {
+    if (!uuid) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
+    std::memcpy(uuid->bytes, d.devices[static_cast<std::size_t>(dev)].uuid, 16);
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult total_mem(std::uint64_t& bytes, CUdevice dev) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
-  bytes = d.devices[static_cast<std::size_t>(dev)].bytes;
-  return CUDA_SUCCESS;
+  return initialized([&](Driver& d) {
+    if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
+    bytes = d.devices[static_cast<std::size_t>(dev)].bytes;
+    return CUDA_SUCCESS;
+  });
 }
 
 // free and total of the current context's device: total is the device's
@@ -79,27 +85,25 @@ CUresult total_mem(std::uint64_t& bytes, CUdevice dev) {
 // context itself costs nothing). [CH] needs a current context; a NULL output
 // is left alone (design §3: OptiX passes free = NULL).
 CUresult mem_info(std::uint64_t* free_bytes, std::uint64_t* total_bytes) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  Context* c = d.current();
-  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-  Usage u;
-  if (CUresult r = d.usage(c->device, u); r != CUDA_SUCCESS) return r;
-  const std::uint64_t total = d.devices[static_cast<std::size_t>(c->device)].bytes;
-  if (free_bytes) *free_bytes = u.device >= total ? 0 : total - u.device;
-  if (total_bytes) *total_bytes = total;
-  return CUDA_SUCCESS;
+  return initialized([&](Driver& d) {
+    Context* c = d.current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    Usage u;
+    if (CUresult r = d.usage(c->device, u); r != CUDA_SUCCESS) return r;
+    const std::uint64_t total = d.devices[static_cast<std::size_t>(c->device)].bytes;
+    if (free_bytes) *free_bytes = u.device >= total ? 0 : total - u.device;
+    if (total_bytes) *total_bytes = total;
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult mem_alloc(CUdeviceptr* dptr, std::uint64_t bytes, bool low) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;  // [CH] cuMemAlloc: bytesize 0 is INVALID_VALUE
-  Context* c = d.current();
-  if (!c) return CUDA_ERROR_INVALID_CONTEXT;  // [CH]
-  return d.allocate(c, bytes, low, *dptr);    // OUT_OF_MEMORY past the device's memory [CH]
+  return initialized([&](Driver& d) {
+    if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;  // [CH] cuMemAlloc: bytesize 0 is INVALID_VALUE
+    Context* c = d.current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;  // [CH]
+    return d.allocate(c, bytes, low, *dptr);    // OUT_OF_MEMORY past the device's memory [CH]
+  });
 }
 
 // Pitch rule (sim): the pitch is WidthInBytes rounded up to 512 bytes and the
@@ -107,27 +111,25 @@ CUresult mem_alloc(CUdeviceptr* dptr, std::uint64_t bytes, bool low) {
 // device check measures it. [CH]: ElementSizeBytes may be 4, 8 or 16.
 CUresult mem_alloc_pitch(CUdeviceptr* dptr, std::uint64_t* pitch, std::uint64_t width, std::uint64_t height,
                          unsigned int element, bool low) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!dptr || !pitch || width == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
-  if (element != 4 && element != 8 && element != 16) return CUDA_ERROR_INVALID_VALUE;
-  Context* c = d.current();
-  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-  const std::uint64_t p = (width + 511) / 512 * 512;
-  if (p < width || height > UINT64_MAX / p) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (low && (p > UINT_MAX || p * height > UINT_MAX)) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (CUresult r = d.allocate(c, p * height, low, *dptr); r != CUDA_SUCCESS) return r;
-  *pitch = p;
-  return CUDA_SUCCESS;
+  return initialized([&](Driver& d) {
+    if (!dptr || !pitch || width == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (element != 4 && element != 8 && element != 16) return CUDA_ERROR_INVALID_VALUE;
+    Context* c = d.current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    const std::uint64_t p = (width + 511) / 512 * 512;
+    if (p < width || height > UINT64_MAX / p) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (low && (p > UINT_MAX || p * height > UINT_MAX)) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (CUresult r = d.allocate(c, p * height, low, *dptr); r != CUDA_SUCCESS) return r;
+    *pitch = p;
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult mem_free(CUdeviceptr p) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!d.current()) return CUDA_ERROR_INVALID_CONTEXT;  // [CH] lists INVALID_CONTEXT
-  return d.free(p);                                     // INVALID_VALUE for an address it did not return
+  return initialized([&](Driver& d) {
+    if (!d.current()) return CUDA_ERROR_INVALID_CONTEXT;  // [CH] lists INVALID_CONTEXT
+    return d.free(p);                                     // INVALID_VALUE for an address it did not return
+  });
 }
 
 }  // namespace
@@ -147,36 +149,33 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuDriverGetVersion(int* driverVersion) {
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetCount(int* count) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!count) return CUDA_ERROR_INVALID_VALUE;
-  *count = static_cast<int>(d.devices.size());
-  return CUDA_SUCCESS;
+  return initialized([&](Driver& d) {
+    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    *count = static_cast<int>(d.devices.size());
+    return CUDA_SUCCESS;
+  });
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!device) return CUDA_ERROR_INVALID_VALUE;
-  if (!valid_device(d, ordinal)) return CUDA_ERROR_INVALID_DEVICE;  // [CH]
-  *device = ordinal;
-  return CUDA_SUCCESS;
+  return initialized([&](Driver& d) {
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(d, ordinal)) return CUDA_ERROR_INVALID_DEVICE;  // [CH]
+    *device = ordinal;
+    return CUDA_SUCCESS;
+  });
 }
 
 // sim: every device is named "Tessera Simulated GPU", truncated to len - 1.
 TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-  if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
-  static constexpr char kName[] = "Tessera Simulated GPU";
-  std::size_t n = std::min(sizeof kName - 1, static_cast<std::size_t>(len) - 1);
-  std::memcpy(name, kName, n);
-  name[n] = '\0';
-  return CUDA_SUCCESS;
+  return initialized([&](Driver& d) {
+    if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
+    static constexpr char kName[] = "Tessera Simulated GPU";
+    std::size_t n = std::min(sizeof kName - 1, static_cast<std::size_t>(len) - 1);
+    std::memcpy(name, kName, n);
+    name[n] = '\0';
+    return CUDA_SUCCESS;
+  });
 }
 
 // Two distinct functions; the simulator has no MIG mode, so both give the configured UUID.
@@ -223,54 +222,50 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) { return ctx_des
 // [CH] replaces the top of the thread's context stack, or pushes onto an
 // empty one; NULL pops (a no-op on an empty stack).
 TESSERA_CUDA_SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  auto* c = reinterpret_cast<Context*>(ctx);
-  auto& s = d.thread_stack();
-  if (!c) {
-    if (!s.empty()) s.pop_back();
+  return initialized([&](Driver& d) {
+    auto* c = reinterpret_cast<Context*>(ctx);
+    auto& s = d.thread_stack();
+    if (!c) {
+      if (!s.empty()) s.pop_back();
+      return CUDA_SUCCESS;
+    }
+    if (!d.is_live(c)) return CUDA_ERROR_INVALID_CONTEXT;
+    if (s.empty()) s.push_back(c);
+    else s.back() = c;
     return CUDA_SUCCESS;
-  }
-  if (!d.is_live(c)) return CUDA_ERROR_INVALID_CONTEXT;
-  if (s.empty()) s.push_back(c);
-  else s.back() = c;
-  return CUDA_SUCCESS;
+  });
 }
 
 // [CH] no current context: CUDA_SUCCESS with *pctx = NULL.
 TESSERA_CUDA_SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext* pctx) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
-  *pctx = reinterpret_cast<CUcontext>(d.current());
-  return CUDA_SUCCESS;
+  return initialized([&](Driver& d) {
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    *pctx = reinterpret_cast<CUcontext>(d.current());
+    return CUDA_SUCCESS;
+  });
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!device) return CUDA_ERROR_INVALID_VALUE;
-  Context* c = d.current();
-  if (!c) return CUDA_ERROR_INVALID_CONTEXT;  // [CH]
-  *device = c->device;
-  return CUDA_SUCCESS;
+  return initialized([&](Driver& d) {
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    Context* c = d.current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;  // [CH]
+    *device = c->device;
+    return CUDA_SUCCESS;
+  });
 }
 
 // [CH] retains (activating on first retain) without making it current; the
 // handle is the same for every retain.
 TESSERA_CUDA_SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
-  if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
-  Context* c = d.primary(dev);
-  if (d.primary_refs(dev)++ == 0) d.activate(c);
-  *pctx = reinterpret_cast<CUcontext>(c);
-  return CUDA_SUCCESS;
+  return initialized([&](Driver& d) {
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
+    Context* c = d.primary(dev);
+    if (d.primary_refs(dev)++ == 0) d.activate(c);
+    *pctx = reinterpret_cast<CUcontext>(c);
+    return CUDA_SUCCESS;
+  });
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return primary_release(dev); }
@@ -333,14 +328,13 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, std::size
 TESSERA_CUDA_SIM_EXPORT CUresult tesseraCudaSimUsage(int ordinal, unsigned long long* process_bytes,
                                                      unsigned long long* device_bytes,
                                                      unsigned long long* device_peak) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!valid_device(d, ordinal)) return CUDA_ERROR_INVALID_DEVICE;
-  Usage u;
-  if (CUresult r = d.usage(ordinal, u); r != CUDA_SUCCESS) return r;
-  if (process_bytes) *process_bytes = u.process;
-  if (device_bytes) *device_bytes = u.device;
-  if (device_peak) *device_peak = u.peak;
-  return CUDA_SUCCESS;
+  return initialized([&](Driver& d) {
+    if (!valid_device(d, ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+    Usage u;
+    if (CUresult r = d.usage(ordinal, u); r != CUDA_SUCCESS) return r;
+    if (process_bytes) *process_bytes = u.process;
+    if (device_bytes) *device_bytes = u.device;
+    if (device_peak) *device_peak = u.peak;
+    return CUDA_SUCCESS;
+  });
 }
