@@ -106,6 +106,20 @@ void patch(const std::string& path, std::size_t offset, const void* data, std::s
   ::close(fd);
 }
 
+// A child that opens the ledger in `dir`, charges `bytes` on device 0, says so
+// on `ready`, and holds them until every write end of `hold` is closed (then
+// exits normally, releasing them) or it is killed. Exit code 1 if it could not.
+pid_t spawn_holder(const TempDir& dir, std::uint64_t bytes, const Pipe& ready, Pipe& hold) {
+  return spawn([&] {
+    hold.close_write();
+    Ledger mine;
+    if (!mine.open(options_for(dir.path())) || mine.charge(0, bytes).status != Status::ok) return 1;
+    ready.put("x", 1);
+    hold.wait_eof();
+    return 0;
+  });
+}
+
 // A ledger created by a process that has since exited normally.
 std::string make_ledger(const TempDir& dir) {
   Ledger ledger;
@@ -120,16 +134,8 @@ TEST(LedgerCharge, TwoProcessesAddUpAndAThirdIsRefusedWithTheNumbers) {
   EXPECT_EQ(ledger.quota(0), 1000u);
   Pipe ready, go;
   std::vector<pid_t> children;
-  for (const std::uint64_t bytes : {400u, 500u}) {
-    children.push_back(spawn([&] {
-      go.close_write();
-      Ledger mine;
-      if (!mine.open(options_for(dir.path())) || mine.charge(0, bytes).status != Status::ok) return 1;
-      ready.put("x", 1);
-      go.wait_eof();
-      return 0;  // normal exit: the destructor releases the slot and its charges
-    }));
-  }
+  // They exit normally when `go` closes: each destructor releases its slot and charges.
+  for (const std::uint64_t bytes : {400u, 500u}) children.push_back(spawn_holder(dir, bytes, ready, go));
   char two[2];
   ASSERT_TRUE(ready.get(two, 2));
   EXPECT_EQ(ledger.usage(0), 900u);
@@ -173,14 +179,7 @@ TEST(LedgerCharge, UnchargeNeverUnderflowsNorTakesAnotherProcesssCharges) {
   EXPECT_EQ(ledger.usage(0), 0u);
 
   Pipe ready, go;
-  const pid_t child = spawn([&] {
-    go.close_write();
-    Ledger mine;
-    if (!mine.open(options_for(dir.path())) || mine.charge(0, 300).status != Status::ok) return 1;
-    ready.put("x", 1);
-    go.wait_eof();
-    return 0;
-  });
+  const pid_t child = spawn_holder(dir, 300, ready, go);
   char c;
   ASSERT_TRUE(ready.get(&c, 1));
   out = ledger.uncharge(0, 50);
@@ -289,14 +288,7 @@ TEST(LedgerCrash, DeadProcessesSlotIsReclaimedWhenNeeded) {
   Ledger ledger;
   ASSERT_TRUE(ledger.open(options_for(dir.path()))) << ledger.message();
   Pipe ready, never;
-  const pid_t child = spawn([&] {
-    never.close_write();
-    Ledger mine;
-    if (!mine.open(options_for(dir.path())) || mine.charge(0, 600).status != Status::ok) return 1;
-    ready.put("x", 1);
-    never.wait_eof();
-    return 0;
-  });
+  const pid_t child = spawn_holder(dir, 600, ready, never);
   char c;
   ASSERT_TRUE(ready.get(&c, 1));
   kill(child, SIGKILL);

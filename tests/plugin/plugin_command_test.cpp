@@ -71,15 +71,22 @@ size_t occurrences(const std::string& text, const std::string& what) {
   return n;
 }
 
-// `tessera plugin` on the node's two whole GPUs, with `extra` arguments and
-// info logs, once both GPUs are advertised Healthy.
-std::unique_ptr<Process> start_whole_gpu_plugin(SimNode& n, const std::vector<std::string>& extra) {
-  auto config = n.dir.write("dp.yaml", "version: v1\n");
+// `tessera plugin` on the node with `config_yaml`, `extra` arguments and info
+// logs, once it says it is ready.
+std::unique_ptr<Process> start_plugin(SimNode& n, const std::string& config_yaml,
+                                      const std::vector<std::string>& extra) {
+  auto config = n.dir.write("dp.yaml", config_yaml);
   std::vector<std::string> argv{kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
                                 "--log-level", "info"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   auto plugin = std::make_unique<Process>(argv, n.dir.path() + "/plugin.log");
   EXPECT_TRUE(plugin->wait_for_output("ready", 10000)) << plugin->output();
+  return plugin;
+}
+
+// The same on the node's two whole GPUs, once both are advertised Healthy.
+std::unique_ptr<Process> start_whole_gpu_plugin(SimNode& n, const std::vector<std::string>& extra) {
+  auto plugin = start_plugin(n, "version: v1\n", extra);
   EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 2; }, 5s));
   return plugin;
 }
@@ -239,11 +246,8 @@ TEST(PluginCommand, MigChangesReachTheKubeletWithinASecond) {
   SimNode n("1");
   auto migs = n.dir.write("mig.yaml", kMigConfigs);
   n.mig_apply(migs, "all-1g.10gb");
-  auto config = n.dir.write("dp.yaml", "version: v1\nflags: {migStrategy: mixed}\n");
-  Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
-                  "--inventory-interval", "300"},
-                 n.dir.path() + "/plugin.log");
-  ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
+  auto started = start_plugin(n, "version: v1\nflags: {migStrategy: mixed}\n", {"--inventory-interval", "300"});
+  auto& plugin = *started;
   ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/mig-1g.10gb", [](const auto& d) { return d.size() == 7; }, 5s));
   n.mig_apply(migs, "four-1g-one-3g");
   auto applied = std::chrono::steady_clock::now();
@@ -267,11 +271,8 @@ TEST(PluginCommand, IndexIdsNameTheNvmlMigDeviceOfTheAllocatedUuid) {
   n.mig_apply(migs, "all-1g.10gb");
   n.mig_apply(migs, "two-3g");
   n.mig_apply(migs, "four-1g-one-3g");
-  auto config = n.dir.write(
-      "dp.yaml", "version: v1\nflags: {migStrategy: mixed, plugin: {deviceIDStrategy: index}}\n");
-  Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir},
-                 n.dir.path() + "/plugin.log");
-  ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
+  auto started = start_plugin(n, "version: v1\nflags: {migStrategy: mixed, plugin: {deviceIDStrategy: index}}\n", {});
+  auto& plugin = *started;
   ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/mig-1g.10gb", [](const auto& d) { return d.size() == 4; }, 5s));
   ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/mig-3g.40gb", [](const auto& d) { return d.size() == 1; }, 5s));
 
