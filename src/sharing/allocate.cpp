@@ -1,9 +1,11 @@
 #include "sharing/allocate.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "core/text.hpp"
+#include "cuda_quota/env.h"
 
 namespace tessera::sharing {
 namespace {
@@ -72,6 +74,27 @@ std::vector<std::string> best_connected(const Resource& r, const Inventory& inv,
 
 }  // namespace
 
+std::string ledger_key(const std::string& resource, std::span<const std::string> ids) {
+  std::vector<std::string> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a 64: offset basis
+  auto mix = [&hash](const std::string& bytes) {
+    for (unsigned char c : bytes) {
+      hash ^= c;
+      hash *= 0x100000001b3ull;  // FNV prime
+    }
+  };
+  mix(resource);
+  for (const auto& id : sorted) mix("\n" + id);
+  std::string prefix = resource.substr(0, 48);
+  for (auto& c : prefix)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+      c = '_';
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return prefix + "-" + hex;
+}
+
 AllocateSettings settings_from(const config::DevicePluginConfig& config) {
   AllocateSettings s;
   s.id_strategy = config.plugin.device_id_strategy;
@@ -100,6 +123,7 @@ Result<ContainerAllocation> allocate(const Resource& resource, std::span<const s
 
   // Replicas of one physical device collapse into it; quotas add up.
   std::vector<std::string> visible;
+  std::vector<std::string> uuids;  // the GPU or MIG UUID of each visible device
   std::vector<uint64_t> quota;
   std::vector<uint32_t> active_percent;
   for (const auto* d : devices) {
@@ -107,6 +131,7 @@ Result<ContainerAllocation> allocate(const Resource& resource, std::span<const s
     auto it = std::find(visible.begin(), visible.end(), phys);
     if (it == visible.end()) {
       visible.push_back(phys);
+      uuids.push_back(d->physical_uuid);
       quota.push_back(d->memory_bytes);
       active_percent.push_back(100 / d->replicas);
     } else {
@@ -138,7 +163,7 @@ Result<ContainerAllocation> allocate(const Resource& resource, std::span<const s
   }
   if (shared) {
     for (size_t k = 0; k < visible.size(); ++k)
-      out.envs[kMemoryLimitEnvPrefix + std::to_string(k)] = std::to_string(quota[k]);
+      out.envs[TESSERA_ENV_MEMORY_LIMIT_PREFIX + std::to_string(k)] = std::to_string(quota[k]);
   }
   if (resource.sharing == SharingMode::mps) {
     std::string dir = sanitize_for_path(resource.name);
@@ -155,6 +180,20 @@ Result<ContainerAllocation> allocate(const Resource& resource, std::span<const s
     }
     out.envs["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = join(limits, ",");
     out.envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(percent);
+  }
+  // The quota library: loaded by ld.so, told which CUDA device is device k
+  // and where the container's ledger lives (src/cuda_quota/env.h).
+  if (shared && settings.quota.inject) {
+    for (size_t k = 0; k < visible.size(); ++k) out.envs[TESSERA_ENV_DEVICE_UUID_PREFIX + std::to_string(k)] = uuids[k];
+    std::string key = ledger_key(resource.name, ids);
+    out.envs[TESSERA_ENV_LEDGER_DIR] = TESSERA_CONTAINER_LEDGER_DIR;
+    out.envs[TESSERA_ENV_LEDGER_KEY] = key;
+    out.envs["LD_PRELOAD"] = TESSERA_CONTAINER_LIBRARY_PATH;
+    std::string root = settings.quota.ledger_root;
+    while (root.size() > 1 && root.back() == '/') root.pop_back();
+    out.ledger_dir = (root == "/" ? "" : root) + "/" + key;
+    out.mounts.push_back({settings.quota.library_dir, TESSERA_CONTAINER_LIBRARY_DIR, true});
+    out.mounts.push_back({out.ledger_dir, TESSERA_CONTAINER_LEDGER_DIR, false});
   }
   return out;
 }

@@ -26,6 +26,26 @@ struct ContainerAllocation {
   std::map<std::string, std::string> envs;
   std::vector<Mount> mounts;
   std::map<std::string, std::string> annotations;
+  // The host directory of the container's quota ledger, mounted read-write:
+  // the caller creates it before answering (allocate itself touches no file).
+  // Empty when the container gets no ledger.
+  std::string ledger_dir;
+};
+
+inline constexpr const char* kDefaultQuotaLibraryDir = "/var/lib/tessera/lib";
+inline constexpr const char* kDefaultLedgerRoot = "/var/lib/tessera/ledgers";
+
+// How a container with a memory quota gets the library that enforces it
+// (libtessera-cuda.so; the contract is src/cuda_quota/env.h).
+struct QuotaLibrarySettings {
+  // Off: such a container gets only its TESSERA_DEVICE_MEMORY_LIMIT_<k>.
+  bool inject = true;
+  // Host directory holding libtessera-cuda.so, mounted read-only at
+  // TESSERA_CONTAINER_LIBRARY_DIR.
+  std::string library_dir = kDefaultQuotaLibraryDir;
+  // Host directory holding one ledger directory per container, <root>/<key>,
+  // mounted read-write at TESSERA_CONTAINER_LEDGER_DIR.
+  std::string ledger_root = kDefaultLedgerRoot;
 };
 
 struct AllocateSettings {
@@ -33,14 +53,24 @@ struct AllocateSettings {
   std::vector<config::DeviceListStrategy> list_strategy{config::DeviceListStrategy::envvar};
   std::string mps_root = "/run/nvidia/mps";
   std::string cdi_annotation_prefix = "cdi.k8s.io/";
+  QuotaLibrarySettings quota;
 };
 
 AllocateSettings settings_from(const config::DevicePluginConfig& config);
 
-// Environment the memory-quota library reads: one limit per visible device,
-// in the order of NVIDIA_VISIBLE_DEVICES, in bytes.
-inline constexpr const char* kMemoryLimitEnvPrefix = "TESSERA_DEVICE_MEMORY_LIMIT_";
+// The key of a container's quota ledger: its resource name made safe for a
+// file name ([A-Za-z0-9._-] kept, anything else '_', at most 48 characters),
+// '-', and 16 lowercase hex digits of FNV-1a 64 over the resource name
+// followed by "\n<id>" for each requested id in ascending byte order. The
+// kubelet never hands one replica id to two live containers, so the key is
+// unique among a node's live allocations and the same each time the same
+// replicas are allocated again (a restarted container finds its ledger).
+std::string ledger_key(const std::string& resource, std::span<const std::string> ids);
 
+// A shared replica gets a memory quota per visible device
+// (TESSERA_DEVICE_MEMORY_LIMIT_<k>) and, unless settings.quota.inject is off,
+// what loads and feeds the quota library: TESSERA_DEVICE_UUID_<k>,
+// TESSERA_LEDGER_DIR, TESSERA_LEDGER_KEY, LD_PRELOAD and the two mounts.
 // Errors (the kubelet shows them as the pod's admission error): an id the
 // resource does not advertise, a device asked twice, more than one replica
 // when the resource fails requests greater than one.

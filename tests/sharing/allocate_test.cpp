@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <set>
+
 #include "sharing/fixtures.hpp"
 
 namespace tessera::sharing {
@@ -77,9 +80,158 @@ sharing:
   EXPECT_EQ(a->envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=10048M");
   EXPECT_EQ(a->envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25");
   EXPECT_EQ(a->envs.at("TESSERA_DEVICE_MEMORY_LIMIT_0"), std::to_string((40192ull << 20) / 4));
-  ASSERT_EQ(a->mounts.size(), 2u);
+  ASSERT_EQ(a->mounts.size(), 4u);  // then the quota library's two
   EXPECT_EQ(a->mounts[0].host_path, "/run/nvidia/mps/nvidia.com_mig-3g.40gb/pipe");
   EXPECT_EQ(a->mounts[1].container_path, "/dev/shm");
+}
+
+AllocateSettings quota_settings() {
+  AllocateSettings s;
+  s.quota.library_dir = "/host/tessera/lib";
+  s.quota.ledger_root = "/host/tessera/ledgers";
+  return s;
+}
+
+const char* kTimeSliced4 = R"(version: v1
+sharing:
+  timeSlicing:
+    resources: [{name: nvidia.com/gpu, replicas: 4}]
+)";
+
+TEST(Allocate, QuotaLoadsTheLibraryWithItsLedger) {
+  auto r = only(kTimeSliced4, "nvidia.com/gpu");
+  std::vector<std::string> ids{"GPU-0000::2"};
+  auto a = allocate(r, ids, quota_settings());
+  ASSERT_TRUE(a);
+  auto key = ledger_key("nvidia.com/gpu", ids);
+  EXPECT_EQ(a->envs, (std::map<std::string, std::string>{
+                         {"NVIDIA_VISIBLE_DEVICES", "GPU-0000"},
+                         {"TESSERA_DEVICE_MEMORY_LIMIT_0", std::to_string(20ull << 30)},
+                         {"TESSERA_DEVICE_UUID_0", "GPU-0000"},
+                         {"TESSERA_LEDGER_DIR", "/run/tessera/ledger"},
+                         {"TESSERA_LEDGER_KEY", key},
+                         {"LD_PRELOAD", "/usr/local/tessera/lib/libtessera-cuda.so"},
+                     }));
+  EXPECT_EQ(a->ledger_dir, "/host/tessera/ledgers/" + key);
+  ASSERT_EQ(a->mounts.size(), 2u);
+  EXPECT_EQ(a->mounts[0].host_path, "/host/tessera/lib");
+  EXPECT_EQ(a->mounts[0].container_path, "/usr/local/tessera/lib");
+  EXPECT_TRUE(a->mounts[0].read_only);
+  EXPECT_EQ(a->mounts[1].host_path, "/host/tessera/ledgers/" + key);
+  EXPECT_EQ(a->mounts[1].container_path, "/run/tessera/ledger");
+  EXPECT_FALSE(a->mounts[1].read_only);
+  // A trailing slash on the root changes nothing.
+  auto slash = quota_settings();
+  slash.quota.ledger_root += "/";
+  EXPECT_EQ(allocate(r, ids, slash)->ledger_dir, "/host/tessera/ledgers/" + key);
+}
+
+// Device k's UUID is always the GPU's or MIG device's UUID, in the order of
+// NVIDIA_VISIBLE_DEVICES, even when that list names indices.
+TEST(Allocate, SeveralDevicesEachGetTheirUuid) {
+  auto r = only(kTimeSliced4, "nvidia.com/gpu");
+  std::vector<std::string> ids{"GPU-1111::0", "GPU-0000::1", "GPU-0000::3"};
+  auto s = quota_settings();
+  s.id_strategy = config::DeviceIdStrategy::index;
+  auto a = allocate(r, ids, s);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->envs.at("NVIDIA_VISIBLE_DEVICES"), "1,0");
+  EXPECT_EQ(a->envs.at("TESSERA_DEVICE_UUID_0"), "GPU-1111");
+  EXPECT_EQ(a->envs.at("TESSERA_DEVICE_UUID_1"), "GPU-0000");
+  EXPECT_FALSE(a->envs.contains("TESSERA_DEVICE_UUID_2"));
+  EXPECT_EQ(a->envs.at("TESSERA_DEVICE_MEMORY_LIMIT_0"), std::to_string(20ull << 30));
+  EXPECT_EQ(a->envs.at("TESSERA_DEVICE_MEMORY_LIMIT_1"), std::to_string(40ull << 30));
+  EXPECT_EQ(a->envs.at("TESSERA_LEDGER_KEY"), ledger_key("nvidia.com/gpu", ids));
+  EXPECT_EQ(a->mounts.size(), 2u);
+}
+
+TEST(Allocate, MigReplicasGetMigUuids) {
+  auto r = only(R"(version: v1
+flags: {migStrategy: mixed}
+sharing:
+  timeSlicing:
+    resources: [{name: nvidia.com/mig-1g.20gb, replicas: 2}]
+)", "nvidia.com/mig-1g.20gb");
+  std::vector<std::string> ids{"MIG-b::1", "MIG-a::0"};
+  auto a = allocate(r, ids, quota_settings());
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->envs.at("NVIDIA_VISIBLE_DEVICES"), "MIG-b,MIG-a");
+  EXPECT_EQ(a->envs.at("TESSERA_DEVICE_UUID_0"), "MIG-b");
+  EXPECT_EQ(a->envs.at("TESSERA_DEVICE_UUID_1"), "MIG-a");
+  EXPECT_EQ(a->envs.at("TESSERA_DEVICE_MEMORY_LIMIT_0"), std::to_string((19968ull << 20) / 2));
+  // File-name safe: the resource's '/' became '_'.
+  EXPECT_EQ(a->envs.at("TESSERA_LEDGER_KEY").rfind("nvidia.com_mig-1g.20gb-", 0), 0u);
+}
+
+TEST(Allocate, MpsReplicaGetsTheLibraryBesideItsMpsMounts) {
+  auto r = only(R"(version: v1
+flags: {migStrategy: mixed}
+sharing:
+  mps:
+    resources: [{name: nvidia.com/mig-3g.40gb, replicas: 4}]
+)", "nvidia.com/mig-3g.40gb");
+  std::vector<std::string> ids{"MIG-c::3"};
+  auto a = allocate(r, ids, quota_settings());
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=10048M");  // the backstop stays
+  EXPECT_EQ(a->envs.at("TESSERA_DEVICE_UUID_0"), "MIG-c");
+  EXPECT_EQ(a->envs.at("LD_PRELOAD"), "/usr/local/tessera/lib/libtessera-cuda.so");
+  ASSERT_EQ(a->mounts.size(), 4u);
+  EXPECT_EQ(a->mounts[0].container_path, "/mps/nvidia.com_mig-3g.40gb/pipe");
+  EXPECT_EQ(a->mounts[1].container_path, "/dev/shm");
+  EXPECT_EQ(a->mounts[2].container_path, "/usr/local/tessera/lib");
+  EXPECT_EQ(a->mounts[3].container_path, "/run/tessera/ledger");
+  EXPECT_EQ(a->mounts[3].host_path, a->ledger_dir);
+}
+
+TEST(Allocate, InjectionOffLeavesOnlyTheLimits) {
+  auto r = only(kTimeSliced4, "nvidia.com/gpu");
+  auto s = quota_settings();
+  s.quota.inject = false;
+  std::vector<std::string> ids{"GPU-0000::2"};
+  auto a = allocate(r, ids, s);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->envs, (std::map<std::string, std::string>{
+                         {"NVIDIA_VISIBLE_DEVICES", "GPU-0000"},
+                         {"TESSERA_DEVICE_MEMORY_LIMIT_0", std::to_string(20ull << 30)},
+                     }));
+  EXPECT_TRUE(a->mounts.empty());
+  EXPECT_TRUE(a->ledger_dir.empty());
+}
+
+TEST(Allocate, NoQuotaNoLibrary) {
+  auto whole = only("version: v1\nflags: {migStrategy: mixed}\n", "nvidia.com/mig-1g.20gb");
+  std::vector<std::string> ids{"MIG-a"};
+  auto a = allocate(whole, ids, quota_settings());
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->envs, (std::map<std::string, std::string>{{"NVIDIA_VISIBLE_DEVICES", "MIG-a"}}));
+  EXPECT_TRUE(a->mounts.empty());
+  EXPECT_TRUE(a->ledger_dir.empty());
+}
+
+TEST(Allocate, LedgerKeyIsStableAndPerReplicaSet) {
+  std::vector<std::string> ab{"GPU-0000::0", "GPU-0000::1"};
+  std::vector<std::string> ba{"GPU-0000::1", "GPU-0000::0"};
+  std::vector<std::string> a{"GPU-0000::0"};
+  std::vector<std::string> b{"GPU-0000::1"};
+  auto key = ledger_key("nvidia.com/gpu", ab);
+  // FNV-1a 64 of "nvidia.com/gpu\nGPU-0000::0\nGPU-0000::1": the same on every
+  // node and in every release, so a restarted plugin finds the same directory.
+  EXPECT_EQ(key, "nvidia.com_gpu-" + [] {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned char c : std::string("nvidia.com/gpu\nGPU-0000::0\nGPU-0000::1")) h = (h ^ c) * 0x100000001b3ull;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    return std::string(hex);
+  }());
+  EXPECT_EQ(ledger_key("nvidia.com/gpu", ba), key);  // order of the request does not matter
+  std::set<std::string> keys{key, ledger_key("nvidia.com/gpu", a), ledger_key("nvidia.com/gpu", b),
+                             ledger_key("nvidia.com/gpu.shared", ab)};
+  EXPECT_EQ(keys.size(), 4u);
+  // Short and file-name safe whatever the resource is called.
+  auto odd = ledger_key("example.com/" + std::string(100, 'x') + " *?", a);
+  EXPECT_EQ(odd.size(), 48u + 1 + 16);
+  EXPECT_EQ(odd.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"), std::string::npos);
 }
 
 TEST(Allocate, RejectsBadRequests) {
