@@ -13,10 +13,12 @@
 #include "cli/output.hpp"
 #include "config/device_plugin.hpp"
 #include "config/yaml_document.hpp"
+#include "cuda_quota/env.h"
 #include "nvml/device.hpp"
 #include "plugin/event_watch.hpp"
 #include "plugin/node_inventory.hpp"
 #include "plugin/plugin_manager.hpp"
+#include "sharing/allocate.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -29,6 +31,8 @@ struct PluginArgs {
   std::vector<uint64_t> ignored_xids{13, 31, 43, 45, 68, 109};
   double inventory_seconds = 30;
   bool strict = false;
+  sharing::QuotaLibrarySettings quota;
+  bool no_quota_library = false;
 };
 
 std::optional<config::DevicePluginConfig> load_config(const std::string& file, bool strict) {
@@ -60,6 +64,8 @@ int run_plugin(const PluginArgs& args) {
   opts.health.ignored_xids = {args.ignored_xids.begin(), args.ignored_xids.end()};
   opts.health.recovery = std::chrono::milliseconds(static_cast<int64_t>(args.recovery_seconds * 1000));
   opts.gpu_answers = plugin::nvml_gpu_probe(*session);
+  opts.quota = args.quota;
+  opts.quota.inject = !args.no_quota_library;
   plugin::PluginManager manager(opts);
 
   // Signals arrive on a descriptor: no async handlers.
@@ -175,6 +181,18 @@ void add_plugin_command(CLI::App& app, int& exit_code) {
                   "Seconds between inventory refreshes (MIG changes also refresh it at once)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--quota-library-dir", args->quota.library_dir,
+                  "Host directory holding libtessera-cuda.so (the DaemonSet's init container puts it there). A shared\n"
+                  "replica with a memory quota gets it mounted read-only at " TESSERA_CONTAINER_LIBRARY_DIR "\n"
+                  "and LD_PRELOAD naming it")
+      ->capture_default_str();
+  cmd->add_option("--quota-ledger-root", args->quota.ledger_root,
+                  "Host directory of the quota ledgers: for each container with a quota the plugin creates\n"
+                  "<root>/<key> (mode 1777) before answering Allocate and mounts it read-write at\n"
+                  TESSERA_CONTAINER_LEDGER_DIR ". The plugin must see it at this same path")
+      ->capture_default_str();
+  cmd->add_flag("--no-quota-library", args->no_quota_library,
+                "Hand shared replicas only their TESSERA_DEVICE_MEMORY_LIMIT_<k>: no library, ledger, mounts or LD_PRELOAD");
   cmd->callback([args, &exit_code] { exit_code = run_plugin(*args); });
 }
 

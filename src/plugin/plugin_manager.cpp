@@ -43,6 +43,7 @@ Result<void> PluginManager::apply(sharing::Inventory inventory, const config::De
     it = servers_.erase(it);
   }
   auto settings = sharing::settings_from(config);
+  settings.quota = options_.quota;
   auto policy = config.plugin.shared_allocation_policy == config::SharedAllocationPolicy::packed
                     ? sharing::SharedPolicy::packed
                     : sharing::SharedPolicy::distributed;

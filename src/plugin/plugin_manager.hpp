@@ -15,6 +15,7 @@
 #include "plugin/kubelet_watch.hpp"
 #include "plugin/registration.hpp"
 #include "plugin/resource_server.hpp"
+#include "sharing/allocate.hpp"
 #include "sharing/health.hpp"
 
 namespace tessera::plugin {
@@ -27,6 +28,10 @@ struct PluginOptions {
   // without one, recovery goes by the clock alone (for tests of the policy).
   sharing::GpuProbe gpu_answers;
   bool watch_kubelet = true;  // re-register when kubelet.sock is recreated
+  // The memory-quota library handed to shared replicas: its host directory,
+  // the ledger root (this process creates <root>/<key> in Allocate, so it
+  // must see the root at the same path as the host), or none at all.
+  sharing::QuotaLibrarySettings quota;
 };
 
 class PluginManager {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "plugin/ledger_dir.hpp"
 #include "plugin/proto/deviceplugin_v1beta1.grpc.pb.h"
 
 namespace tessera::plugin {
@@ -15,7 +16,9 @@ namespace api = ::v1beta1;
 using namespace std::chrono_literals;
 
 grpc::Status to_status(const Error& e) {
-  auto code = e.code == Errc::not_found ? grpc::StatusCode::NOT_FOUND : grpc::StatusCode::INVALID_ARGUMENT;
+  auto code = e.code == Errc::not_found ? grpc::StatusCode::NOT_FOUND
+              : e.code == Errc::io      ? grpc::StatusCode::FAILED_PRECONDITION
+                                        : grpc::StatusCode::INVALID_ARGUMENT;
   return {code, e.message};
 }
 
@@ -90,6 +93,12 @@ class ResourceServer::Service final : public api::DevicePlugin::Service {
         spdlog::warn("Allocate {}: {}", options_.resource, a.error().message);
         return to_status(a.error());
       }
+      // The ledger directory exists before the kubelet sees the mount.
+      if (!a->ledger_dir.empty())
+        if (auto made = ensure_ledger_dir(a->ledger_dir); !made) {
+          spdlog::error("Allocate {}: {}", options_.resource, made.error().message);
+          return to_status(made.error());
+        }
       auto* out = response->add_container_responses();
       for (const auto& [k, v] : a->envs) (*out->mutable_envs())[k] = v;
       for (const auto& [k, v] : a->annotations) (*out->mutable_annotations())[k] = v;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "nvml/session.hpp"
+#include "sharing/allocate.hpp"
 
 #include "kubelet/fake_kubelet.hpp"
 #include "support/run.hpp"
@@ -29,7 +30,12 @@ struct SimNode {
   TempDir dir;
   std::string node = dir.path() + "/node";
   std::string kubelet_dir = dir.path() + "/device-plugins";
+  std::string ledger_root = dir.path() + "/ledgers";
   sim::FakeKubelet kubelet{kubelet_dir};
+  // The quota library's host paths, inside the test's directory.
+  std::vector<std::string> quota_args() const {
+    return {"--quota-library-dir", dir.path() + "/lib", "--quota-ledger-root", ledger_root};
+  }
 
   explicit SimNode(const std::string& count = "2") {
     auto r = run({kBin, "sim", "create", node, "--gpu", "A100-SXM4-80GB", "--count", count});
@@ -78,6 +84,8 @@ std::unique_ptr<Process> start_plugin(SimNode& n, const std::string& config_yaml
   auto config = n.dir.write("dp.yaml", config_yaml);
   std::vector<std::string> argv{kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
                                 "--log-level", "info"};
+  auto quota = n.quota_args();
+  argv.insert(argv.end(), quota.begin(), quota.end());
   argv.insert(argv.end(), extra.begin(), extra.end());
   auto plugin = std::make_unique<Process>(argv, n.dir.path() + "/plugin.log");
   EXPECT_TRUE(plugin->wait_for_output("ready", 10000)) << plugin->output();
@@ -115,7 +123,8 @@ sharing:
     resources: [{name: nvidia.com/gpu, replicas: 4}]
 )");
   Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
-                  "--health-recovery", "1", "--log-level", "info"},
+                  "--health-recovery", "1", "--log-level", "info", "--quota-library-dir", n.dir.path() + "/lib",
+                  "--quota-ledger-root", n.ledger_root},
                  n.dir.path() + "/plugin.log");
   ASSERT_TRUE(plugin.wait_for_output("tessera plugin: ready: nvidia.com/gpu", 10000)) << plugin.output();
   ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 8; }, 5s));
@@ -125,6 +134,14 @@ sharing:
   // A quarter of what the driver says is usable: 81920 MiB less the 491 MiB
   // the simulated A100-80GB reserves, not a quarter of the whole 80 GiB.
   EXPECT_EQ(a->envs.at("TESSERA_DEVICE_MEMORY_LIMIT_0"), std::to_string(((81920ull - 491) << 20) / 4));
+  // The quota library and the container's ledger directory, made before the answer.
+  EXPECT_EQ(a->envs.at("LD_PRELOAD"), "/usr/local/tessera/lib/libtessera-cuda.so");
+  EXPECT_EQ(a->envs.at("TESSERA_LEDGER_DIR"), "/run/tessera/ledger");
+  EXPECT_EQ(a->envs.at("TESSERA_DEVICE_UUID_0").rfind("GPU-", 0), 0u);
+  auto ledger_dir = n.ledger_root + "/" + a->envs.at("TESSERA_LEDGER_KEY");
+  EXPECT_EQ(a->mounts, (std::vector<std::pair<std::string, std::string>>{
+                           {n.dir.path() + "/lib", "/usr/local/tessera/lib"}, {ledger_dir, "/run/tessera/ledger"}}));
+  EXPECT_EQ(std::filesystem::status(ledger_dir).permissions(), std::filesystem::perms::all | std::filesystem::perms::sticky_bit);
 
   // XID 79 on GPU 0: its four replicas turn Unhealthy, then recover.
   auto ev = run({kBin, "sim", "event", n.node, "--gpu", "0", "--xid", "79"});
@@ -159,7 +176,8 @@ TEST(PluginCommand, InvalidConfigExitsWithTheMessage) {
 TEST(PluginCommand, SighupReloadsTheConfig) {
   SimNode n;
   auto config = n.dir.write("dp.yaml", "version: v1\n");
-  Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir},
+  Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
+                  "--quota-ledger-root", n.ledger_root},
                  n.dir.path() + "/plugin.log");
   ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
   ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 2; }, 5s));
@@ -174,6 +192,57 @@ TEST(PluginCommand, SighupReloadsTheConfig) {
   EXPECT_TRUE(plugin.wait_for_output("unknown version 'v9'", 3000)) << plugin.output();
   plugin.signal(SIGTERM);
   EXPECT_EQ(plugin.wait(5000), 0);
+}
+
+// A ledger root the plugin cannot write fails Allocate for a replica with a
+// quota, naming the directory and why; --no-quota-library hands out the
+// limits alone and needs no directory. Run without the capability to
+// override file permissions, as a root test run would otherwise write anyway.
+TEST(PluginCommand, UnwritableLedgerRootFailsAllocateUnlessTheLibraryIsOff) {
+  SimNode n;
+  std::filesystem::create_directories(n.ledger_root);
+  std::filesystem::permissions(n.ledger_root, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec |
+                                                  std::filesystem::perms::group_read | std::filesystem::perms::group_exec |
+                                                  std::filesystem::perms::others_read | std::filesystem::perms::others_exec);
+  std::vector<std::string> prefix;
+  if (geteuid() == 0) {
+    if (!std::filesystem::exists("/usr/bin/setpriv")) GTEST_SKIP() << "root without setpriv: cannot make a directory unwritable";
+    const std::string caps = "-dac_override,-dac_read_search,-fowner";
+    prefix = {"/usr/bin/setpriv", "--inh-caps=" + caps, "--bounding-set=" + caps, "--"};
+  }
+  auto config = n.dir.write("dp.yaml", "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replicas: 2}]\n");
+  auto argv = prefix;
+  argv.insert(argv.end(), {kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
+                           "--log-level", "info"});
+  auto quota = n.quota_args();
+  argv.insert(argv.end(), quota.begin(), quota.end());
+  {
+    Process plugin(argv, n.dir.path() + "/plugin.log");
+    ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
+    ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 4; }, 5s));
+    auto devices = n.kubelet.devices("nvidia.com/gpu");
+    auto refused = n.kubelet.allocate("nvidia.com/gpu", {devices[0].id});
+    ASSERT_FALSE(refused);
+    std::vector<std::string> ids{devices[0].id};
+    auto dir = n.ledger_root + "/" + sharing::ledger_key("nvidia.com/gpu", ids);
+    EXPECT_EQ(refused.error().message, "cannot prepare the quota ledger directory " + dir + ": " + n.ledger_root +
+                                           " is not writable (Permission denied)");
+    EXPECT_TRUE(plugin.wait_for_output(refused.error().message, 2000)) << plugin.output();  // and logged
+    plugin.signal(SIGTERM);
+    EXPECT_EQ(plugin.wait(5000), 0) << plugin.output();
+  }
+  argv.push_back("--no-quota-library");
+  Process plugin(argv, n.dir.path() + "/plugin-off.log");
+  ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 4; }, 5s));
+  auto devices = n.kubelet.devices("nvidia.com/gpu");
+  auto a = n.kubelet.allocate("nvidia.com/gpu", {devices[0].id});
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_TRUE(a->envs.contains("TESSERA_DEVICE_MEMORY_LIMIT_0"));
+  EXPECT_FALSE(a->envs.contains("LD_PRELOAD"));
+  EXPECT_TRUE(a->mounts.empty());
+  plugin.signal(SIGTERM);
+  EXPECT_EQ(plugin.wait(5000), 0) << plugin.output();
 }
 
 // XID 79 and silence: the GPU fell off the bus. Its devices stay Unhealthy

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <thread>
@@ -27,6 +28,8 @@ size_t open_fds() {
 
 struct Node {
   tessera::testing::TempDir dir;
+  tessera::testing::TempDir host;  // the quota library's directory and the ledger root
+  std::string ledger_root = host.path() + "/ledgers";
   sim::FakeKubelet kubelet{dir.path()};
   std::unique_ptr<PluginManager> plugin;
 
@@ -34,6 +37,8 @@ struct Node {
     if (start_kubelet) { EXPECT_TRUE(kubelet.start()); }
     PluginOptions opts;
     opts.kubelet_dir = dir.path();
+    opts.quota.library_dir = host.path() + "/lib";
+    opts.quota.ledger_root = ledger_root;
     opts.config = parse(config_yaml);
     opts.health.recovery = 300ms;
     plugin = std::make_unique<PluginManager>(opts);
@@ -73,6 +78,119 @@ sharing:
   auto p = node.kubelet.preferred("nvidia.com/gpu.shared", {"GPU-0000::0", "GPU-1111::0", "GPU-1111::1"}, {}, 1);
   ASSERT_TRUE(p) << p.error().message;
   ASSERT_EQ(p->size(), 1u);
+}
+
+const char* kTimeSliced4 = R"(version: v1
+sharing:
+  timeSlicing:
+    resources: [{name: nvidia.com/gpu, replicas: 4}]
+)";
+
+mode_t mode_of(const std::string& path) {
+  struct stat st{};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode;
+}
+
+// Allocate creates the container's ledger directory before it answers:
+// mode 1777 whatever the umask, reused (contents kept, mode repaired) when
+// the same replicas are allocated again.
+TEST(Plugin, QuotaReplicaGetsItsLedgerDirectoryBeforeTheAnswer) {
+  Node node(kTimeSliced4);
+  ASSERT_TRUE(node.plugin->start(two_gpu_node()));
+  ASSERT_TRUE(node.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 8; }, 5s));
+  auto a = node.kubelet.allocate("nvidia.com/gpu", {"GPU-1111::3"});
+  ASSERT_TRUE(a) << a.error().message;
+  std::vector<std::string> ids{"GPU-1111::3"};
+  auto key = sharing::ledger_key("nvidia.com/gpu", ids);
+  auto dir = node.ledger_root + "/" + key;
+  EXPECT_EQ(a->envs.at("TESSERA_LEDGER_KEY"), key);
+  EXPECT_EQ(a->envs.at("TESSERA_DEVICE_UUID_0"), "GPU-1111");
+  EXPECT_EQ(a->envs.at("LD_PRELOAD"), "/usr/local/tessera/lib/libtessera-cuda.so");
+  EXPECT_EQ(a->mounts, (std::vector<std::pair<std::string, std::string>>{
+                           {node.host.path() + "/lib", "/usr/local/tessera/lib"}, {dir, "/run/tessera/ledger"}}));
+  EXPECT_TRUE(S_ISDIR(mode_of(dir)));
+  EXPECT_EQ(mode_of(dir) & 07777, 01777u);
+  // The container restarts: same directory, its ledger kept, a wrong mode repaired.
+  node.host.write("ledgers/" + key + "/ledger", "kept");
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  ASSERT_TRUE(node.kubelet.allocate("nvidia.com/gpu", {"GPU-1111::3"}));
+  EXPECT_EQ(mode_of(dir) & 07777, 01777u);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ledger"));
+  // Another replica, another directory.
+  ASSERT_TRUE(node.kubelet.allocate("nvidia.com/gpu", {"GPU-1111::2"}));
+  size_t dirs = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(node.ledger_root)) ++dirs;
+  EXPECT_EQ(dirs, 2u);
+}
+
+// Whatever is in the ledger directory's way fails Allocate with the path and
+// the reason, and the plugin keeps serving.
+TEST(Plugin, LedgerDirectoryInTheWayFailsAllocateAndSaysWhy) {
+  Node node(kTimeSliced4);
+  ASSERT_TRUE(node.plugin->start(two_gpu_node()));
+  ASSERT_TRUE(node.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 8; }, 5s));
+  std::vector<std::string> ids{"GPU-0000::1"};
+  auto dir = node.ledger_root + "/" + sharing::ledger_key("nvidia.com/gpu", ids);
+  std::filesystem::create_directories(node.ledger_root);
+
+  node.host.write("ledgers/" + sharing::ledger_key("nvidia.com/gpu", ids), "a file");
+  auto file = node.kubelet.allocate("nvidia.com/gpu", ids);
+  ASSERT_FALSE(file);
+  EXPECT_EQ(file.error().message,
+            "cannot prepare the quota ledger directory " + dir + ": it exists and is not a directory");
+  std::filesystem::remove(dir);
+
+  // A symlink, even to a directory, is never followed: its target keeps its mode.
+  auto elsewhere = node.host.path() + "/elsewhere";
+  std::filesystem::create_directories(elsewhere);
+  ASSERT_EQ(::chmod(elsewhere.c_str(), 0700), 0);
+  std::filesystem::create_directory_symlink(elsewhere, dir);
+  auto link = node.kubelet.allocate("nvidia.com/gpu", ids);
+  ASSERT_FALSE(link);
+  EXPECT_EQ(link.error().message, "cannot prepare the quota ledger directory " + dir +
+                                      ": it is a symlink (refused: a ledger directory is never followed through a link)");
+  EXPECT_EQ(mode_of(elsewhere) & 07777, 0700u);
+  std::filesystem::remove(dir);
+  std::filesystem::create_symlink(node.host.path() + "/nowhere", dir);  // dangling
+  EXPECT_FALSE(node.kubelet.allocate("nvidia.com/gpu", ids));
+  EXPECT_FALSE(std::filesystem::exists(node.host.path() + "/nowhere"));
+  std::filesystem::remove(dir);
+
+  // A file where the root's parent should be.
+  Node blocked(kTimeSliced4);
+  blocked.host.write("ledgers", "not a directory");
+  ASSERT_TRUE(blocked.plugin->start(two_gpu_node()));
+  ASSERT_TRUE(blocked.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 8; }, 5s));
+  auto root = blocked.kubelet.allocate("nvidia.com/gpu", ids);
+  ASSERT_FALSE(root);
+  EXPECT_EQ(root.error().message, "cannot prepare the quota ledger directory " + blocked.ledger_root + "/" +
+                                      sharing::ledger_key("nvidia.com/gpu", ids) + ": a part of " +
+                                      blocked.ledger_root + " is not a directory");
+
+  // Cleared, the same request succeeds.
+  auto ok = node.kubelet.allocate("nvidia.com/gpu", ids);
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(mode_of(dir) & 07777, 01777u);
+}
+
+TEST(Plugin, QuotaLibraryOffCreatesNothing) {
+  tessera::testing::TempDir dir, host;
+  sim::FakeKubelet kubelet{dir.path()};
+  ASSERT_TRUE(kubelet.start());
+  PluginOptions opts;
+  opts.kubelet_dir = dir.path();
+  opts.config = parse(kTimeSliced4);
+  opts.quota.inject = false;
+  opts.quota.ledger_root = host.path() + "/ledgers";
+  PluginManager plugin(opts);
+  ASSERT_TRUE(plugin.start(two_gpu_node()));
+  ASSERT_TRUE(kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 8; }, 5s));
+  auto a = kubelet.allocate("nvidia.com/gpu", {"GPU-0000::0"});
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(a->envs.size(), 2u);  // NVIDIA_VISIBLE_DEVICES and the limit
+  EXPECT_TRUE(a->mounts.empty());
+  EXPECT_FALSE(std::filesystem::exists(host.path() + "/ledgers"));
 }
 
 TEST(Plugin, BadRequestsAreGrpcErrorsThatSayWhy) {
