@@ -1,5 +1,7 @@
 #include "driver.hpp"
 
+#include "calls.hpp"
+
 #include <pthread.h>
 #include <sys/stat.h>
 
@@ -73,6 +75,7 @@ bool parse_size(const std::string& s, std::uint64_t& out) {
 void prepare_fork() { driver().mu.lock(); }
 void parent_fork() { driver().mu.unlock(); }
 void child_fork() {
+  CallCounter::reset_all();
   driver().reset_after_fork();
   driver().mu.unlock();
 }
@@ -270,6 +273,16 @@ CUresult Driver::free(CUdeviceptr p) {
 }
 
 CUresult Driver::usage(CUdevice dev, Usage& u) { return charge(dev, 0, &u); }
+
+bool Driver::owns_range(CUdeviceptr p, std::uint64_t n) const {
+  auto it = allocations_.upper_bound(p);
+  if (it == allocations_.begin()) return false;
+  --it;
+  const std::uint64_t off = p - it->first;
+  return off < it->second.bytes && n <= it->second.bytes - off;
+}
+
+CUresult Driver::synchronize() { return CUDA_SUCCESS; }
 
 void Driver::reset_after_fork() {
   initialized = false;

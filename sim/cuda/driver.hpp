@@ -76,6 +76,11 @@ class Driver {
   CUresult allocate(Context* ctx, std::uint64_t bytes, bool low, CUdeviceptr& out);
   CUresult free(CUdeviceptr p);
   CUresult usage(CUdevice dev, Usage& u);
+  // Whether [p, p + n) lies inside one block of memory this process holds.
+  bool owns_range(CUdeviceptr p, std::uint64_t n) const;
+  // A stream or context synchronize: pools release what their threshold does
+  // not keep (exports_pool.cpp).
+  CUresult synchronize();
 
   void reset_after_fork();
 

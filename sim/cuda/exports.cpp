@@ -5,26 +5,11 @@
 #include <climits>
 #include <cstring>
 
-#include "driver.hpp"
+#include "entry.hpp"
 
 using namespace tessera_cuda_sim;
 
 namespace {
-
-// Runs `body` with the driver locked, after the check every entry point but
-// cuInit, cuDriverGetVersion and the lookups makes first: [CH] cuInit, every
-// call before it is CUDA_ERROR_NOT_INITIALIZED.
-template <class Body>
-CUresult initialized(Body&& body) {
-  auto& d = driver();
-  std::lock_guard lock(d.mu);
-  if (!d.initialized) return CUDA_ERROR_NOT_INITIALIZED;
-  return body(d);
-}
-
-bool valid_device(const Driver& d, CUdevice dev) {
-  return dev >= 0 && static_cast<std::size_t>(dev) < d.devices.size();
-}
 
 // The 32-bit ABIs cannot carry a modern device's sizes: sim saturates them.
 unsigned int saturate32(std::uint64_t v) { return v > UINT_MAX ? UINT_MAX : static_cast<unsigned int>(v); }
@@ -60,6 +45,20 @@ CUresult primary_release(CUdevice dev) {
     // [CH] the last release resets the primary context, freeing its memory (design §1).
     if (--d.primary_refs(dev) == 0) return d.destroy_context(d.primary(dev));
     return CUDA_SUCCESS;
+  });
+}
+
+// [CH] cuDevicePrimaryCtxReset "destroys all allocations and resets all state
+// on the primary context" but "does not release it": the context-bound memory
+// is freed and the context becomes inactive, the retain count stays, and a
+// later release is still fine. sim: resetting an inactive primary context is
+// CUDA_SUCCESS and changes nothing.
+CUresult primary_reset(CUdevice dev) {
+  return initialized([&](Driver& d) {
+    if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
+    Context* c = d.primary(dev);
+    if (!d.is_live(c)) return CUDA_SUCCESS;
+    return d.destroy_context(c);
   });
 }
 
@@ -125,6 +124,21 @@ CUresult mem_alloc_pitch(CUdeviceptr* dptr, std::uint64_t* pitch, std::uint64_t 
   });
 }
 
+// [CH] cuMemAllocManaged: bytesize 0 and flags other than CU_MEM_ATTACH_GLOBAL
+// or CU_MEM_ATTACH_HOST are CUDA_ERROR_INVALID_VALUE. sim: managed memory is
+// charged in full to the current context's device (design §1: charge
+// `bytesize`), and is freed with its context like cuMemAlloc's (design §1,
+// "Facts behind the rules").
+CUresult mem_alloc_managed(CUdeviceptr* dptr, std::uint64_t bytes, unsigned int flags) {
+  return initialized([&](Driver& d) {
+    if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
+    Context* c = d.current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    return d.allocate(c, bytes, /*low=*/false, *dptr);
+  });
+}
+
 CUresult mem_free(CUdeviceptr p) {
   return initialized([&](Driver& d) {
     if (!d.current()) return CUDA_ERROR_INVALID_CONTEXT;  // [CH] lists INVALID_CONTEXT
@@ -135,6 +149,7 @@ CUresult mem_free(CUdeviceptr p) {
 }  // namespace
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuInit(unsigned int flags) {
+  TESSERA_CUDA_SIM_COUNT();
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;  // [CH] cuInit: Flags must be 0
   auto& d = driver();
   std::lock_guard lock(d.mu);
@@ -143,12 +158,14 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuInit(unsigned int flags) {
 
 // [CH]: answers before cuInit too.
 TESSERA_CUDA_SIM_EXPORT CUresult cuDriverGetVersion(int* driverVersion) {
+  TESSERA_CUDA_SIM_COUNT();
   if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
   *driverVersion = kSimDriverVersion;
   return CUDA_SUCCESS;
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetCount(int* count) {
+  TESSERA_CUDA_SIM_COUNT();
   return initialized([&](Driver& d) {
     if (!count) return CUDA_ERROR_INVALID_VALUE;
     *count = static_cast<int>(d.devices.size());
@@ -157,6 +174,7 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetCount(int* count) {
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  TESSERA_CUDA_SIM_COUNT();
   return initialized([&](Driver& d) {
     if (!device) return CUDA_ERROR_INVALID_VALUE;
     if (!valid_device(d, ordinal)) return CUDA_ERROR_INVALID_DEVICE;  // [CH]
@@ -167,6 +185,7 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
 
 // sim: every device is named "Tessera Simulated GPU", truncated to len - 1.
 TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
+  TESSERA_CUDA_SIM_COUNT();
   return initialized([&](Driver& d) {
     if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
     if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
@@ -179,10 +198,17 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice d
 }
 
 // Two distinct functions; the simulator has no MIG mode, so both give the configured UUID.
-TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) { return device_uuid(uuid, dev); }
-TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) { return device_uuid(uuid, dev); }
+TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
+  TESSERA_CUDA_SIM_COUNT();
+  return device_uuid(uuid, dev);
+}
+TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
+  TESSERA_CUDA_SIM_COUNT();
+  return device_uuid(uuid, dev);
+}
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
+  TESSERA_CUDA_SIM_COUNT();
   if (!bytes) return CUDA_ERROR_INVALID_VALUE;
   std::uint64_t v = 0;
   CUresult r = total_mem(v, dev);
@@ -191,6 +217,7 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice 
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice dev) {
+  TESSERA_CUDA_SIM_COUNT();
   if (!bytes) return CUDA_ERROR_INVALID_VALUE;
   std::uint64_t v = 0;
   CUresult r = total_mem(v, dev);
@@ -199,12 +226,14 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevic
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  TESSERA_CUDA_SIM_COUNT();
   return ctx_create(pctx, flags, dev);
 }
 
 // sim: execution-affinity parameters are not modelled; none may be given.
 TESSERA_CUDA_SIM_EXPORT CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams,
                                                 unsigned int flags, CUdevice dev) {
+  TESSERA_CUDA_SIM_COUNT();
   if (paramsArray || numParams != 0) return CUDA_ERROR_NOT_SUPPORTED;
   return ctx_create(pctx, flags, dev);
 }
@@ -212,16 +241,24 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityP
 // sim: creation parameters (affinity, CIG) are not modelled; NULL only.
 TESSERA_CUDA_SIM_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* ctxCreateParams,
                                                 unsigned int flags, CUdevice dev) {
+  TESSERA_CUDA_SIM_COUNT();
   if (ctxCreateParams) return CUDA_ERROR_NOT_SUPPORTED;
   return ctx_create(pctx, flags, dev);
 }
 
-TESSERA_CUDA_SIM_EXPORT CUresult cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx); }
-TESSERA_CUDA_SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx); }
+TESSERA_CUDA_SIM_EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
+  TESSERA_CUDA_SIM_COUNT();
+  return ctx_destroy(ctx);
+}
+TESSERA_CUDA_SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  TESSERA_CUDA_SIM_COUNT();
+  return ctx_destroy(ctx);
+}
 
 // [CH] replaces the top of the thread's context stack, or pushes onto an
 // empty one; NULL pops (a no-op on an empty stack).
 TESSERA_CUDA_SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+  TESSERA_CUDA_SIM_COUNT();
   return initialized([&](Driver& d) {
     auto* c = reinterpret_cast<Context*>(ctx);
     auto& s = d.thread_stack();
@@ -238,6 +275,7 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
 
 // [CH] no current context: CUDA_SUCCESS with *pctx = NULL.
 TESSERA_CUDA_SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext* pctx) {
+  TESSERA_CUDA_SIM_COUNT();
   return initialized([&](Driver& d) {
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     *pctx = reinterpret_cast<CUcontext>(d.current());
@@ -246,6 +284,7 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext* pctx) {
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
+  TESSERA_CUDA_SIM_COUNT();
   return initialized([&](Driver& d) {
     if (!device) return CUDA_ERROR_INVALID_VALUE;
     Context* c = d.current();
@@ -258,20 +297,53 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
 // [CH] retains (activating on first retain) without making it current; the
 // handle is the same for every retain.
 TESSERA_CUDA_SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  TESSERA_CUDA_SIM_COUNT();
   return initialized([&](Driver& d) {
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
     Context* c = d.primary(dev);
-    if (d.primary_refs(dev)++ == 0) d.activate(c);
+    // sim: a retain also reactivates a primary context that cuDevicePrimaryCtxReset
+    // left inactive while still retained.
+    d.primary_refs(dev)++;
+    if (!d.is_live(c)) d.activate(c);
     *pctx = reinterpret_cast<CUcontext>(c);
     return CUDA_SUCCESS;
   });
 }
 
-TESSERA_CUDA_SIM_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return primary_release(dev); }
-TESSERA_CUDA_SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return primary_release(dev); }
+TESSERA_CUDA_SIM_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  TESSERA_CUDA_SIM_COUNT();
+  return primary_release(dev);
+}
+TESSERA_CUDA_SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  TESSERA_CUDA_SIM_COUNT();
+  return primary_release(dev);
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
+  TESSERA_CUDA_SIM_COUNT();
+  return primary_reset(dev);
+}
+TESSERA_CUDA_SIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  TESSERA_CUDA_SIM_COUNT();
+  return primary_reset(dev);
+}
+
+// [CH] flags of the primary context and whether it is active (1) or not (0).
+// sim: primary context flags are not modelled and read 0.
+TESSERA_CUDA_SIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  TESSERA_CUDA_SIM_COUNT();
+  return initialized([&](Driver& d) {
+    if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
+    *flags = 0;
+    *active = d.is_live(d.primary(dev)) ? 1 : 0;
+    return CUDA_SUCCESS;
+  });
+}
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuMemGetInfo(unsigned int* free, unsigned int* total) {
+  TESSERA_CUDA_SIM_COUNT();
   std::uint64_t f = 0, t = 0;
   CUresult r = mem_info(free ? &f : nullptr, total ? &t : nullptr);
   if (r != CUDA_SUCCESS) return r;
@@ -281,6 +353,7 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuMemGetInfo(unsigned int* free, unsigned int* 
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuMemGetInfo_v2(std::size_t* free, std::size_t* total) {
+  TESSERA_CUDA_SIM_COUNT();
   std::uint64_t f = 0, t = 0;
   CUresult r = mem_info(free ? &f : nullptr, total ? &t : nullptr);
   if (r != CUDA_SUCCESS) return r;
@@ -290,6 +363,7 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuMemGetInfo_v2(std::size_t* free, std::size_t*
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuMemAlloc(unsigned int* dptr, unsigned int bytesize) {
+  TESSERA_CUDA_SIM_COUNT();
   CUdeviceptr p = 0;
   CUresult r = mem_alloc(dptr ? &p : nullptr, bytesize, /*low=*/true);
   if (r == CUDA_SUCCESS) *dptr = static_cast<unsigned int>(p);
@@ -297,14 +371,22 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuMemAlloc(unsigned int* dptr, unsigned int byt
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, std::size_t bytesize) {
+  TESSERA_CUDA_SIM_COUNT();
   return mem_alloc(dptr, bytesize, /*low=*/false);
 }
 
-TESSERA_CUDA_SIM_EXPORT CUresult cuMemFree(unsigned int dptr) { return mem_free(dptr); }
-TESSERA_CUDA_SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) { return mem_free(dptr); }
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemFree(unsigned int dptr) {
+  TESSERA_CUDA_SIM_COUNT();
+  return mem_free(dptr);
+}
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  TESSERA_CUDA_SIM_COUNT();
+  return mem_free(dptr);
+}
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuMemAllocPitch(unsigned int* dptr, unsigned int* pPitch, unsigned int WidthInBytes,
                                                  unsigned int Height, unsigned int ElementSizeBytes) {
+  TESSERA_CUDA_SIM_COUNT();
   CUdeviceptr p = 0;
   std::uint64_t pitch = 0;
   CUresult r = mem_alloc_pitch(dptr ? &p : nullptr, pPitch ? &pitch : nullptr, WidthInBytes, Height,
@@ -318,11 +400,17 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuMemAllocPitch(unsigned int* dptr, unsigned in
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, std::size_t* pPitch, std::size_t WidthInBytes,
                                                     std::size_t Height, unsigned int ElementSizeBytes) {
+  TESSERA_CUDA_SIM_COUNT();
   std::uint64_t pitch = 0;
   CUresult r = mem_alloc_pitch(dptr, pPitch ? &pitch : nullptr, WidthInBytes, Height, ElementSizeBytes,
                                /*low=*/false);
   if (r == CUDA_SUCCESS) *pPitch = pitch;
   return r;
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, std::size_t bytesize, unsigned int flags) {
+  TESSERA_CUDA_SIM_COUNT();
+  return mem_alloc_managed(dptr, bytesize, flags);
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult tesseraCudaSimUsage(int ordinal, unsigned long long* process_bytes,

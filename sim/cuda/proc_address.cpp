@@ -6,16 +6,19 @@
 //   is CUDA_SUCCESS with *pfn = NULL and status SYMBOL_NOT_FOUND or
 //   VERSION_NOT_SUFFICIENT ([CH]: "will return CUDA_SUCCESS and set the
 //   returned pfn to NULL"); symbolStatus may be NULL;
-// - flags: DEFAULT and LEGACY_STREAM never give a per-thread (_ptsz) variant;
-//   PER_THREAD_DEFAULT_STREAM gives it where the variant has one, else the
-//   legacy function. No base name in this simulator has a _ptsz variant yet.
+// - flags: DEFAULT and LEGACY_STREAM never give a per-thread (_ptsz/_ptds)
+//   variant; PER_THREAD_DEFAULT_STREAM gives it where the variant has one and
+//   cudaVersion is at or after the per-thread variant's own introduction
+//   ([CH] PFN_<name>_v<N>_ptsz: 7000 for the older calls, with the call itself
+//   for the stream-ordered allocator), else the legacy function.
 // Every variant of each base name is implemented from the oldest one listed
-// on, so a newer request never gets an older ABI; cuCtxCreate's bare 2000 ABI
-// is not, so cuCtxCreate below 3020 is VERSION_NOT_SUFFICIENT here.
+// on, so a newer request never gets an older ABI; the bare 2000 ABIs of
+// cuCtxCreate and cuMemcpyHtoD are not, so those names below 3020 are
+// VERSION_NOT_SUFFICIENT here.
 // These calls work before cuInit (the runtime fetches cuInit through them).
 #include <cstring>
 
-#include "driver.hpp"
+#include "entry.hpp"
 
 namespace {
 
@@ -24,6 +27,7 @@ struct Variant {
   int version;  // the CUDA version that introduced this ABI ([CH] PFN_<name>_v<N>)
   void* legacy;
   void* ptsz;  // the per-thread default-stream variant, where one exists
+  int ptsz_version;  // the CUDA version that introduced it ([CH] PFN_<name>_v<N>_ptsz / _ptds)
 };
 
 template <class F>
@@ -32,38 +36,48 @@ void* fn(F* f) {
 }
 
 const Variant kVariants[] = {
-    {"cuInit", 2000, fn(cuInit), nullptr},
-    {"cuDriverGetVersion", 2020, fn(cuDriverGetVersion), nullptr},
-    {"cuDeviceGetCount", 2000, fn(cuDeviceGetCount), nullptr},
-    {"cuDeviceGet", 2000, fn(cuDeviceGet), nullptr},
-    {"cuDeviceGetName", 2000, fn(cuDeviceGetName), nullptr},
-    {"cuDeviceGetUuid", 9020, fn(cuDeviceGetUuid), nullptr},
-    {"cuDeviceGetUuid", 11040, fn(cuDeviceGetUuid_v2), nullptr},
-    {"cuDeviceTotalMem", 2000, fn(cuDeviceTotalMem), nullptr},
-    {"cuDeviceTotalMem", 3020, fn(cuDeviceTotalMem_v2), nullptr},
-    {"cuCtxCreate", 3020, fn(cuCtxCreate_v2), nullptr},
-    {"cuCtxCreate", 11040, fn(cuCtxCreate_v3), nullptr},
-    {"cuCtxCreate", 12050, fn(cuCtxCreate_v4), nullptr},
-    {"cuCtxDestroy", 2000, fn(cuCtxDestroy), nullptr},
-    {"cuCtxDestroy", 4000, fn(cuCtxDestroy_v2), nullptr},
-    {"cuCtxSetCurrent", 4000, fn(cuCtxSetCurrent), nullptr},
-    {"cuCtxGetCurrent", 4000, fn(cuCtxGetCurrent), nullptr},
-    {"cuCtxGetDevice", 2000, fn(cuCtxGetDevice), nullptr},
-    {"cuDevicePrimaryCtxRetain", 7000, fn(cuDevicePrimaryCtxRetain), nullptr},
-    {"cuDevicePrimaryCtxRelease", 7000, fn(cuDevicePrimaryCtxRelease), nullptr},
-    {"cuDevicePrimaryCtxRelease", 11000, fn(cuDevicePrimaryCtxRelease_v2), nullptr},
-    {"cuMemGetInfo", 2000, fn(cuMemGetInfo), nullptr},
-    {"cuMemGetInfo", 3020, fn(cuMemGetInfo_v2), nullptr},
-    {"cuMemAlloc", 2000, fn(cuMemAlloc), nullptr},
-    {"cuMemAlloc", 3020, fn(cuMemAlloc_v2), nullptr},
-    {"cuMemFree", 2000, fn(cuMemFree), nullptr},
-    {"cuMemFree", 3020, fn(cuMemFree_v2), nullptr},
-    {"cuMemAllocPitch", 2000, fn(cuMemAllocPitch), nullptr},
-    {"cuMemAllocPitch", 3020, fn(cuMemAllocPitch_v2), nullptr},
-    {"cuGetErrorName", 6000, fn(cuGetErrorName), nullptr},
-    {"cuGetErrorString", 6000, fn(cuGetErrorString), nullptr},
-    {"cuGetProcAddress", 11030, fn(cuGetProcAddress), nullptr},
-    {"cuGetProcAddress", 12000, fn(cuGetProcAddress_v2), nullptr},
+    {"cuInit", 2000, fn(cuInit), nullptr, 0},
+    {"cuDriverGetVersion", 2020, fn(cuDriverGetVersion), nullptr, 0},
+    {"cuDeviceGetCount", 2000, fn(cuDeviceGetCount), nullptr, 0},
+    {"cuDeviceGet", 2000, fn(cuDeviceGet), nullptr, 0},
+    {"cuDeviceGetName", 2000, fn(cuDeviceGetName), nullptr, 0},
+    {"cuDeviceGetUuid", 9020, fn(cuDeviceGetUuid), nullptr, 0},
+    {"cuDeviceGetUuid", 11040, fn(cuDeviceGetUuid_v2), nullptr, 0},
+    {"cuDeviceTotalMem", 2000, fn(cuDeviceTotalMem), nullptr, 0},
+    {"cuDeviceTotalMem", 3020, fn(cuDeviceTotalMem_v2), nullptr, 0},
+    {"cuCtxCreate", 3020, fn(cuCtxCreate_v2), nullptr, 0},
+    {"cuCtxCreate", 11040, fn(cuCtxCreate_v3), nullptr, 0},
+    {"cuCtxCreate", 12050, fn(cuCtxCreate_v4), nullptr, 0},
+    {"cuCtxDestroy", 2000, fn(cuCtxDestroy), nullptr, 0},
+    {"cuCtxDestroy", 4000, fn(cuCtxDestroy_v2), nullptr, 0},
+    {"cuCtxSetCurrent", 4000, fn(cuCtxSetCurrent), nullptr, 0},
+    {"cuCtxGetCurrent", 4000, fn(cuCtxGetCurrent), nullptr, 0},
+    {"cuCtxGetDevice", 2000, fn(cuCtxGetDevice), nullptr, 0},
+    {"cuDevicePrimaryCtxRetain", 7000, fn(cuDevicePrimaryCtxRetain), nullptr, 0},
+    {"cuDevicePrimaryCtxRelease", 7000, fn(cuDevicePrimaryCtxRelease), nullptr, 0},
+    {"cuDevicePrimaryCtxRelease", 11000, fn(cuDevicePrimaryCtxRelease_v2), nullptr, 0},
+    {"cuDevicePrimaryCtxGetState", 7000, fn(cuDevicePrimaryCtxGetState), nullptr, 0},
+    {"cuDevicePrimaryCtxReset", 7000, fn(cuDevicePrimaryCtxReset), nullptr, 0},
+    {"cuDevicePrimaryCtxReset", 11000, fn(cuDevicePrimaryCtxReset_v2), nullptr, 0},
+    {"cuCtxSynchronize", 2000, fn(cuCtxSynchronize), nullptr, 0},
+    {"cuCtxSynchronize", 13000, fn(cuCtxSynchronize_v2), nullptr, 0},
+    {"cuStreamSynchronize", 2000, fn(cuStreamSynchronize), fn(cuStreamSynchronize_ptsz), 7000},
+    {"cuLaunchKernel", 4000, fn(cuLaunchKernel), fn(cuLaunchKernel_ptsz), 7000},
+    {"cuMemcpyHtoD", 3020, fn(cuMemcpyHtoD_v2), fn(cuMemcpyHtoD_v2_ptds), 7000},
+    {"cuGetExportTable", 3000, fn(cuGetExportTable), nullptr, 0},
+    {"cuMemGetInfo", 2000, fn(cuMemGetInfo), nullptr, 0},
+    {"cuMemGetInfo", 3020, fn(cuMemGetInfo_v2), nullptr, 0},
+    {"cuMemAlloc", 2000, fn(cuMemAlloc), nullptr, 0},
+    {"cuMemAlloc", 3020, fn(cuMemAlloc_v2), nullptr, 0},
+    {"cuMemFree", 2000, fn(cuMemFree), nullptr, 0},
+    {"cuMemFree", 3020, fn(cuMemFree_v2), nullptr, 0},
+    {"cuMemAllocPitch", 2000, fn(cuMemAllocPitch), nullptr, 0},
+    {"cuMemAllocPitch", 3020, fn(cuMemAllocPitch_v2), nullptr, 0},
+    {"cuMemAllocManaged", 6000, fn(cuMemAllocManaged), nullptr, 0},
+    {"cuGetErrorName", 6000, fn(cuGetErrorName), nullptr, 0},
+    {"cuGetErrorString", 6000, fn(cuGetErrorString), nullptr, 0},
+    {"cuGetProcAddress", 11030, fn(cuGetProcAddress), nullptr, 0},
+    {"cuGetProcAddress", 12000, fn(cuGetProcAddress_v2), nullptr, 0},
 };
 
 CUresult lookup(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
@@ -84,7 +98,9 @@ CUresult lookup(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flag
   CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
   if (!known) status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   else if (!best) status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
-  else *pfn = (flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM && best->ptsz) ? best->ptsz : best->legacy;
+  else if (flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM && best->ptsz && cudaVersion >= best->ptsz_version)
+    *pfn = best->ptsz;
+  else *pfn = best->legacy;
   if (symbolStatus) *symbolStatus = status;
   return CUDA_SUCCESS;
 }
@@ -103,6 +119,8 @@ const ErrorText kErrors[] = {
     {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
@@ -124,18 +142,22 @@ CUresult error_text(CUresult error, const char** pStr, bool name) {
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
                                                   cuuint64_t flags) {
+  TESSERA_CUDA_SIM_COUNT();
   return lookup(symbol, pfn, cudaVersion, flags, nullptr);
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
                                                      cuuint64_t flags, CUdriverProcAddressQueryResult* symbolStatus) {
+  TESSERA_CUDA_SIM_COUNT();
   return lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuGetErrorName(CUresult error, const char** pStr) {
+  TESSERA_CUDA_SIM_COUNT();
   return error_text(error, pStr, true);
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuGetErrorString(CUresult error, const char** pStr) {
+  TESSERA_CUDA_SIM_COUNT();
   return error_text(error, pStr, false);
 }

@@ -77,6 +77,20 @@ struct Api {
   TESSERA_API(cuGetProcAddress)
   TESSERA_API(cuGetProcAddress_v2)
   TESSERA_API(tesseraCudaSimUsage)
+  TESSERA_API(tesseraCudaSimCalls)
+  TESSERA_API(cuMemAllocManaged)
+  TESSERA_API(cuDevicePrimaryCtxGetState)
+  TESSERA_API(cuDevicePrimaryCtxReset)
+  TESSERA_API(cuDevicePrimaryCtxReset_v2)
+  TESSERA_API(cuCtxSynchronize)
+  TESSERA_API(cuCtxSynchronize_v2)
+  TESSERA_API(cuStreamSynchronize)
+  TESSERA_API(cuStreamSynchronize_ptsz)
+  TESSERA_API(cuLaunchKernel)
+  TESSERA_API(cuLaunchKernel_ptsz)
+  TESSERA_API(cuMemcpyHtoD_v2)
+  TESSERA_API(cuMemcpyHtoD_v2_ptds)
+  TESSERA_API(cuGetExportTable)
 #undef TESSERA_API
 };
 
@@ -743,40 +757,52 @@ TEST(CudaSimProcAddress, EachBaseNameGivesTheNewestVariantAtOrBeforeTheVersion) 
     const char* exported;
     int from;  // first version this variant answers
     int until; // last version it answers (the next variant's first, minus 10), or 13000
+    const char* per_thread;  // its _ptsz/_ptds twin, if any
+    int per_thread_from;     // the twin's first version
   };
   const Row rows[] = {
-      {"cuInit", "cuInit", 2000, 13000},
-      {"cuDriverGetVersion", "cuDriverGetVersion", 2020, 13000},
-      {"cuDeviceGetCount", "cuDeviceGetCount", 2000, 13000},
-      {"cuDeviceGet", "cuDeviceGet", 2000, 13000},
-      {"cuDeviceGetName", "cuDeviceGetName", 2000, 13000},
-      {"cuDeviceGetUuid", "cuDeviceGetUuid", 9020, 11030},
-      {"cuDeviceGetUuid", "cuDeviceGetUuid_v2", 11040, 13000},
-      {"cuDeviceTotalMem", "cuDeviceTotalMem", 2000, 3010},
-      {"cuDeviceTotalMem", "cuDeviceTotalMem_v2", 3020, 13000},
-      {"cuCtxCreate", "cuCtxCreate_v2", 3020, 11030},
-      {"cuCtxCreate", "cuCtxCreate_v3", 11040, 12040},
-      {"cuCtxCreate", "cuCtxCreate_v4", 12050, 13000},
-      {"cuCtxDestroy", "cuCtxDestroy", 2000, 3999},
-      {"cuCtxDestroy", "cuCtxDestroy_v2", 4000, 13000},
-      {"cuCtxSetCurrent", "cuCtxSetCurrent", 4000, 13000},
-      {"cuCtxGetCurrent", "cuCtxGetCurrent", 4000, 13000},
-      {"cuCtxGetDevice", "cuCtxGetDevice", 2000, 13000},
-      {"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, 13000},
-      {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease", 7000, 10020},
-      {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000, 13000},
-      {"cuMemGetInfo", "cuMemGetInfo", 2000, 3010},
-      {"cuMemGetInfo", "cuMemGetInfo_v2", 3020, 13000},
-      {"cuMemAlloc", "cuMemAlloc", 2000, 3010},
-      {"cuMemAlloc", "cuMemAlloc_v2", 3020, 13000},
-      {"cuMemFree", "cuMemFree", 2000, 3010},
-      {"cuMemFree", "cuMemFree_v2", 3020, 13000},
-      {"cuMemAllocPitch", "cuMemAllocPitch", 2000, 3010},
-      {"cuMemAllocPitch", "cuMemAllocPitch_v2", 3020, 13000},
-      {"cuGetErrorName", "cuGetErrorName", 6000, 13000},
-      {"cuGetErrorString", "cuGetErrorString", 6000, 13000},
-      {"cuGetProcAddress", "cuGetProcAddress", 11030, 11090},
-      {"cuGetProcAddress", "cuGetProcAddress_v2", 12000, 13000},
+      {"cuInit", "cuInit", 2000, 13000, nullptr, 0},
+      {"cuDriverGetVersion", "cuDriverGetVersion", 2020, 13000, nullptr, 0},
+      {"cuDeviceGetCount", "cuDeviceGetCount", 2000, 13000, nullptr, 0},
+      {"cuDeviceGet", "cuDeviceGet", 2000, 13000, nullptr, 0},
+      {"cuDeviceGetName", "cuDeviceGetName", 2000, 13000, nullptr, 0},
+      {"cuDeviceGetUuid", "cuDeviceGetUuid", 9020, 11030, nullptr, 0},
+      {"cuDeviceGetUuid", "cuDeviceGetUuid_v2", 11040, 13000, nullptr, 0},
+      {"cuDeviceTotalMem", "cuDeviceTotalMem", 2000, 3010, nullptr, 0},
+      {"cuDeviceTotalMem", "cuDeviceTotalMem_v2", 3020, 13000, nullptr, 0},
+      {"cuCtxCreate", "cuCtxCreate_v2", 3020, 11030, nullptr, 0},
+      {"cuCtxCreate", "cuCtxCreate_v3", 11040, 12040, nullptr, 0},
+      {"cuCtxCreate", "cuCtxCreate_v4", 12050, 13000, nullptr, 0},
+      {"cuCtxDestroy", "cuCtxDestroy", 2000, 3999, nullptr, 0},
+      {"cuCtxDestroy", "cuCtxDestroy_v2", 4000, 13000, nullptr, 0},
+      {"cuCtxSetCurrent", "cuCtxSetCurrent", 4000, 13000, nullptr, 0},
+      {"cuCtxGetCurrent", "cuCtxGetCurrent", 4000, 13000, nullptr, 0},
+      {"cuCtxGetDevice", "cuCtxGetDevice", 2000, 13000, nullptr, 0},
+      {"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, 13000, nullptr, 0},
+      {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease", 7000, 10020, nullptr, 0},
+      {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000, 13000, nullptr, 0},
+      {"cuMemGetInfo", "cuMemGetInfo", 2000, 3010, nullptr, 0},
+      {"cuMemGetInfo", "cuMemGetInfo_v2", 3020, 13000, nullptr, 0},
+      {"cuMemAlloc", "cuMemAlloc", 2000, 3010, nullptr, 0},
+      {"cuMemAlloc", "cuMemAlloc_v2", 3020, 13000, nullptr, 0},
+      {"cuMemFree", "cuMemFree", 2000, 3010, nullptr, 0},
+      {"cuMemFree", "cuMemFree_v2", 3020, 13000, nullptr, 0},
+      {"cuMemAllocPitch", "cuMemAllocPitch", 2000, 3010, nullptr, 0},
+      {"cuMemAllocPitch", "cuMemAllocPitch_v2", 3020, 13000, nullptr, 0},
+      {"cuGetErrorName", "cuGetErrorName", 6000, 13000, nullptr, 0},
+      {"cuGetErrorString", "cuGetErrorString", 6000, 13000, nullptr, 0},
+      {"cuGetProcAddress", "cuGetProcAddress", 11030, 11090, nullptr, 0},
+      {"cuGetProcAddress", "cuGetProcAddress_v2", 12000, 13000, nullptr, 0},
+      {"cuMemAllocManaged", "cuMemAllocManaged", 6000, 13000, nullptr, 0},
+      {"cuDevicePrimaryCtxGetState", "cuDevicePrimaryCtxGetState", 7000, 13000, nullptr, 0},
+      {"cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset", 7000, 10020, nullptr, 0},
+      {"cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2", 11000, 13000, nullptr, 0},
+      {"cuCtxSynchronize", "cuCtxSynchronize", 2000, 12090, nullptr, 0},
+      {"cuCtxSynchronize", "cuCtxSynchronize_v2", 13000, 13000, nullptr, 0},
+      {"cuStreamSynchronize", "cuStreamSynchronize", 2000, 13000, "cuStreamSynchronize_ptsz", 7000},
+      {"cuLaunchKernel", "cuLaunchKernel", 4000, 13000, "cuLaunchKernel_ptsz", 7000},
+      {"cuMemcpyHtoD", "cuMemcpyHtoD_v2", 3020, 13000, "cuMemcpyHtoD_v2_ptds", 7000},
+      {"cuGetExportTable", "cuGetExportTable", 3000, 13000, nullptr, 0},
   };
   in_child({}, [&] {
     auto* get = sym<GetProcAddressV2>("cuGetProcAddress_v2");
@@ -786,20 +812,32 @@ TEST(CudaSimProcAddress, EachBaseNameGivesTheNewestVariantAtOrBeforeTheVersion) 
       void* want = dlsym(library(), r.exported);
       ASSERT_NE(want, nullptr) << r.exported;
       EXPECT_TRUE(seen.insert(want).second) << r.exported << ": every variant is a distinct function";
-      for (int version : {r.from, r.until}) {
+      void* twin = r.per_thread ? dlsym(library(), r.per_thread) : nullptr;
+      if (r.per_thread) {
+        ASSERT_NE(twin, nullptr) << r.per_thread;
+        EXPECT_TRUE(seen.insert(twin).second) << r.per_thread << ": every variant is a distinct function";
+      }
+      for (int version : {r.from, r.until, r.per_thread ? r.per_thread_from - 10 : r.from,
+                          r.per_thread ? r.per_thread_from : r.until}) {
+        if (version < r.from) continue;
         for (cuuint64_t flags : {CU_GET_PROC_ADDRESS_DEFAULT, CU_GET_PROC_ADDRESS_LEGACY_STREAM,
                                  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM}) {
           void* fn = nullptr;
           auto status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
           EXPECT_EQ(get(r.base, &fn, version, flags, &status), CUDA_SUCCESS) << r.base << " " << version;
-          // No base name here has a _ptsz variant: per-thread requests get the legacy one.
-          EXPECT_EQ(fn, want) << r.base << " at " << version << " flags " << flags << " wants " << r.exported;
+          // A per-thread request gets the twin from the twin's version on, else the legacy one.
+          const bool per_thread = flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM && twin &&
+                                  version >= r.per_thread_from;
+          EXPECT_EQ(fn, per_thread ? twin : want)
+              << r.base << " at " << version << " flags " << flags << " wants "
+              << (per_thread ? r.per_thread : r.exported);
           EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS) << r.base << " " << version;
         }
       }
     }
     // Below a base name's first variant: found, version not sufficient, NULL.
     for (auto [base, version] : {std::pair{"cuDeviceGetUuid", 9010}, std::pair{"cuCtxCreate", 3010},
+                                 std::pair{"cuMemcpyHtoD", 3010}, std::pair{"cuMemAllocManaged", 5050},
                                  std::pair{"cuDevicePrimaryCtxRetain", 6050}, std::pair{"cuDriverGetVersion", 2010}}) {
       void* fn = reinterpret_cast<void*>(1);
       auto status = CU_GET_PROC_ADDRESS_SUCCESS;
@@ -817,8 +855,8 @@ TEST(CudaSimProcAddress, UnknownNamesFlagsAndVersionsAndANullStatus) {
     ASSERT_NE(v2, nullptr);
     ASSERT_NE(v1, nullptr);
     // [CH]: an unknown symbol is CUDA_SUCCESS with *pfn = NULL and SYMBOL_NOT_FOUND
-    // (versioned names are not base names; cuMemAllocAsync is not simulated yet).
-    for (const char* name : {"cuNoSuchFunction", "cuMemAlloc_v2", "cuMemAllocAsync", ""}) {
+    // (versioned names are not base names; cuStreamCreate is not simulated).
+    for (const char* name : {"cuNoSuchFunction", "cuMemAlloc_v2", "cuMemAllocAsync_ptsz", "cuStreamCreate", ""}) {
       void* fn = reinterpret_cast<void*>(1);
       auto status = CU_GET_PROC_ADDRESS_SUCCESS;
       EXPECT_EQ(v2(name, &fn, 13000, 0, &status), CUDA_SUCCESS) << name;
@@ -846,10 +884,11 @@ TEST(CudaSimProcAddress, UnknownNamesFlagsAndVersionsAndANullStatus) {
 }
 
 TEST(CudaSimProcAddress, OnlyImplementedNamesAreExported) {
-  for (const char* name : {"cuCtxCreate", "cuMemAllocAsync", "cuMemCreate", "cuArrayCreate_v2", "cuGetExportTable",
+  for (const char* name : {"cuCtxCreate", "cuStreamCreate", "cuMemcpyHtoD", "cuMemcpyHtoD_ptds", "cuMemAllocHost_v2",
                            "nvmlInit_v2"})
     EXPECT_EQ(dlsym(library(), name), nullptr) << name;
   EXPECT_NE(dlsym(library(), "tesseraCudaSimUsage"), nullptr);
+  EXPECT_NE(dlsym(library(), "tesseraCudaSimCalls"), nullptr);
   Dl_info info{};
   ASSERT_NE(dladdr(dlsym(library(), "cuInit"), &info), 0);
   EXPECT_NE(std::string(info.dli_fname).find("libcuda.so.1"), std::string::npos) << info.dli_fname;
@@ -880,6 +919,246 @@ TEST(CudaSimProcAddress, ErrorNamesAndStringsForEveryCodeItReturns) {
     const char* s = nullptr;
     EXPECT_EQ(api().cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
     EXPECT_STREQ(s, "out of memory");
+  });
+}
+
+// ---------------------------------------------------------------- managed memory
+
+TEST(CudaSimManaged, ChargesLikeCuMemAllocAndDiesWithItsContext) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    CUdeviceptr m = 0, h = 0;
+    EXPECT_EQ(a.cuMemAllocManaged(&m, kMiB, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_CONTEXT);
+    CUcontext c0 = context(0);
+    ASSERT_EQ(a.cuMemAllocManaged(&m, 100 * kMiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemAllocManaged(&h, 50 * kMiB, CU_MEM_ATTACH_HOST), CUDA_SUCCESS);
+    EXPECT_NE(m, h);
+    EXPECT_EQ(free_now(), 1 * kGiB - 150 * kMiB);
+    EXPECT_EQ(a.cuMemFree_v2(h), CUDA_SUCCESS);  // [CH] released with cuMemFree
+    EXPECT_EQ(free_now(), 1 * kGiB - 100 * kMiB);
+    EXPECT_EQ(a.cuMemFree_v2(h), CUDA_ERROR_INVALID_VALUE);  // twice
+    // [CH] bytesize 0, and flags other than GLOBAL or HOST, are INVALID_VALUE.
+    EXPECT_EQ(a.cuMemAllocManaged(&h, 0, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+    for (unsigned flags : {0u, 3u, static_cast<unsigned>(CU_MEM_ATTACH_SINGLE), 8u})
+      EXPECT_EQ(a.cuMemAllocManaged(&h, kMiB, flags), CUDA_ERROR_INVALID_VALUE) << flags;
+    EXPECT_EQ(a.cuMemAllocManaged(nullptr, kMiB, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemAllocManaged(&h, 1 * kGiB, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_OUT_OF_MEMORY);
+    // A second context's managed memory survives the first's destruction.
+    CUcontext c1 = context(0);
+    CUdeviceptr keep = 0;
+    ASSERT_EQ(a.cuMemAllocManaged(&keep, 10 * kMiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuCtxDestroy_v2(c0), CUDA_SUCCESS);
+    EXPECT_EQ(free_now(), 1 * kGiB - 10 * kMiB);
+    EXPECT_EQ(a.cuMemFree_v2(m), CUDA_ERROR_INVALID_VALUE);  // freed with c0
+    EXPECT_EQ(a.cuCtxDestroy_v2(c1), CUDA_SUCCESS);
+    unsigned long long used = 1;
+    EXPECT_EQ(a.tesseraCudaSimUsage(0, nullptr, &used, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(used, 0u);
+  });
+}
+
+// ---------------------------------------------------------------- primary context state and reset
+
+TEST(CudaSimPrimary, GetStateReportsActivity) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    unsigned flags = 7;
+    int active = 7;
+    EXPECT_EQ(a.cuDevicePrimaryCtxGetState(0, &flags, &active), CUDA_ERROR_NOT_INITIALIZED);
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuDevicePrimaryCtxGetState(0, &flags, &active), CUDA_SUCCESS);
+    EXPECT_EQ(active, 0);
+    EXPECT_EQ(flags, 0u);
+    CUcontext p = nullptr;
+    ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&p, 1), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuDevicePrimaryCtxGetState(1, &flags, &active), CUDA_SUCCESS);
+    EXPECT_EQ(active, 1);
+    EXPECT_EQ(a.cuDevicePrimaryCtxGetState(0, &flags, &active), CUDA_SUCCESS);
+    EXPECT_EQ(active, 0);  // per device
+    EXPECT_EQ(a.cuDevicePrimaryCtxGetState(2, &flags, &active), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_EQ(a.cuDevicePrimaryCtxGetState(1, nullptr, &active), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuDevicePrimaryCtxGetState(1, &flags, nullptr), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuDevicePrimaryCtxRelease_v2(1), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuDevicePrimaryCtxGetState(1, &flags, &active), CUDA_SUCCESS);
+    EXPECT_EQ(active, 0);
+  });
+}
+
+TEST(CudaSimPrimary, ResetFreesThePrimaryContextsMemoryOnlyAndKeepsTheRetain) {
+  for (bool v2 : {false, true}) {
+    in_child({devices2().c_str()}, [&] {
+      const Api& a = api();
+      auto reset = v2 ? a.cuDevicePrimaryCtxReset_v2 : a.cuDevicePrimaryCtxReset;
+      ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+      CUcontext p = nullptr;
+      ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&p, 0), CUDA_SUCCESS);
+      ASSERT_EQ(a.cuCtxSetCurrent(p), CUDA_SUCCESS);
+      CUdeviceptr x = 0, m = 0, other = 0;
+      ASSERT_EQ(a.cuMemAlloc_v2(&x, 100 * kMiB), CUDA_SUCCESS);
+      ASSERT_EQ(a.cuMemAllocManaged(&m, 50 * kMiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+      CUcontext c = context(0);  // a created context: not the primary's
+      ASSERT_EQ(a.cuMemAlloc_v2(&other, 10 * kMiB), CUDA_SUCCESS);
+      EXPECT_EQ(free_now(), 1 * kGiB - 160 * kMiB);
+      EXPECT_EQ(reset(2), CUDA_ERROR_INVALID_DEVICE);
+      EXPECT_EQ(reset(0), CUDA_SUCCESS);
+      EXPECT_EQ(free_now(), 1 * kGiB - 10 * kMiB);
+      int active = 1;
+      unsigned flags = 0;
+      EXPECT_EQ(a.cuDevicePrimaryCtxGetState(0, &flags, &active), CUDA_SUCCESS);
+      EXPECT_EQ(active, 0);
+      EXPECT_EQ(reset(0), CUDA_SUCCESS);  // an inactive one: nothing to do
+      // [CH] reset does not release: the retain still needs its release, which is fine.
+      EXPECT_EQ(a.cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+      EXPECT_EQ(a.cuDevicePrimaryCtxRelease_v2(0), CUDA_ERROR_INVALID_CONTEXT);  // nothing retained now
+      EXPECT_EQ(a.cuCtxDestroy_v2(c), CUDA_SUCCESS);
+      EXPECT_EQ(a.cuCtxSetCurrent(nullptr), CUDA_SUCCESS);
+      // Retained again: the same handle, active, without the old memory.
+      CUcontext again = nullptr;
+      ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&again, 0), CUDA_SUCCESS);
+      EXPECT_EQ(again, p);
+      ASSERT_EQ(a.cuCtxSetCurrent(again), CUDA_SUCCESS);
+      EXPECT_EQ(a.cuMemFree_v2(x), CUDA_ERROR_INVALID_VALUE);
+      EXPECT_EQ(a.cuMemFree_v2(m), CUDA_ERROR_INVALID_VALUE);
+      EXPECT_EQ(free_now(), 1 * kGiB);
+      // A reset while still retained, then a retain: active again at once.
+      EXPECT_EQ(reset(0), CUDA_SUCCESS);
+      CUdeviceptr y = 0;
+      EXPECT_EQ(a.cuMemAlloc_v2(&y, kMiB), CUDA_ERROR_INVALID_CONTEXT);  // current but inactive
+      ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&again, 0), CUDA_SUCCESS);
+      EXPECT_EQ(a.cuMemAlloc_v2(&y, kMiB), CUDA_SUCCESS);
+    });
+  }
+}
+
+// ---------------------------------------------------------------- calls that allocate nothing
+
+TEST(CudaSimNoMemory, SynchronizeLaunchAndCopyValidateAndSucceed) {
+  in_child({}, [] {
+    const Api& a = api();
+    auto f = reinterpret_cast<CUfunction>(0x1234);
+    EXPECT_EQ(a.cuStreamSynchronize(nullptr), CUDA_ERROR_NOT_INITIALIZED);
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    // [CH] the default stream with no current context is INVALID_CONTEXT.
+    EXPECT_EQ(a.cuStreamSynchronize(nullptr), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(a.cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(a.cuCtxSynchronize_v2(nullptr), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(a.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr), CUDA_ERROR_INVALID_CONTEXT);
+    CUcontext c = context(0);
+    for (CUstream s : {static_cast<CUstream>(nullptr), TESSERA_CU_STREAM_LEGACY, TESSERA_CU_STREAM_PER_THREAD}) {
+      EXPECT_EQ(a.cuStreamSynchronize(s), CUDA_SUCCESS);
+      EXPECT_EQ(a.cuStreamSynchronize_ptsz(s), CUDA_SUCCESS);
+      EXPECT_EQ(a.cuLaunchKernel(f, 1, 2, 3, 32, 1, 1, 0, s, nullptr, nullptr), CUDA_SUCCESS);
+      EXPECT_EQ(a.cuLaunchKernel_ptsz(f, 1, 2, 3, 32, 1, 1, 0, s, nullptr, nullptr), CUDA_SUCCESS);
+    }
+    auto bogus = reinterpret_cast<CUstream>(0x5000);  // sim: no stream was created
+    EXPECT_EQ(a.cuStreamSynchronize(bogus), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(a.cuLaunchKernel(f, 0, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuCtxSynchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuCtxSynchronize_v2(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuCtxSynchronize_v2(c), CUDA_SUCCESS);
+    CUdeviceptr p = 0;
+    ASSERT_EQ(a.cuMemAlloc_v2(&p, 4096), CUDA_SUCCESS);
+    char host[4096] = {};
+    EXPECT_EQ(a.cuMemcpyHtoD_v2(p, host, sizeof host), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemcpyHtoD_v2_ptds(p + 96, host, 4000), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemcpyHtoD_v2(p + 1, host, 4096), CUDA_ERROR_INVALID_VALUE);  // past the end
+    EXPECT_EQ(a.cuMemcpyHtoD_v2(p, nullptr, 16), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemcpyHtoD_v2(0xdead0000ULL, host, 16), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(free_now(), 80 * kGiB - 4096);  // nothing here charged anything
+    EXPECT_EQ(a.cuCtxDestroy_v2(c), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuCtxSynchronize_v2(c), CUDA_ERROR_INVALID_CONTEXT);
+  });
+}
+
+TEST(CudaSimNoMemory, ExportTablesAreNotSupported) {
+  in_child({}, [] {
+    const Api& a = api();
+    CUuuid id{};
+    const void* table = reinterpret_cast<const void*>(1);
+    EXPECT_EQ(a.cuGetExportTable(&table, &id), CUDA_ERROR_NOT_SUPPORTED);  // before cuInit too
+    EXPECT_EQ(table, nullptr);
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    table = reinterpret_cast<const void*>(1);
+    EXPECT_EQ(a.cuGetExportTable(&table, &id), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(table, nullptr);
+    EXPECT_EQ(a.cuGetExportTable(nullptr, &id), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuGetExportTable(&table, nullptr), CUDA_ERROR_INVALID_VALUE);
+  });
+}
+
+// ---------------------------------------------------------------- call counts
+
+unsigned long long calls(const char* name) {
+  unsigned long long n = ~0ULL;
+  EXPECT_EQ(api().tesseraCudaSimCalls(name, &n), CUDA_SUCCESS) << name;
+  return n;
+}
+
+TEST(CudaSimCalls, EachExportedVariantCountsItsOwnCalls) {
+  in_child({}, [] {
+    const Api& a = api();
+    EXPECT_EQ(calls("cuInit"), 0u);
+    EXPECT_EQ(a.cuInit(1), CUDA_ERROR_INVALID_VALUE);  // failed calls count
+    int n = 0;
+    EXPECT_EQ(a.cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);  // so do calls before cuInit
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    EXPECT_EQ(calls("cuInit"), 2u);
+    EXPECT_EQ(calls("cuDeviceGetCount"), 1u);
+    context(0);
+    unsigned int p32 = 0;
+    CUdeviceptr p = 0;
+    ASSERT_EQ(a.cuMemAlloc(&p32, 4096), CUDA_SUCCESS);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(a.cuMemAlloc_v2(&p, 4096), CUDA_SUCCESS);
+      ASSERT_EQ(a.cuMemFree_v2(p), CUDA_SUCCESS);
+    }
+    EXPECT_EQ(calls("cuMemAlloc"), 1u);
+    EXPECT_EQ(calls("cuMemAlloc_v2"), 3u);
+    EXPECT_EQ(calls("cuMemFree_v2"), 3u);
+    EXPECT_EQ(calls("cuMemFree"), 0u);
+    EXPECT_EQ(a.cuStreamSynchronize_ptsz(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(calls("cuStreamSynchronize_ptsz"), 1u);
+    EXPECT_EQ(calls("cuStreamSynchronize"), 0u);
+    // Through cuGetProcAddress: the function handed out is the one counted;
+    // the lookups count as calls of the lookup function.
+    void* fn = nullptr;
+    ASSERT_EQ(a.cuGetProcAddress_v2("cuStreamSynchronize", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                                    nullptr),
+              CUDA_SUCCESS);
+    ASSERT_EQ(reinterpret_cast<decltype(&cuStreamSynchronize)>(fn)(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(calls("cuStreamSynchronize_ptsz"), 2u);
+    EXPECT_EQ(calls("cuGetProcAddress_v2"), 1u);
+    EXPECT_EQ(calls("cuGetProcAddress"), 0u);
+    // A forked child counts from zero; its calls are not its parent's.
+    expect_exit_ok(spawn({}, [&] {
+      EXPECT_EQ(calls("cuInit"), 0u);
+      EXPECT_EQ(calls("cuMemAlloc_v2"), 0u);
+      ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+      EXPECT_EQ(calls("cuInit"), 1u);
+    }));
+    EXPECT_EQ(calls("cuInit"), 2u);
+    EXPECT_EQ(calls("cuMemAlloc_v2"), 3u);
+  });
+}
+
+TEST(CudaSimCalls, OnlyExportedDriverFunctionsHaveCounts) {
+  in_child({}, [] {
+    const Api& a = api();
+    unsigned long long n = 5;
+    for (const char* name : {"cuNoSuchFunction", "cuCtxCreate", "cuMemcpyHtoD", "tesseraCudaSimUsage",
+                             "tesseraCudaSimCalls", "malloc", "dlsym", "", "cuda"}) {
+      n = 5;
+      EXPECT_EQ(a.tesseraCudaSimCalls(name, &n), CUDA_ERROR_NOT_FOUND) << name;
+      EXPECT_EQ(n, 5u) << name;
+    }
+    EXPECT_EQ(a.tesseraCudaSimCalls(nullptr, &n), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.tesseraCudaSimCalls("cuInit", nullptr), CUDA_ERROR_INVALID_VALUE);
+    // Known before cuInit, and the control calls themselves are not counted.
+    EXPECT_EQ(calls("cuMemAllocManaged"), 0u);
+    EXPECT_EQ(calls("cuLaunchKernel_ptsz"), 0u);
+    EXPECT_EQ(calls("cuMemcpyHtoD_v2_ptds"), 0u);
   });
 }
 
