@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Renders each kustomize overlay under deploy/ and checks what the node agent
 # will read: the mig-parted config and the MIG config name it is told to
-# apply, and the device-plugin config, each validated by tessera itself.
+# apply, and the device-plugin config, each validated by tessera itself; and
+# how the memory-quota library reaches the host: an init container installs
+# it into the hostPath the plugin names as its library directory (its script
+# run here on a scratch directory), and the plugin sees the ledger root
+# hostPath at the same path.
 # Usage: check_manifests.sh TESSERA_BIN DEPLOY_DIR
 set -euo pipefail
 bin=$1
@@ -38,6 +42,77 @@ for kind in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
     if kind not in kinds:
         raise SystemExit("missing " + kind)
 PY
+  if ! python3 - "$out/rendered.yaml" "$bin" "$deploy" "$work/quota" <<'PY'
+import os, re, shutil, stat, subprocess, sys
+try:
+    import yaml
+except ImportError:
+    print("  (no PyYAML: quota library checks skipped)")
+    raise SystemExit(0)
+rendered, binary, deploy, scratch = sys.argv[1:]
+LIB = "/usr/local/tessera/lib/libtessera-cuda.so"  # TESSERA_CONTAINER_LIBRARY_PATH
+ds = next(d for d in yaml.safe_load_all(open(rendered)) if d and d["kind"] == "DaemonSet")
+spec = ds["spec"]["template"]["spec"]
+host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+def fail(msg):
+    raise SystemExit("  quota library: " + msg)
+plugin = next(c for c in spec["containers"] if c["name"] == "device-plugin")
+cmd = plugin["command"]
+if "--no-quota-library" in cmd:
+    raise SystemExit(0)
+# Flags the plugin is given, else its defaults as its --help prints them.
+help_text = subprocess.run([binary, "plugin", "--help"], capture_output=True, text=True).stdout
+def flag(name):
+    if name in cmd:
+        return cmd[cmd.index(name) + 1]
+    m = re.search(re.escape(name) + r" TEXT=(\S+)", help_text)
+    if not m:
+        fail("tessera plugin --help shows no default for " + name)
+    return m.group(1)
+library_dir, ledger_root = flag("--quota-library-dir"), flag("--quota-ledger-root")
+# The ledger root: a hostPath mounted read-write at the path it has on the host.
+mounts = [m for m in plugin.get("volumeMounts", []) if host.get(m["name"]) == ledger_root]
+if not any(m["mountPath"] == ledger_root and not m.get("readOnly") for m in mounts):
+    fail("the device-plugin container does not mount hostPath %s read-write at the same path" % ledger_root)
+# The library: an init container writes it into the library directory's hostPath.
+installers = [(c, m) for c in spec.get("initContainers", []) for m in c.get("volumeMounts", [])
+              if host.get(m["name"]) == library_dir and not m.get("readOnly") and LIB in " ".join(c["command"])]
+if not installers:
+    fail("no init container copies %s into hostPath %s" % (LIB, library_dir))
+if "COPY lib/ /usr/local/tessera/lib/" not in open(os.path.join(deploy, "image/Dockerfile")).read():
+    fail("deploy/image/Dockerfile does not put lib/ at /usr/local/tessera/lib/")
+# Its script, on a scratch directory: installs a copy by renaming it into
+# place (a running container keeps the inode it mapped), and without a
+# library in the image says so and leaves the host as it was.
+c, m = installers[0]
+shutil.rmtree(scratch, ignore_errors=True)
+image, hostdir = scratch + "/image", scratch + "/host"
+os.makedirs(image); os.makedirs(hostdir)
+script = c["command"][-1].replace(LIB, image + "/libtessera-cuda.so").replace(m["mountPath"], hostdir)
+def install():
+    return subprocess.run(c["command"][:-1] + [script], capture_output=True, text=True)
+open(image + "/libtessera-cuda.so", "w").write("v1")
+r = install()
+dst = hostdir + "/libtessera-cuda.so"
+if r.returncode != 0 or open(dst).read() != "v1" or stat.S_IMODE(os.stat(dst).st_mode) != 0o755:
+    fail("the install script did not install the library: " + r.stderr)
+before = os.stat(dst).st_ino
+open(image + "/libtessera-cuda.so", "w").write("v2")
+r = install()
+if r.returncode != 0 or open(dst).read() != "v2" or os.stat(dst).st_ino == before:
+    fail("the install script did not replace the library by renaming a new copy over it")
+if sorted(os.listdir(hostdir)) != ["libtessera-cuda.so"]:
+    fail("the install script left %s" % os.listdir(hostdir))
+os.remove(image + "/libtessera-cuda.so")
+r = install()
+if r.returncode != 0 or open(dst).read() != "v2" or "no " + image not in r.stderr:
+    fail("without a library in the image the script should say so and change nothing: " + r.stderr)
+PY
+  then
+    echo "$overlay: INVALID (quota library)"
+    failures=$((failures + 1))
+    continue
+  fi
   name=$(cat "$out/mig-config-name")
   if "$bin" mig validate -f "$out/tessera-mig-config.yaml" -c "$name" >/dev/null &&
      "$bin" config validate -f "$out/tessera-device-plugin-config.yaml" >/dev/null; then
