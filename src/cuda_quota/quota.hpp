@@ -1,0 +1,100 @@
+// The quota library's process state (docs/design-memory-quotas.md §3): the
+// quotas read from the environment, the CUDA ordinal -> ledger device map, the
+// container's ledger, and this process's record of what each pointer, handle
+// or array was charged. Internal to libtessera-cuda.so.
+//
+// Rules this code keeps:
+// - With no TESSERA_DEVICE_MEMORY_LIMIT_<k> in the environment the library is
+//   off: every wrapper forwards and nothing is ever charged.
+// - Fail-safe: a malformed quota, a visible device no TESSERA_DEVICE_UUID_<k>
+//   names, or an unusable ledger gives quota 0 (every charge refused), with one
+//   log line saying why; never "no limit".
+// - A charge goes to the ledger before the driver is called and is undone if
+//   the driver fails; a free is uncharged only after the driver freed it and
+//   only by what this process recorded for that pointer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda_quota/cuda_abi.hpp"
+
+namespace tessera::quota {
+
+enum class Level { error = 0, warn = 1, info = 2, debug = 3 };
+void log(Level level, const char* format, ...) __attribute__((format(printf, 2, 3)));
+
+// Reads the environment once (any thread, any time, even before constructors).
+bool enabled();
+
+// What a wrapper needs to know about a CUDA device before charging it.
+struct Device {
+  bool known = false;  // the library is ready for this ordinal (else forward uncharged)
+  int index = -1;      // ledger device index; -1: no quota applies (refuse every charge)
+  std::uint64_t quota = 0;
+};
+
+// The device of the calling thread's current context; false when there is
+// none (the driver will answer the call with its own error).
+bool current_device(CUdevice& out);
+CUcontext current_context();
+Device device(CUdevice ordinal);
+// The same for a device named by its UUID text (NVML's nvmlDeviceGetUUID);
+// known but without a quota when no TESSERA_DEVICE_UUID_<k> names it.
+Device device_by_uuid(const char* uuid);
+
+// Charges `bytes` to `dev`; false (after one rate-limited log line) when over
+// the quota or when no quota can be enforced. `request` is what the program
+// asked for, for the log line.
+bool charge(const Device& dev, std::uint64_t bytes, std::uint64_t request);
+void uncharge(int index, std::uint64_t bytes);
+// The container's charged bytes on ledger device `index`.
+std::uint64_t usage(int index);
+
+// What a record is keyed by: device pointers, VMM handles, arrays and
+// mipmapped arrays, VMM mappings (key = mapped address; `handle` names the
+// VMM handle) live in separate key spaces.
+enum class Space : std::uint8_t { pointer = 1, handle, array, mapping, pool };
+enum class Kind : std::uint8_t {
+  context_bound,  // freed by cuCtxDestroy / primary reset: cuMemAlloc, pitch, managed, arrays
+  pool,           // stream-ordered: charged as its pool's growth
+  vmm,            // cuMemCreate: freed at release plus last unmap
+  mapping,
+  pool_state,     // a pool's charged reservation
+};
+
+struct Record {
+  Space space{};
+  Kind kind{};
+  std::int16_t index = -1;  // ledger device
+  bool released = false;    // vmm: cuMemRelease done
+  std::uint32_t maps = 0;   // vmm: live mappings
+  std::uint64_t key = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t handle = 0;  // mapping: the VMM handle; pool allocation: its pool
+  CUcontext ctx = nullptr;
+};
+
+// The per-process table. insert() replaces (and uncharges) a stale record of
+// the same key: the driver reused an address freed behind our back.
+void insert(const Record& r);
+bool take(Space space, std::uint64_t key, Record& out);  // remove and return
+bool find(Space space, std::uint64_t key, Record& out);
+bool update(const Record& r);  // overwrite an existing record
+// Removes and uncharges every context-bound record of `ctx`.
+void reclaim_context(CUcontext ctx);
+// Removes every record for which `pick` is true, returning them in `out` (up to `capacity`).
+std::size_t take_if(bool (*pick)(const Record&, const void*), const void* arg, Record* out, std::size_t capacity);
+
+// The primary context last seen for an ordinal (from cuDevicePrimaryCtxRetain).
+void note_primary(CUdevice ordinal, CUcontext ctx);
+CUcontext primary_of(CUdevice ordinal);
+
+// glibc's own dlsym, found without our hook (interpose.cpp).
+void* real_dlsym(void* handle, const char* name);
+// The driver's function for an exact exported name, resolved without hooks
+// (NULL when the driver does not export it).
+void* driver_symbol(const char* name);
+void* nvml_symbol(const char* name);
+
+}  // namespace tessera::quota

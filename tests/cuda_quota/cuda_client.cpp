@@ -1,0 +1,316 @@
+// A CUDA program for the quota library's tests: it loads the driver exactly
+// as CUDA 13's runtime does (dlopen "libcuda.so.1", dlsym
+// "cuGetProcAddress_v2", then every entry point through cuGetProcAddress with
+// the versions and flags the runtime asks: data/cudart-13.0-requests.txt),
+// then runs the steps given as arguments, one output line per step:
+//   <step> <CUresult> [values]
+// Steps (sizes in bytes; <i> counts this run's allocations from 0):
+//   init                 cuInit, retain device 0's primary context, make it current
+//   alloc:N  alloc32:N  managed:N  pitch:W:H  async:N  pool:N   allocate
+//   free:i  free32:i  freeasync:i  sync        free; cuStreamSynchronize(0)
+//   create:N  map:i  unmap:i  release:i        VMM on the current device
+//   array:W:H  array3d:W:H:D:FLAGS  mipmap:W:H:LEVELS  destroy:i  (float4 elements)
+//   info  info32  total  total32               memory info of device 0
+//   nvml                                       NVML v1 and v2 memory info of NVML device 0
+//   usage                                      the simulator's own accounting (the oracle)
+//   release-primary  reset-primary  ctx-create  ctx-destroy
+//   await:PATH                                 wait (10 s at most) until PATH exists (sequencing)
+//   loop:N:BYTES                               N x (alloc, free); prints refusals
+//   pointer:NAME:VERSION:FLAGS                 which file the looked-up function lives in
+//   exit-kill                                  SIGKILL self (no destructors, no exit handlers)
+// Types are declared here from [CH] cuda.h facts (design §1); nothing is linked.
+#include <dlfcn.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using CUresult = int;
+using CUdeviceptr = unsigned long long;
+using Handle = void*;
+using u64 = unsigned long long;
+
+struct Desc2 {
+  std::size_t w, h;
+  int format;
+  unsigned channels;
+};
+struct Desc3 {
+  std::size_t w, h, d;
+  int format;
+  unsigned channels, flags;
+};
+struct Location {
+  int type, id;
+};
+struct AllocProp {
+  int type, handle_types;
+  Location location;
+  void* win32;
+  unsigned char flags[8];
+};
+struct NvmlMemory {
+  u64 total, free, used;
+};
+struct NvmlMemoryV2 {
+  unsigned version;
+  u64 total, reserved, free, used;
+};
+
+using GetProc = CUresult (*)(const char*, void**, int, u64, int*);
+GetProc g_gpa = nullptr;
+
+// One entry point, asked for as the runtime asks (base name, version, flags).
+template <class F>
+F get(const char* name, int version, u64 flags = 0) {
+  void* p = nullptr;
+  int status = -1;
+  const CUresult r = g_gpa(name, &p, version, flags, &status);
+  if (r != 0 || !p) {
+    std::fprintf(stderr, "cuda_client: %s (v%d, flags %llu) not found: %d status %d\n", name, version, flags, r, status);
+    return nullptr;
+  }
+  return reinterpret_cast<F>(p);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t colon = s.find(':', start);
+    out.push_back(s.substr(start, colon - start));
+    if (colon == std::string::npos) return out;
+    start = colon + 1;
+  }
+}
+
+u64 num(const std::vector<std::string>& a, std::size_t i) { return i < a.size() ? std::strtoull(a[i].c_str(), nullptr, 0) : 0; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!driver) {
+    std::fprintf(stderr, "cuda_client: %s\n", dlerror());
+    return 2;
+  }
+  g_gpa = reinterpret_cast<GetProc>(dlsym(driver, "cuGetProcAddress_v2"));
+  if (!g_gpa) return 2;
+  // The runtime's first requests: an empty name at version 0, cuInit, then
+  // cuGetProcAddress itself at 11030 and 12000; it keeps the 12000 answer.
+  void* ignored = nullptr;
+  g_gpa("", &ignored, 0, 0, nullptr);
+  auto cuInit = get<CUresult (*)(unsigned)>("cuInit", 2000);
+  get<void*>("cuGetProcAddress", 11030);
+  g_gpa = get<GetProc>("cuGetProcAddress", 12000);
+  if (!g_gpa || !cuInit) return 2;
+
+  auto retain = get<CUresult (*)(Handle*, int)>("cuDevicePrimaryCtxRetain", 7000);
+  auto release = get<CUresult (*)(int)>("cuDevicePrimaryCtxRelease", 7000);
+  auto reset = get<CUresult (*)(int)>("cuDevicePrimaryCtxReset", 7000);
+  auto set_current = get<CUresult (*)(Handle)>("cuCtxSetCurrent", 4000);
+  auto ctx_create = get<CUresult (*)(Handle*, unsigned, int)>("cuCtxCreate", 3020);
+  auto ctx_destroy = get<CUresult (*)(Handle)>("cuCtxDestroy", 4000);
+  auto alloc = get<CUresult (*)(CUdeviceptr*, std::size_t)>("cuMemAlloc", 3020);
+  auto alloc32 = get<CUresult (*)(unsigned*, unsigned)>("cuMemAlloc", 2000);
+  auto managed = get<CUresult (*)(CUdeviceptr*, std::size_t, unsigned)>("cuMemAllocManaged", 6000);
+  auto pitch = get<CUresult (*)(CUdeviceptr*, std::size_t*, std::size_t, std::size_t, unsigned)>("cuMemAllocPitch", 3020);
+  auto mem_free = get<CUresult (*)(CUdeviceptr)>("cuMemFree", 3020);
+  auto mem_free32 = get<CUresult (*)(unsigned)>("cuMemFree", 2000);
+  auto info = get<CUresult (*)(std::size_t*, std::size_t*)>("cuMemGetInfo", 3020);
+  auto info32 = get<CUresult (*)(unsigned*, unsigned*)>("cuMemGetInfo", 2000);
+  auto total = get<CUresult (*)(std::size_t*, int)>("cuDeviceTotalMem", 3020);
+  auto total32 = get<CUresult (*)(unsigned*, int)>("cuDeviceTotalMem", 2000);
+
+  std::vector<u64> handles;  // pointers, VMM handles or arrays, by step order
+  auto record = [&](u64 h) {
+    handles.push_back(h);
+    return handles.size() - 1;
+  };
+  auto handle = [&](std::size_t i) { return i < handles.size() ? handles[i] : 0ull; };
+
+  for (int a = 1; a < argc; ++a) {
+    const std::string step = argv[a];
+    const auto args = split(step);
+    const std::string& op = args[0];
+    CUresult r = -1;
+    if (op == "init") {
+      Handle ctx = nullptr;
+      r = cuInit(0);
+      if (r == 0) r = retain(&ctx, 0);
+      if (r == 0) r = set_current(ctx);
+      std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "alloc" || op == "managed") {
+      CUdeviceptr p = 0;
+      r = op == "alloc" ? alloc(&p, num(args, 1)) : managed(&p, num(args, 1), 1);
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(p) : SIZE_MAX);
+    } else if (op == "alloc32") {
+      unsigned p = 0;
+      r = alloc32(&p, static_cast<unsigned>(num(args, 1)));
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(p) : SIZE_MAX);
+    } else if (op == "pitch") {
+      CUdeviceptr p = 0;
+      std::size_t pitch_bytes = 0;
+      r = pitch(&p, &pitch_bytes, num(args, 1), num(args, 2), 4);
+      std::printf("%s %d %zu %zu\n", step.c_str(), r, r == 0 ? record(p) : SIZE_MAX, pitch_bytes);
+    } else if (op == "async" || op == "pool") {
+      CUdeviceptr p = 0;
+      if (op == "async") {
+        r = get<CUresult (*)(CUdeviceptr*, std::size_t, Handle)>("cuMemAllocAsync", 11020)(&p, num(args, 1), nullptr);
+      } else {
+        Handle pool = nullptr;
+        r = get<CUresult (*)(Handle*, int)>("cuDeviceGetDefaultMemPool", 11020)(&pool, 0);
+        if (r == 0)
+          r = get<CUresult (*)(CUdeviceptr*, std::size_t, Handle, Handle)>("cuMemAllocFromPoolAsync", 11020)(
+              &p, num(args, 1), pool, nullptr);
+      }
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(p) : SIZE_MAX);
+    } else if (op == "free") {
+      std::printf("%s %d\n", step.c_str(), mem_free(handle(num(args, 1))));
+    } else if (op == "free32") {
+      std::printf("%s %d\n", step.c_str(), mem_free32(static_cast<unsigned>(handle(num(args, 1)))));
+    } else if (op == "freeasync") {
+      r = get<CUresult (*)(CUdeviceptr, Handle)>("cuMemFreeAsync", 11020)(handle(num(args, 1)), nullptr);
+      std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "sync") {
+      std::printf("%s %d\n", step.c_str(), get<CUresult (*)(Handle)>("cuStreamSynchronize", 2000)(nullptr));
+    } else if (op == "create") {
+      AllocProp prop{};
+      prop.type = 1;  // [CH] CU_MEM_ALLOCATION_TYPE_PINNED
+      prop.location = {args.size() > 2 && args[2] == "host" ? 2 : 1, 0};  // [CH] DEVICE 1, HOST 2
+      u64 h = 0;
+      r = get<CUresult (*)(u64*, std::size_t, const AllocProp*, u64)>("cuMemCreate", 10020)(&h, num(args, 1), &prop, 0);
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(h) : SIZE_MAX);
+    } else if (op == "map") {
+      // Reserve an address range the handle's size and map it there.
+      const u64 h = handle(num(args, 1));
+      const std::size_t size = num(args, 2);
+      CUdeviceptr va = 0;
+      r = get<CUresult (*)(CUdeviceptr*, std::size_t, std::size_t, CUdeviceptr, u64)>("cuMemAddressReserve", 10020)(
+          &va, size, 0, 0, 0);
+      if (r == 0) r = get<CUresult (*)(CUdeviceptr, std::size_t, std::size_t, u64, u64)>("cuMemMap", 10020)(va, size, 0, h, 0);
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(va) : SIZE_MAX);
+    } else if (op == "unmap") {
+      r = get<CUresult (*)(CUdeviceptr, std::size_t)>("cuMemUnmap", 10020)(handle(num(args, 1)), num(args, 2));
+      std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "release") {
+      r = get<CUresult (*)(u64)>("cuMemRelease", 10020)(handle(num(args, 1)));
+      std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "array" || op == "array3d" || op == "mipmap") {
+      Handle arr = nullptr;
+      constexpr int kFloat = 0x20;  // [CH] CU_AD_FORMAT_FLOAT, 4 bytes; 4 channels
+      if (op == "array") {
+        const Desc2 d{num(args, 1), num(args, 2), kFloat, 4};
+        r = get<CUresult (*)(Handle*, const Desc2*)>("cuArrayCreate", 3020)(&arr, &d);
+      } else if (op == "array3d") {
+        const Desc3 d{num(args, 1), num(args, 2), num(args, 3), kFloat, 4, static_cast<unsigned>(num(args, 4))};
+        r = get<CUresult (*)(Handle*, const Desc3*)>("cuArray3DCreate", 3020)(&arr, &d);
+      } else {
+        const Desc3 d{num(args, 1), num(args, 2), 0, kFloat, 4, 0};
+        r = get<CUresult (*)(Handle*, const Desc3*, unsigned)>("cuMipmappedArrayCreate", 5000)(
+            &arr, &d, static_cast<unsigned>(num(args, 3)));
+      }
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(reinterpret_cast<u64>(arr)) : SIZE_MAX);
+    } else if (op == "destroy" || op == "destroy-mipmap") {
+      const char* name = op == "destroy" ? "cuArrayDestroy" : "cuMipmappedArrayDestroy";
+      r = get<CUresult (*)(Handle)>(name, op == "destroy" ? 2000 : 5000)(reinterpret_cast<Handle>(handle(num(args, 1))));
+      std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "info") {
+      std::size_t f = 0, t = 0;
+      r = info(&f, &t);
+      std::printf("%s %d %zu %zu\n", step.c_str(), r, f, t);
+    } else if (op == "info-null") {
+      std::size_t t = 0;
+      r = info(nullptr, &t);
+      std::printf("%s %d %zu\n", step.c_str(), r, t);
+    } else if (op == "info32") {
+      unsigned f = 0, t = 0;
+      r = info32(&f, &t);
+      std::printf("%s %d %u %u\n", step.c_str(), r, f, t);
+    } else if (op == "total") {
+      std::size_t t = 0;
+      r = total(&t, static_cast<int>(num(args, 1)));
+      std::printf("%s %d %zu\n", step.c_str(), r, t);
+    } else if (op == "total32") {
+      unsigned t = 0;
+      r = total32(&t, 0);
+      std::printf("%s %d %u\n", step.c_str(), r, t);
+    } else if (op == "nvml") {
+      void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+      if (!nvml) {
+        std::printf("%s -1 %s\n", step.c_str(), dlerror());
+        continue;
+      }
+      auto nvml_init = reinterpret_cast<int (*)()>(dlsym(nvml, "nvmlInit_v2"));
+      auto by_index = reinterpret_cast<int (*)(unsigned, Handle*)>(dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2"));
+      auto v1 = reinterpret_cast<int (*)(Handle, NvmlMemory*)>(dlsym(nvml, "nvmlDeviceGetMemoryInfo"));
+      auto v2 = reinterpret_cast<int (*)(Handle, NvmlMemoryV2*)>(dlsym(nvml, "nvmlDeviceGetMemoryInfo_v2"));
+      Handle dev = nullptr;
+      NvmlMemory m1{};
+      NvmlMemoryV2 m2{};
+      m2.version = 0x02000028;  // [N] nvmlMemory_v2
+      int rr = nvml_init ? nvml_init() : -1;
+      if (rr == 0) rr = by_index(0, &dev);
+      const int r1 = rr == 0 ? v1(dev, &m1) : rr;
+      const int r2 = rr == 0 ? v2(dev, &m2) : rr;
+      std::printf("%s %d %llu %llu %llu %d %llu %llu %llu %llu %#x\n", step.c_str(), r1, m1.total, m1.free, m1.used, r2,
+                  m2.total, m2.free, m2.used, m2.reserved, m2.version);
+    } else if (op == "usage") {
+      auto sim = reinterpret_cast<CUresult (*)(int, u64*, u64*, u64*)>(dlsym(driver, "tesseraCudaSimUsage"));
+      u64 process = 0, device = 0, peak = 0;
+      r = sim ? sim(0, &process, &device, &peak) : -1;
+      std::printf("%s %d %llu %llu %llu\n", step.c_str(), r, process, device, peak);
+    } else if (op == "release-primary") {
+      std::printf("%s %d\n", step.c_str(), release(0));
+    } else if (op == "reset-primary") {
+      std::printf("%s %d\n", step.c_str(), reset ? reset(0) : -1);
+    } else if (op == "ctx-create") {
+      Handle ctx = nullptr;
+      r = ctx_create(&ctx, 0, 0);
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(reinterpret_cast<u64>(ctx)) : SIZE_MAX);
+    } else if (op == "ctx-destroy") {
+      std::printf("%s %d\n", step.c_str(), ctx_destroy(reinterpret_cast<Handle>(handle(num(args, 1)))));
+    } else if (op == "await") {
+      const std::string path = step.substr(6);
+      int waited = 0;
+      while (access(path.c_str(), F_OK) != 0 && waited < 10000) {
+        usleep(1000);
+        ++waited;
+      }
+      std::printf("%s %d\n", step.c_str(), waited < 10000 ? 0 : -1);
+    } else if (op == "loop") {
+      const u64 n = num(args, 1), bytes = num(args, 2);
+      u64 refused = 0, other = 0;
+      for (u64 i = 0; i < n; ++i) {
+        CUdeviceptr p = 0;
+        r = alloc(&p, bytes);
+        if (r == 2) ++refused;
+        else if (r != 0) ++other;
+        else mem_free(p);
+      }
+      std::printf("%s 0 %llu %llu\n", step.c_str(), refused, other);
+    } else if (op == "pointer") {
+      void* p = nullptr;
+      r = g_gpa(args.size() > 1 ? args[1].c_str() : "", &p, static_cast<int>(num(args, 2)), num(args, 3), nullptr);
+      Dl_info where{};
+      const char* file = p && dladdr(p, &where) && where.dli_fname ? where.dli_fname : "-";
+      const char* slash = std::strrchr(file, '/');
+      std::printf("%s %d %s %s\n", step.c_str(), r, slash ? slash + 1 : file,
+                  p && where.dli_sname ? where.dli_sname : "-");
+    } else if (op == "exit-kill") {
+      raise(SIGKILL);
+    } else {
+      std::fprintf(stderr, "cuda_client: unknown step %s\n", step.c_str());
+      return 2;
+    }
+  }
+  return 0;
+}
