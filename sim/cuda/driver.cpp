@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <iterator>
 #include <limits>
 
 namespace tessera_cuda_sim {
@@ -20,6 +22,7 @@ constexpr const char* kDefaultUuid = "GPU-5e55e2a0-0000-4000-8000-000000000000";
 constexpr std::size_t kMaxDevices = 64;
 constexpr CUdeviceptr kAlign = 512;  // simulator's address alignment (cudaMalloc guarantees at least 256)
 constexpr CUdeviceptr kLowEnd = 0x100000000ULL;
+constexpr CUdeviceptr kHighEnd = 0x0000fffffffff000ULL;  // sim: a 48-bit address space
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -186,6 +189,8 @@ CUresult Driver::init() {
   peak_.assign(devices.size(), 0);
   primary_.assign(devices.size(), nullptr);
   primary_refs_.assign(devices.size(), 0);
+  default_pool_.assign(devices.size(), nullptr);
+  current_pool_.assign(devices.size(), nullptr);
   initialized = true;
   return CUDA_SUCCESS;
 }
@@ -210,14 +215,25 @@ Context* Driver::primary(CUdevice dev) {
 }
 
 CUresult Driver::destroy_context(Context* c) {
-  // cuCtxDestroy frees the context's cuMemAlloc and cuMemAllocPitch memory
-  // (design §1, "Facts behind the rules").
+  // cuCtxDestroy frees the context's cuMemAlloc, cuMemAllocPitch and
+  // cuMemAllocManaged memory and its arrays, not cuMemCreate or pool memory
+  // (design §1, "Facts behind the rules"; pool allocations have no context).
   CUresult result = CUDA_SUCCESS;
   for (auto it = allocations_.begin(); it != allocations_.end();) {
     if (it->second.ctx == c) {
       CUresult r = charge(it->second.device, -static_cast<std::int64_t>(it->second.bytes), nullptr);
       if (r != CUDA_SUCCESS) result = r;
       it = allocations_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = arrays_.begin(); it != arrays_.end();) {
+    if (it->second.ctx == c) {
+      CUresult r = charge(it->second.device, -static_cast<std::int64_t>(it->second.bytes), nullptr);
+      if (r != CUDA_SUCCESS) result = r;
+      orphaned_arrays_.insert(it->first);
+      it = arrays_.erase(it);
     } else {
       ++it;
     }
@@ -257,32 +273,259 @@ CUresult Driver::allocate(Context* ctx, std::uint64_t bytes, bool low, CUdevicep
   if (span < bytes) return CUDA_ERROR_OUT_OF_MEMORY;
   CUdeviceptr& next = low ? next_low_ : next_high_;
   if (low && (span > kLowEnd || next > kLowEnd - span)) return CUDA_ERROR_OUT_OF_MEMORY;  // no 32-bit address left
+  if (!low && span > kHighEnd - next) return CUDA_ERROR_OUT_OF_MEMORY;
   if (CUresult r = charge(ctx->device, static_cast<std::int64_t>(bytes), nullptr); r != CUDA_SUCCESS) return r;
   out = next;
   next += span;  // addresses are never reused, so a stale pointer is never someone else's
-  allocations_[out] = Allocation{ctx->device, ctx, bytes};
+  allocations_[out] = Allocation{ctx->device, ctx, bytes, nullptr};
   return CUDA_SUCCESS;
+}
+
+CUdeviceptr Driver::take_addresses(std::uint64_t bytes, std::uint64_t alignment) {
+  const CUdeviceptr base = (next_high_ + alignment - 1) / alignment * alignment;
+  if (base < next_high_ || base > kHighEnd || bytes > kHighEnd - base) return 0;
+  next_high_ = base + (bytes + kAlign - 1) / kAlign * kAlign;
+  return base;
 }
 
 CUresult Driver::free(CUdeviceptr p) {
   auto it = allocations_.find(p);
-  if (it == allocations_.end()) return CUDA_ERROR_INVALID_VALUE;  // not an address cuMemAlloc returned
+  if (it == allocations_.end()) return CUDA_ERROR_INVALID_VALUE;  // not an address this process was given
   Allocation a = it->second;
   allocations_.erase(it);
+  if (!a.pool) return charge(a.device, -static_cast<std::int64_t>(a.bytes), nullptr);
+  // A pool allocation goes back to its pool, which keeps it reserved; a
+  // destroyed pool gives everything back with its last allocation ([CH]).
+  Pool* pool = a.pool;
+  pool->used -= a.bytes;
+  if (pool->destroyed && pool->used == 0) {
+    live_pools_.erase(pool);
+    return pool_release_to(pool, 0);
+  }
+  return CUDA_SUCCESS;
+}
+
+// ---- pools
+
+namespace {
+std::uint64_t round_up(std::uint64_t v, std::uint64_t g) { return v > UINT64_MAX - (g - 1) ? 0 : (v + g - 1) / g * g; }
+}  // namespace
+
+Pool* Driver::default_pool(CUdevice dev) {
+  auto i = static_cast<std::size_t>(dev);
+  if (!default_pool_[i]) {
+    default_pool_[i] = create_pool(dev, 0);
+    default_pool_[i]->is_default = true;
+  }
+  return default_pool_[i];
+}
+
+Pool* Driver::create_pool(CUdevice dev, std::uint64_t max_size) {
+  pools_.push_back(std::make_unique<Pool>());
+  Pool* p = pools_.back().get();
+  p->device = dev;
+  p->max_size = max_size;
+  live_pools_.insert(p);
+  return p;
+}
+
+Pool* Driver::usable_pool(CUmemoryPool h) const {
+  auto* p = reinterpret_cast<Pool*>(h);
+  if (!live_pools_.contains(p) || p->destroyed) return nullptr;
+  return p;
+}
+
+CUresult Driver::pool_allocate(Pool* p, std::uint64_t bytes, CUdeviceptr& out) {
+  if (bytes > UINT64_MAX - p->used) return CUDA_ERROR_OUT_OF_MEMORY;
+  const std::uint64_t need = round_up(p->used + bytes, kGranule);
+  if (need == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (p->max_size && need > p->max_size) return CUDA_ERROR_OUT_OF_MEMORY;  // [CH] maxSize bounds a created pool
+  const CUdeviceptr addr = take_addresses(bytes, kAlign);
+  if (addr == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (need > p->reserved) {
+    // The pool grows by whole granules: that growth is what the device is charged.
+    CUresult r = charge(p->device, static_cast<std::int64_t>(need - p->reserved), nullptr);
+    if (r != CUDA_SUCCESS) return r;
+    p->reserved = need;
+    if (p->reserved > p->reserved_high) p->reserved_high = p->reserved;
+  }
+  p->used += bytes;
+  if (p->used > p->used_high) p->used_high = p->used;
+  out = addr;
+  allocations_[out] = Allocation{p->device, nullptr, bytes, p};
+  return CUDA_SUCCESS;
+}
+
+// Releases reserved memory down to max(keep, what outstanding allocations
+// hold), in whole granules.
+CUresult Driver::pool_release_to(Pool* p, std::uint64_t keep) {
+  const std::uint64_t floor = std::max(keep, round_up(p->used, kGranule));
+  if (p->reserved <= floor) return CUDA_SUCCESS;
+  const std::uint64_t excess = p->reserved - floor;
+  p->reserved = floor;
+  return charge(p->device, -static_cast<std::int64_t>(excess), nullptr);
+}
+
+// [CH] cuMemPoolTrimTo: afterwards at least minBytesToKeep stay reserved (sim:
+// rounded up to a granule); memory backing outstanding allocations stays.
+CUresult Driver::pool_trim(Pool* p, std::uint64_t keep_at_least) {
+  std::uint64_t keep = round_up(keep_at_least, kGranule);
+  if (keep == 0 && keep_at_least != 0) return CUDA_SUCCESS;  // more than can ever be reserved: a no-op
+  return pool_release_to(p, keep);
+}
+
+CUresult Driver::pool_destroy(Pool* p) {
+  // [CH] destroying a device's current pool makes its default pool current again.
+  auto i = static_cast<std::size_t>(p->device);
+  if (current_pool_[i] == p) current_pool_[i] = nullptr;
+  p->destroyed = true;
+  if (p->used != 0) return CUDA_SUCCESS;  // [CH] returns at once; freed with the last allocation
+  live_pools_.erase(p);
+  return pool_release_to(p, 0);
+}
+
+// [CH] RELEASE_THRESHOLD: a pool holding more than the threshold releases
+// memory "on the next call to stream, event or context synchronize". sim: the
+// pool keeps the threshold rounded down to a granule (and what its
+// outstanding allocations need); every pool of the process is released at
+// every synchronize, whichever stream or context it names.
+CUresult Driver::synchronize() {
+  CUresult result = CUDA_SUCCESS;
+  for (Pool* p : live_pools_) {
+    if (p->destroyed) continue;
+    CUresult r = pool_release_to(p, p->threshold / kGranule * kGranule);
+    if (r != CUDA_SUCCESS) result = r;
+  }
+  return result;
+}
+
+// ---- virtual memory management
+
+CUresult Driver::vmm_create(CUdevice dev, bool device_memory, std::uint64_t bytes, CUmemGenericAllocationHandle& out) {
+  if (device_memory)
+    if (CUresult r = charge(dev, static_cast<std::int64_t>(bytes), nullptr); r != CUDA_SUCCESS) return r;
+  out = next_handle_++;  // never reused
+  physical_[out] = Physical{dev, device_memory, bytes, false, 0};
+  return CUDA_SUCCESS;
+}
+
+// [CH] cuMemRelease / cuMemUnmap: the memory is freed when the handle is
+// released and no mapping of it is left.
+CUresult Driver::physical_maybe_free(std::map<CUmemGenericAllocationHandle, Physical>::iterator it) {
+  if (!it->second.released || it->second.mappings != 0) return CUDA_SUCCESS;
+  Physical ph = it->second;
+  physical_.erase(it);
+  if (!ph.device_memory) return CUDA_SUCCESS;
+  return charge(ph.device, -static_cast<std::int64_t>(ph.bytes), nullptr);
+}
+
+CUresult Driver::vmm_release(CUmemGenericAllocationHandle h) {
+  auto it = physical_.find(h);
+  if (it == physical_.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;  // sim ([CH]: undefined)
+  it->second.released = true;
+  return physical_maybe_free(it);
+}
+
+CUresult Driver::vmm_reserve(std::uint64_t size, std::uint64_t alignment, CUdeviceptr& out) {
+  const CUdeviceptr base = take_addresses(size, std::max(alignment, kGranule));
+  if (base == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  reservations_[base] = size;
+  out = base;
+  return CUDA_SUCCESS;
+}
+
+// [CH] the size must match the reservation's and ptr its start. sim: a
+// reservation with mappings in it is refused (INVALID_VALUE); unmap first.
+CUresult Driver::vmm_address_free(CUdeviceptr p, std::uint64_t size) {
+  auto it = reservations_.find(p);
+  if (it == reservations_.end() || it->second != size) return CUDA_ERROR_INVALID_VALUE;
+  auto m = mappings_.lower_bound(p);
+  if (m != mappings_.end() && m->first < p + size) return CUDA_ERROR_INVALID_VALUE;
+  reservations_.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::vmm_map(CUdeviceptr p, std::uint64_t size, CUmemGenericAllocationHandle h) {
+  auto ph = physical_.find(h);
+  if (ph == physical_.end() || ph->second.released) return CUDA_ERROR_INVALID_VALUE;
+  if (size > ph->second.bytes) return CUDA_ERROR_INVALID_VALUE;  // [CH] offset + size within the allocation
+  // [CH] the range must lie in one reservation and not be mapped already.
+  auto r = reservations_.upper_bound(p);
+  if (r == reservations_.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --r;
+  if (p - r->first >= r->second || size > r->second - (p - r->first)) return CUDA_ERROR_INVALID_VALUE;
+  auto next = mappings_.lower_bound(p);
+  if (next != mappings_.end() && next->first < p + size) return CUDA_ERROR_INVALID_VALUE;
+  if (next != mappings_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second.size > p) return CUDA_ERROR_INVALID_VALUE;
+  }
+  mappings_[p] = Mapping{size, h};
+  ++ph->second.mappings;
+  return CUDA_SUCCESS;
+}
+
+// [CH] cuMemUnmap takes whole mapped ranges, never a part of one. sim: one
+// call may take several adjacent mappings if it covers each exactly.
+CUresult Driver::vmm_unmap(CUdeviceptr p, std::uint64_t size) {
+  auto first = mappings_.find(p);
+  if (first == mappings_.end()) return CUDA_ERROR_INVALID_VALUE;
+  auto it = first;
+  CUdeviceptr at = p;
+  const CUdeviceptr end = p + size;
+  while (at < end) {
+    if (it == mappings_.end() || it->first != at || it->second.size > end - at) return CUDA_ERROR_INVALID_VALUE;
+    at += it->second.size;
+    ++it;
+  }
+  CUresult result = CUDA_SUCCESS;
+  for (auto m = first; m != it;) {
+    auto ph = physical_.find(m->second.handle);
+    m = mappings_.erase(m);
+    if (ph == physical_.end()) continue;
+    --ph->second.mappings;
+    if (CUresult r = physical_maybe_free(ph); r != CUDA_SUCCESS) result = r;
+  }
+  return result;
+}
+
+// ---- arrays
+
+CUresult Driver::array_create(Context* ctx, std::uint64_t bytes, bool mipmapped, std::uintptr_t& handle) {
+  if (bytes)
+    if (CUresult r = charge(ctx->device, static_cast<std::int64_t>(bytes), nullptr); r != CUDA_SUCCESS) return r;
+  handle = next_array_;
+  next_array_ += 64;  // never reused
+  arrays_[handle] = ArrayRecord{ctx->device, ctx, bytes, mipmapped};
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::array_destroy(std::uintptr_t handle, bool mipmapped) {
+  auto it = arrays_.find(handle);
+  if (it == arrays_.end() || it->second.mipmapped != mipmapped) {
+    // [CH] lists CONTEXT_IS_DESTROYED: an array its context took with it.
+    if (orphaned_arrays_.contains(handle)) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  ArrayRecord a = it->second;
+  arrays_.erase(it);
+  if (!a.bytes) return CUDA_SUCCESS;
   return charge(a.device, -static_cast<std::int64_t>(a.bytes), nullptr);
 }
 
 CUresult Driver::usage(CUdevice dev, Usage& u) { return charge(dev, 0, &u); }
 
 bool Driver::owns_range(CUdeviceptr p, std::uint64_t n) const {
-  auto it = allocations_.upper_bound(p);
-  if (it == allocations_.begin()) return false;
-  --it;
-  const std::uint64_t off = p - it->first;
-  return off < it->second.bytes && n <= it->second.bytes - off;
+  auto inside = [&](const auto& map, auto size_of) {
+    auto it = map.upper_bound(p);
+    if (it == map.begin()) return false;
+    --it;
+    const std::uint64_t off = p - it->first, size = size_of(it->second);
+    return off < size && n <= size - off;
+  };
+  return inside(allocations_, [](const Allocation& a) { return a.bytes; }) ||
+         inside(mappings_, [](const Mapping& m) { return m.size; });
 }
-
-CUresult Driver::synchronize() { return CUDA_SUCCESS; }
 
 void Driver::reset_after_fork() {
   initialized = false;
@@ -293,6 +536,14 @@ void Driver::reset_after_fork() {
   primary_.clear();
   primary_refs_.clear();
   allocations_.clear();
+  live_pools_.clear();  // pools_ is kept so that no new handle equals an inherited one
+  default_pool_.clear();
+  current_pool_.clear();
+  physical_.clear();
+  reservations_.clear();
+  mappings_.clear();
+  arrays_.clear();
+  orphaned_arrays_.clear();
   own_.clear();
   peak_.clear();
   files_.clear();

@@ -91,6 +91,13 @@ struct Api {
   TESSERA_API(cuMemcpyHtoD_v2)
   TESSERA_API(cuMemcpyHtoD_v2_ptds)
   TESSERA_API(cuGetExportTable)
+  TESSERA_API(cuMemGetAllocationGranularity)
+  TESSERA_API(cuMemCreate)
+  TESSERA_API(cuMemRelease)
+  TESSERA_API(cuMemAddressReserve)
+  TESSERA_API(cuMemAddressFree)
+  TESSERA_API(cuMemMap)
+  TESSERA_API(cuMemUnmap)
 #undef TESSERA_API
 };
 
@@ -803,6 +810,13 @@ TEST(CudaSimProcAddress, EachBaseNameGivesTheNewestVariantAtOrBeforeTheVersion) 
       {"cuLaunchKernel", "cuLaunchKernel", 4000, 13000, "cuLaunchKernel_ptsz", 7000},
       {"cuMemcpyHtoD", "cuMemcpyHtoD_v2", 3020, 13000, "cuMemcpyHtoD_v2_ptds", 7000},
       {"cuGetExportTable", "cuGetExportTable", 3000, 13000, nullptr, 0},
+      {"cuMemGetAllocationGranularity", "cuMemGetAllocationGranularity", 10020, 13000, nullptr, 0},
+      {"cuMemCreate", "cuMemCreate", 10020, 13000, nullptr, 0},
+      {"cuMemRelease", "cuMemRelease", 10020, 13000, nullptr, 0},
+      {"cuMemAddressReserve", "cuMemAddressReserve", 10020, 13000, nullptr, 0},
+      {"cuMemAddressFree", "cuMemAddressFree", 10020, 13000, nullptr, 0},
+      {"cuMemMap", "cuMemMap", 10020, 13000, nullptr, 0},
+      {"cuMemUnmap", "cuMemUnmap", 10020, 13000, nullptr, 0},
   };
   in_child({}, [&] {
     auto* get = sym<GetProcAddressV2>("cuGetProcAddress_v2");
@@ -1159,6 +1173,194 @@ TEST(CudaSimCalls, OnlyExportedDriverFunctionsHaveCounts) {
     EXPECT_EQ(calls("cuMemAllocManaged"), 0u);
     EXPECT_EQ(calls("cuLaunchKernel_ptsz"), 0u);
     EXPECT_EQ(calls("cuMemcpyHtoD_v2_ptds"), 0u);
+  });
+}
+
+// ---------------------------------------------------------------- virtual memory management
+
+CUmemAllocationProp device_prop(int dev) {
+  CUmemAllocationProp p{};
+  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  p.location.id = dev;
+  return p;
+}
+
+unsigned long long device_used(int dev) {
+  unsigned long long used = ~0ULL;
+  EXPECT_EQ(api().tesseraCudaSimUsage(dev, nullptr, &used, nullptr), CUDA_SUCCESS);
+  return used;
+}
+
+TEST(CudaSimVmm, FreedOnlyAtReleaseAndLastUnmapInEitherOrder) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);  // no context needed: VMM memory belongs to none
+    const auto prop = device_prop(1);
+    std::size_t g = 0;
+    ASSERT_EQ(a.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+    EXPECT_EQ(g, 2 * kMiB);
+    CUmemGenericAllocationHandle h1 = 0, h2 = 0;
+    ASSERT_EQ(a.cuMemCreate(&h1, 64 * kMiB, &prop, 0), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(1), 64 * kMiB);  // charged at creation, on prop->location.id
+    EXPECT_EQ(device_used(0), 0u);
+    CUdeviceptr va = 0;
+    ASSERT_EQ(a.cuMemAddressReserve(&va, 256 * kMiB, 0, 0, 0), CUDA_SUCCESS);
+    EXPECT_EQ(va % (2 * kMiB), 0u);
+    EXPECT_EQ(device_used(1), 64 * kMiB);  // addresses cost nothing
+    // Mapped twice, then released: still held until both mappings go.
+    ASSERT_EQ(a.cuMemMap(va, 64 * kMiB, 0, h1, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemMap(va + 64 * kMiB, 32 * kMiB, 0, h1, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemRelease(h1), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(1), 64 * kMiB);
+    EXPECT_EQ(a.cuMemRelease(h1), CUDA_ERROR_INVALID_VALUE);  // released twice
+    EXPECT_EQ(a.cuMemUnmap(va, 64 * kMiB), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(1), 64 * kMiB);
+    EXPECT_EQ(a.cuMemUnmap(va + 64 * kMiB, 32 * kMiB), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(1), 0u);  // released and the last mapping gone
+    // Unmapped first, released after.
+    ASSERT_EQ(a.cuMemCreate(&h2, 32 * kMiB, &prop, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemMap(va, 32 * kMiB, 0, h2, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemUnmap(va, 32 * kMiB), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(1), 32 * kMiB);  // not released yet
+    EXPECT_EQ(a.cuMemRelease(h2), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(1), 0u);
+    EXPECT_EQ(a.cuMemAddressFree(va, 256 * kMiB), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemAddressFree(va, 256 * kMiB), CUDA_ERROR_INVALID_VALUE);
+  });
+}
+
+TEST(CudaSimVmm, NotFreedByContextDestroyOrPrimaryReset) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    CUcontext c = context(0);
+    CUcontext p = nullptr;
+    ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&p, 0), CUDA_SUCCESS);
+    const auto prop = device_prop(0);
+    CUmemGenericAllocationHandle h = 0;
+    ASSERT_EQ(a.cuMemCreate(&h, 8 * kMiB, &prop, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuCtxDestroy_v2(c), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuDevicePrimaryCtxReset_v2(0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 8 * kMiB);
+    EXPECT_EQ(a.cuMemRelease(h), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 0u);
+  });
+}
+
+TEST(CudaSimVmm, HostLocationsAreNotDeviceMemory) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    for (auto type : {CU_MEM_LOCATION_TYPE_HOST, CU_MEM_LOCATION_TYPE_HOST_NUMA}) {
+      CUmemAllocationProp prop = device_prop(0);
+      prop.location.type = type;
+      prop.location.id = 0;
+      CUmemGenericAllocationHandle h = 0;
+      ASSERT_EQ(a.cuMemCreate(&h, 512 * kMiB, &prop, 0), CUDA_SUCCESS) << type;
+      EXPECT_EQ(device_used(0), 0u);
+      EXPECT_EQ(device_used(1), 0u);
+      CUdeviceptr va = 0;
+      ASSERT_EQ(a.cuMemAddressReserve(&va, 512 * kMiB, 0, 0, 0), CUDA_SUCCESS);
+      ASSERT_EQ(a.cuMemMap(va, 512 * kMiB, 0, h, 0), CUDA_SUCCESS);
+      EXPECT_EQ(a.cuMemRelease(h), CUDA_SUCCESS);
+      EXPECT_EQ(a.cuMemUnmap(va, 512 * kMiB), CUDA_SUCCESS);
+      EXPECT_EQ(a.cuMemAddressFree(va, 512 * kMiB), CUDA_SUCCESS);
+      // [CH] host allocations are not IPC capable: requestedHandleTypes must be 0.
+      prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+      EXPECT_EQ(a.cuMemCreate(&h, 2 * kMiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+    }
+    // A device allocation past the device's memory is OUT_OF_MEMORY and charges nothing.
+    const auto prop = device_prop(0);
+    CUmemGenericAllocationHandle h = 0;
+    EXPECT_EQ(a.cuMemCreate(&h, 1 * kGiB + 2 * kMiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_EQ(device_used(0), 0u);
+  });
+}
+
+TEST(CudaSimVmm, BadArguments) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    CUmemGenericAllocationHandle h = 0;
+    auto prop = device_prop(0);
+    EXPECT_EQ(a.cuMemCreate(&h, 2 * kMiB, &prop, 0), CUDA_ERROR_NOT_INITIALIZED);
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemCreate(nullptr, 2 * kMiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemCreate(&h, 2 * kMiB, nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemCreate(&h, 0, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemCreate(&h, 3 * kMiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);  // not a granule multiple
+    EXPECT_EQ(a.cuMemCreate(&h, 2 * kMiB, &prop, 1), CUDA_ERROR_INVALID_VALUE);  // [CH] flags must be zero
+    auto bad = prop;
+    bad.location.id = 2;
+    EXPECT_EQ(a.cuMemCreate(&h, 2 * kMiB, &bad, 0), CUDA_ERROR_INVALID_DEVICE);
+    bad = prop;
+    bad.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;  // [CH] INVALID_VALUE
+    EXPECT_EQ(a.cuMemCreate(&h, 2 * kMiB, &bad, 0), CUDA_ERROR_INVALID_VALUE);
+    bad = prop;
+    bad.type = CU_MEM_ALLOCATION_TYPE_MANAGED;
+    EXPECT_EQ(a.cuMemCreate(&h, 2 * kMiB, &bad, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(device_used(0), 0u);
+    EXPECT_EQ(a.cuMemRelease(0x12345), CUDA_ERROR_INVALID_VALUE);  // never created
+    CUdeviceptr va = 0;
+    EXPECT_EQ(a.cuMemAddressReserve(nullptr, 4 * kMiB, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemAddressReserve(&va, 0, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemAddressReserve(&va, 100, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);  // not a page multiple
+    EXPECT_EQ(a.cuMemAddressReserve(&va, 4 * kMiB, 3 * kMiB, 0, 0), CUDA_ERROR_INVALID_VALUE);  // not a power of two
+    EXPECT_EQ(a.cuMemAddressReserve(&va, 4 * kMiB, 0, 0, 1), CUDA_ERROR_INVALID_VALUE);
+    ASSERT_EQ(a.cuMemAddressReserve(&va, 8 * kMiB, 1ULL << 30, 0, 0), CUDA_SUCCESS);
+    EXPECT_EQ(va % (1ULL << 30), 0u);
+    ASSERT_EQ(a.cuMemCreate(&h, 4 * kMiB, &prop, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemMap(va, 4 * kMiB, 2 * kMiB, h, 0), CUDA_ERROR_INVALID_VALUE);  // [CH] offset must be zero
+    EXPECT_EQ(a.cuMemMap(va, 4 * kMiB, 0, h, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemMap(va, 6 * kMiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // larger than the allocation
+    EXPECT_EQ(a.cuMemMap(va + 6 * kMiB, 4 * kMiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // past the reservation
+    EXPECT_EQ(a.cuMemMap(va + 4096, 2 * kMiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // unaligned
+    EXPECT_EQ(a.cuMemMap(0x1000000000ULL, 2 * kMiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // not reserved
+    EXPECT_EQ(a.cuMemMap(va, 2 * kMiB, 0, h + 1, 0), CUDA_ERROR_INVALID_VALUE);  // no such handle
+    ASSERT_EQ(a.cuMemMap(va, 4 * kMiB, 0, h, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemMap(va + 2 * kMiB, 2 * kMiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // already mapped
+    ASSERT_EQ(a.cuMemMap(va + 4 * kMiB, 2 * kMiB, 0, h, 0), CUDA_SUCCESS);  // the same handle, elsewhere
+    EXPECT_EQ(a.cuMemUnmap(va, 2 * kMiB), CUDA_ERROR_INVALID_VALUE);  // [CH] never part of a mapping
+    EXPECT_EQ(a.cuMemUnmap(va + 2 * kMiB, 2 * kMiB), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemUnmap(va, 8 * kMiB), CUDA_ERROR_INVALID_VALUE);  // past the mapped ranges
+    EXPECT_EQ(a.cuMemAddressFree(va, 8 * kMiB), CUDA_ERROR_INVALID_VALUE);  // sim: still mapped
+    EXPECT_EQ(a.cuMemAddressFree(va, 4 * kMiB), CUDA_ERROR_INVALID_VALUE);  // [CH] the size must match
+    char host[16] = {};
+    context(0);
+    EXPECT_EQ(a.cuMemcpyHtoD_v2(va + 4 * kMiB + 100, host, sizeof host), CUDA_SUCCESS);  // mapped memory
+    ASSERT_EQ(a.cuMemRelease(h), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemMap(va + 6 * kMiB, 2 * kMiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // released
+    EXPECT_EQ(a.cuMemUnmap(va, 6 * kMiB), CUDA_SUCCESS);  // sim: adjacent whole mappings in one call
+    EXPECT_EQ(device_used(0), 0u);
+    EXPECT_EQ(a.cuMemUnmap(va, 4 * kMiB), CUDA_ERROR_INVALID_VALUE);  // twice
+    EXPECT_EQ(a.cuMemAddressFree(va, 8 * kMiB), CUDA_SUCCESS);
+    std::size_t g = 0;
+    EXPECT_EQ(a.cuMemGetAllocationGranularity(nullptr, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemGetAllocationGranularity(&g, nullptr, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), CUDA_SUCCESS);
+    EXPECT_EQ(g, 2 * kMiB);
+  });
+}
+
+TEST(CudaSimVmm, SharedWithOtherProcessesAndReturnedWhenAProcessDies) {
+  tessera::testing::TempDir dir;
+  in_child({devices2().c_str(), dir.path().c_str()}, [&] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    expect_exit_ok(spawn({devices2().c_str(), dir.path().c_str()}, [&] {
+      ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+      const auto prop = device_prop(0);
+      CUmemGenericAllocationHandle h = 0;
+      ASSERT_EQ(a.cuMemCreate(&h, 600 * kMiB, &prop, 0), CUDA_SUCCESS);
+      EXPECT_EQ(device_used(0), 600 * kMiB);
+    }));  // exits holding it
+    unsigned long long used = 0, peak = 0;
+    EXPECT_EQ(a.tesseraCudaSimUsage(0, nullptr, &used, &peak), CUDA_SUCCESS);
+    EXPECT_EQ(used, 0u);
+    EXPECT_EQ(peak, 600 * kMiB);
   });
 }
 
