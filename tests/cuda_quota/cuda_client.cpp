@@ -17,6 +17,8 @@
 //   await:PATH                                 wait (10 s at most) until PATH exists (sequencing)
 //   loop:N:BYTES                               N x (alloc, free); prints refusals
 //   pointer:NAME:VERSION:FLAGS                 which file the looked-up function lives in
+//   replay:FILE                                every request of FILE (name version flags per
+//                                              line, '#' comments): code, status, file, symbol
 //   exit-kill                                  SIGKILL self (no destructors, no exit handlers)
 // Types are declared here from [CH] cuda.h facts (design §1); nothing is linked.
 #include <dlfcn.h>
@@ -305,6 +307,27 @@ int main(int argc, char** argv) {
       const char* slash = std::strrchr(file, '/');
       std::printf("%s %d %s %s\n", step.c_str(), r, slash ? slash + 1 : file,
                   p && where.dli_sname ? where.dli_sname : "-");
+    } else if (op == "replay") {
+      std::FILE* f = std::fopen(step.substr(7).c_str(), "r");
+      if (!f) return 2;
+      char text[256];
+      while (std::fgets(text, sizeof text, f)) {
+        if (text[0] == '#' || text[0] == '\n') continue;
+        char name[128] = {};
+        int version = 0;
+        unsigned long long flags = 0;
+        if (std::sscanf(text, "%127s %d %llu", name, &version, &flags) != 3) return 2;
+        const std::string base = std::strcmp(name, "\"\"") == 0 ? "" : name;
+        void* p = nullptr;
+        int status = -1;
+        r = g_gpa(base.c_str(), &p, version, flags, &status);
+        Dl_info where{};
+        const char* file = p && dladdr(p, &where) && where.dli_fname ? where.dli_fname : "-";
+        const char* slash = std::strrchr(file, '/');
+        std::printf("replay %s/%d/%llu %d %d %s %s\n", name, version, flags, r, status, slash ? slash + 1 : file,
+                    p && where.dli_sname ? where.dli_sname : "-");
+      }
+      std::fclose(f);
     } else if (op == "exit-kill") {
       raise(SIGKILL);
     } else {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cuda_quota/env.h"
+#include "support/data.hpp"
 #include "support/run.hpp"
 
 namespace {
@@ -157,6 +158,235 @@ TEST(CudaQuota, WithoutAQuotaNothingIsWrappedOrLimited) {
   EXPECT_EQ(find(r, "pointer:cuMemAlloc:3020:0")[2], "libcuda.so.1");
   EXPECT_EQ(find(r, "pointer:cuGetProcAddress:12000:0")[2], "libcuda.so.1");
   EXPECT_EQ(r.err, "");
+}
+
+// ------------------------------------------------------------------ which function a program gets
+
+// Rule 3 of design §1, written out by hand: for a request (base name, CUDA
+// version, flags) the variant the program must get, ours or the driver's.
+struct Expect {
+  const char* request;  // "name:version:flags"
+  const char* file;
+  const char* symbol;
+};
+
+constexpr const char* kLib = "libtessera-cuda.so";
+constexpr const char* kDriver = "libcuda.so.1";
+
+TEST(CudaQuota, EachRequestGetsTheWrapperOfExactlyTheVariantTheDriverChose) {
+  const Expect cases[] = {
+      {"cuMemAlloc:2000:0", kLib, "cuMemAlloc"},  // the 32-bit ABI keeps a 32-bit wrapper
+      {"cuMemAlloc:3010:0", kLib, "cuMemAlloc"},
+      {"cuMemAlloc:3020:0", kLib, "cuMemAlloc_v2"},
+      {"cuMemAlloc:13000:0", kLib, "cuMemAlloc_v2"},
+      {"cuMemAlloc:13000:1", kLib, "cuMemAlloc_v2"},
+      {"cuMemAlloc:13000:2", kLib, "cuMemAlloc_v2"},  // no per-thread twin: the legacy one
+      {"cuMemFree:2000:0", kLib, "cuMemFree"},
+      {"cuMemFree:3020:0", kLib, "cuMemFree_v2"},
+      {"cuMemAllocPitch:3020:0", kLib, "cuMemAllocPitch_v2"},
+      {"cuMemAllocManaged:6000:0", kLib, "cuMemAllocManaged"},
+      {"cuMemGetInfo:2000:0", kLib, "cuMemGetInfo"},
+      {"cuMemGetInfo:3020:0", kLib, "cuMemGetInfo_v2"},
+      {"cuDeviceTotalMem:3020:0", kLib, "cuDeviceTotalMem_v2"},
+      {"cuCtxDestroy:2000:0", kLib, "cuCtxDestroy"},
+      {"cuCtxDestroy:4000:0", kLib, "cuCtxDestroy_v2"},
+      {"cuDevicePrimaryCtxRelease:7000:0", kLib, "cuDevicePrimaryCtxRelease"},
+      {"cuDevicePrimaryCtxRelease:11000:0", kLib, "cuDevicePrimaryCtxRelease_v2"},
+      {"cuDevicePrimaryCtxReset:11000:0", kLib, "cuDevicePrimaryCtxReset_v2"},
+      {"cuGetProcAddress:11030:0", kLib, "cuGetProcAddress"},
+      {"cuGetProcAddress:12000:0", kLib, "cuGetProcAddress_v2"},
+      // Not memory: the driver's own function, never a wrapper.
+      {"cuCtxGetDevice:2000:0", kDriver, "cuCtxGetDevice"},
+      {"cuCtxCreate:12050:0", kDriver, "cuCtxCreate_v4"},
+      {"cuLaunchKernel:4000:0", kDriver, "cuLaunchKernel"},
+      {"cuLaunchKernel:7000:2", kDriver, "cuLaunchKernel_ptsz"},
+      {"cuStreamSynchronize:7000:2", kDriver, "cuStreamSynchronize_ptsz"},
+      {"cuMemcpyHtoD:3020:0", kDriver, "cuMemcpyHtoD_v2"},
+      {"cuMemcpyHtoD:7000:2", kDriver, "cuMemcpyHtoD_v2_ptds"},
+      {"cuGetExportTable:3000:0", kDriver, "cuGetExportTable"},
+  };
+  Container c(1 * kGiB);
+  std::vector<std::string> steps;
+  for (const auto& e : cases) steps.push_back(std::string("pointer:") + e.request);
+  const auto r = c.client(steps);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& e : cases) {
+    const Line l = find(r, std::string("pointer:") + e.request);
+    ASSERT_EQ(l.size(), 4u);
+    EXPECT_EQ(l[1], "0") << e.request;
+    EXPECT_EQ(l[2], e.file) << e.request;
+    EXPECT_EQ(l[3], e.symbol) << e.request;
+  }
+}
+
+// The CUDA 13 runtime's 440 requests, with and without the library: the same
+// codes and statuses, the same functions for everything but the rows the
+// library wraps, and for those our wrapper of the same variant.
+TEST(CudaQuota, TheRuntimesRequestsGetTheDriversAnswersExceptTheWrappedRows) {
+  Container limited(1 * kGiB);
+  Container plain(1 * kGiB);
+  plain.set("-LD_PRELOAD");
+  const std::string replay = "replay:" + tessera::testing::kSourceDir + "/tests/cuda_quota/data/cudart-13.0-requests.txt";
+  const auto with = lines(limited.client({replay}).out);
+  const auto without = lines(plain.client({replay}).out);
+  ASSERT_EQ(with.size(), 440u);
+  ASSERT_EQ(without.size(), with.size());
+  int wrapped = 0;
+  for (std::size_t i = 0; i < with.size(); ++i) {
+    ASSERT_EQ(with[i].size(), 6u);
+    EXPECT_EQ(with[i][1], without[i][1]) << with[i][1];  // request
+    EXPECT_EQ(with[i][2], without[i][2]) << with[i][1];  // code
+    EXPECT_EQ(with[i][3], without[i][3]) << with[i][1];  // status
+    if (with[i][4] == kLib) {
+      ++wrapped;
+      EXPECT_EQ(with[i][5], without[i][5]) << "wrapper of another variant for " << with[i][1];
+    } else {
+      EXPECT_EQ(with[i][4], without[i][4]) << with[i][1];
+      EXPECT_EQ(with[i][5], without[i][5]) << with[i][1];
+    }
+  }
+  EXPECT_GE(wrapped, 12) << "cuMemAlloc, cuMemFree, cuMemGetInfo, cuDeviceTotalMem, ... are among the requests";
+}
+
+// ------------------------------------------------------------------ charging and freeing
+
+TEST(CudaQuota, EveryFreeGivesBackWhatItsAllocationTook) {
+  Container c(1 * kGiB);
+  const auto r = c.client({"init", "alloc:" + bytes(100 * kMiB), "alloc32:" + bytes(50 * kMiB),
+                           "managed:" + bytes(200 * kMiB), "pitch:1000:1000", "info:all", "usage:all", "free:0",
+                           "free32:1", "free:2", "free:3", "info:none", "usage:none"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* step : {"free:0", "free32:1", "free:2", "free:3"}) EXPECT_EQ(code(r, step), kOk) << step;
+  // What the ledger charged equals what the driver holds, pitch padding included.
+  const std::uint64_t held = value(r, "usage:all", 0);
+  const std::uint64_t pitch = value(r, "pitch:1000:1000", 1);
+  EXPECT_GE(pitch, 1000u);
+  EXPECT_EQ(held, 350 * kMiB + pitch * 1000);
+  EXPECT_EQ(value(r, "info:all", 0), 1 * kGiB - held);
+  EXPECT_EQ(value(r, "usage:none", 0), 0u);
+  EXPECT_EQ(value(r, "info:none", 0), 1 * kGiB);
+}
+
+TEST(CudaQuota, DestroyingAContextReturnsItsMemory) {
+  Container c(1 * kGiB);
+  const auto r = c.client({"init", "ctx-create", "alloc:" + bytes(300 * kMiB), "ctx-destroy:0", "init:again",
+                           "info", "alloc:" + bytes(900 * kMiB), "release-primary", "release-primary:last",
+                           "init:third", "info:after-release", "usage"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "ctx-destroy:0"), kOk);
+  EXPECT_EQ(value(r, "info", 0), 1 * kGiB) << "the destroyed context's 300 MiB were returned";
+  EXPECT_EQ(code(r, "alloc:" + bytes(900 * kMiB)), kOk);
+  EXPECT_EQ(code(r, "release-primary:last"), kOk);
+  EXPECT_EQ(value(r, "info:after-release", 0), 1 * kGiB) << "the last primary release reset the context";
+  EXPECT_EQ(value(r, "usage", 0), 0u);
+}
+
+TEST(CudaQuota, ResettingThePrimaryContextReturnsItsMemory) {
+  Container c(1 * kGiB);
+  const auto r = c.client({"init", "alloc:" + bytes(700 * kMiB), "reset-primary", "init:again", "info", "usage"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "reset-primary"), kOk);
+  EXPECT_EQ(value(r, "usage", 0), 0u);
+  EXPECT_EQ(value(r, "info", 0), 1 * kGiB);
+}
+
+// ------------------------------------------------------------------ one ledger per container
+
+TEST(CudaQuota, TwoProcessesShareOneQuotaAndADeadOnesMemoryIsReclaimed) {
+  Container c(1 * kGiB);
+  auto holder = c.start({"init", "alloc:" + bytes(600 * kMiB), "await:" + c.path("go")}, "holder");
+  ASSERT_TRUE(holder->wait_for_output("alloc:" + bytes(600 * kMiB) + " 0", 10000)) << holder->output();
+  const auto second = c.client({"init", "info", "alloc:" + bytes(600 * kMiB), "alloc:" + bytes(400 * kMiB)});
+  EXPECT_EQ(value(second, "info", 0), 1 * kGiB - 600 * kMiB) << "the other process's usage, live";
+  EXPECT_EQ(value(second, "info", 1), 1 * kGiB);
+  EXPECT_EQ(code(second, "alloc:" + bytes(600 * kMiB)), kOutOfMemory);
+  EXPECT_EQ(code(second, "alloc:" + bytes(400 * kMiB)), kOk);
+  holder->signal(SIGKILL);
+  holder->wait(5000);
+  const auto third = c.client({"init", "alloc:" + bytes(1 * kGiB), "usage"});
+  EXPECT_EQ(code(third, "alloc:" + bytes(1 * kGiB)), kOk) << "the killed process's 600 MiB were reclaimed\n" << third.err;
+}
+
+// 64 processes allocating and freeing at once never hold more than the quota
+// together, by the simulator's own high-water mark.
+TEST(CudaQuota, SixtyFourRacingProcessesNeverExceedTheQuotaTogether) {
+  Container c(1 * kGiB);
+  std::vector<std::unique_ptr<Process>> racers;
+  for (int i = 0; i < 64; ++i)
+    racers.push_back(c.start({"init", "await:" + c.path("go"), "loop:200:" + bytes(100 * kMiB)}, "racer" + std::to_string(i)));
+  c.touch("go");
+  int refused = 0;
+  for (auto& p : racers) {
+    ASSERT_EQ(p->wait(60000), 0) << p->output();
+    const auto out = lines(p->output());
+    for (const auto& l : out)
+      if (l[0] == "loop:200:" + bytes(100 * kMiB)) {
+        refused += std::stoi(l[2]);
+        EXPECT_EQ(l[3], "0") << "every refusal is OUT_OF_MEMORY";
+      }
+  }
+  const auto r = c.client({"init", "usage"});
+  EXPECT_LE(value(r, "usage", 2), 1 * kGiB) << "device high-water mark across all processes";
+  EXPECT_EQ(value(r, "usage", 1), 0u);
+  EXPECT_GT(refused, 0) << "64 x 100 MiB against 1 GiB must have been refused sometimes";
+}
+
+// ------------------------------------------------------------------ bad input
+
+struct BadInput {
+  const char* name;
+  std::vector<std::string> env;  // applied with Container::set
+  const char* message;
+};
+
+TEST(CudaQuota, BadInputGetsQuotaZeroAndAMessageNeverMoreMemory) {
+  const BadInput cases[] = {
+      {"suffix", {TESSERA_ENV_MEMORY_LIMIT_PREFIX "0=1G"}, "=\"1G\" is not a plain decimal number of bytes"},
+      {"sign", {TESSERA_ENV_MEMORY_LIMIT_PREFIX "0=-1"}, "=\"-1\" is not a plain decimal"},
+      {"empty", {TESSERA_ENV_MEMORY_LIMIT_PREFIX "0="}, "=\"\" is not a plain decimal"},
+      {"space", {TESSERA_ENV_MEMORY_LIMIT_PREFIX "0= 1024"}, "=\" 1024\" is not a plain decimal"},
+      {"hex", {TESSERA_ENV_MEMORY_LIMIT_PREFIX "0=0x400"}, "=\"0x400\" is not a plain decimal"},
+      {"overflow", {TESSERA_ENV_MEMORY_LIMIT_PREFIX "0=18446744073709551616"}, "is not a plain decimal"},
+      {"control characters", {TESSERA_ENV_MEMORY_LIMIT_PREFIX "0=1\x1b[2J"}, "=\"1\\x1b[2J\" is not"},
+      {"above the device", {TESSERA_ENV_MEMORY_LIMIT_PREFIX "0=" + std::to_string(81 * kGiB)},
+       "is above the device's memory (85899345920 bytes); it gets quota 0"},
+      {"unnamed device", {"-" TESSERA_ENV_DEVICE_UUID_PREFIX "0"}, "no TESSERA_DEVICE_UUID_<k> names it"},
+      {"wrong device", {TESSERA_ENV_DEVICE_UUID_PREFIX "0=" + std::string(kOther)}, "no TESSERA_DEVICE_UUID_<k> names it"},
+      {"not a UUID", {TESSERA_ENV_DEVICE_UUID_PREFIX "0=GPU-xyz"}, "=\"GPU-xyz\" is not a GPU or MIG UUID"},
+      {"no ledger directory", {"-" TESSERA_ENV_LEDGER_DIR}, "TESSERA_LEDGER_DIR is not set"},
+      {"missing ledger directory", {TESSERA_ENV_LEDGER_DIR "=/nonexistent/tessera"}, "/nonexistent/tessera"},
+  };
+  for (const auto& bad : cases) {
+    Container c(1 * kGiB);
+    for (const auto& e : bad.env) c.set(e);
+    const auto r = c.client({"init", "alloc:4096", "info", "usage"});
+    ASSERT_EQ(r.exit_code, 0) << bad.name << "\n" << r.err;
+    EXPECT_EQ(code(r, "alloc:4096"), kOutOfMemory) << bad.name;
+    EXPECT_EQ(value(r, "info", 1), 0u) << bad.name << ": total is the quota, 0";
+    EXPECT_EQ(value(r, "usage", 0), 0u) << bad.name;
+    EXPECT_NE(r.err.find(bad.message), std::string::npos) << bad.name << ":\n" << r.err;
+  }
+}
+
+TEST(CudaQuota, AnIndexWithoutADeviceIsIgnoredWithAWarning) {
+  Container c(1 * kGiB);
+  c.set(TESSERA_ENV_MEMORY_LIMIT_PREFIX "1=1024");
+  c.set(TESSERA_ENV_DEVICE_UUID_PREFIX "1=" + std::string(kOther));
+  c.set(TESSERA_ENV_MEMORY_LIMIT_PREFIX "x=5");
+  const auto r = c.client({"init", "alloc:" + bytes(512 * kMiB), "info"});
+  EXPECT_EQ(code(r, "alloc:" + bytes(512 * kMiB)), kOk);
+  EXPECT_EQ(value(r, "info", 1), 1 * kGiB);
+  EXPECT_NE(r.err.find(std::string("names ") + kOther + ", which is not visible"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ignoring \"TESSERA_DEVICE_MEMORY_LIMIT_x=5\""), std::string::npos) << r.err;
+}
+
+TEST(CudaQuota, AMigUuidNamesTheSameBytesAsCudaReports) {
+  // CUDA reports 16 bytes; in MIG mode they are the MIG device's (design §4). The prefix is NVML's.
+  Container c(1 * kGiB, "MIG-11111111-2222-3333-4444-555555555555:20G");
+  c.set(TESSERA_ENV_DEVICE_UUID_PREFIX "0=MIG-11111111-2222-3333-4444-555555555555");
+  const auto r = c.client({"init", "alloc:" + bytes(2 * kGiB), "info"});
+  EXPECT_EQ(code(r, "alloc:" + bytes(2 * kGiB)), kOutOfMemory);
+  EXPECT_EQ(value(r, "info", 1), 1 * kGiB);
 }
 
 }  // namespace
