@@ -98,6 +98,20 @@ struct Api {
   TESSERA_API(cuMemAddressFree)
   TESSERA_API(cuMemMap)
   TESSERA_API(cuMemUnmap)
+  TESSERA_API(cuDeviceGetDefaultMemPool)
+  TESSERA_API(cuDeviceGetMemPool)
+  TESSERA_API(cuDeviceSetMemPool)
+  TESSERA_API(cuMemPoolCreate)
+  TESSERA_API(cuMemPoolDestroy)
+  TESSERA_API(cuMemPoolTrimTo)
+  TESSERA_API(cuMemPoolSetAttribute)
+  TESSERA_API(cuMemPoolGetAttribute)
+  TESSERA_API(cuMemAllocAsync)
+  TESSERA_API(cuMemAllocAsync_ptsz)
+  TESSERA_API(cuMemAllocFromPoolAsync)
+  TESSERA_API(cuMemAllocFromPoolAsync_ptsz)
+  TESSERA_API(cuMemFreeAsync)
+  TESSERA_API(cuMemFreeAsync_ptsz)
 #undef TESSERA_API
 };
 
@@ -817,6 +831,17 @@ TEST(CudaSimProcAddress, EachBaseNameGivesTheNewestVariantAtOrBeforeTheVersion) 
       {"cuMemAddressFree", "cuMemAddressFree", 10020, 13000, nullptr, 0},
       {"cuMemMap", "cuMemMap", 10020, 13000, nullptr, 0},
       {"cuMemUnmap", "cuMemUnmap", 10020, 13000, nullptr, 0},
+      {"cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool", 11020, 13000, nullptr, 0},
+      {"cuDeviceGetMemPool", "cuDeviceGetMemPool", 11020, 13000, nullptr, 0},
+      {"cuDeviceSetMemPool", "cuDeviceSetMemPool", 11020, 13000, nullptr, 0},
+      {"cuMemPoolCreate", "cuMemPoolCreate", 11020, 13000, nullptr, 0},
+      {"cuMemPoolDestroy", "cuMemPoolDestroy", 11020, 13000, nullptr, 0},
+      {"cuMemPoolTrimTo", "cuMemPoolTrimTo", 11020, 13000, nullptr, 0},
+      {"cuMemPoolSetAttribute", "cuMemPoolSetAttribute", 11020, 13000, nullptr, 0},
+      {"cuMemPoolGetAttribute", "cuMemPoolGetAttribute", 11020, 13000, nullptr, 0},
+      {"cuMemAllocAsync", "cuMemAllocAsync", 11020, 13000, "cuMemAllocAsync_ptsz", 11020},
+      {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020, 13000, "cuMemAllocFromPoolAsync_ptsz", 11020},
+      {"cuMemFreeAsync", "cuMemFreeAsync", 11020, 13000, "cuMemFreeAsync_ptsz", 11020},
   };
   in_child({}, [&] {
     auto* get = sym<GetProcAddressV2>("cuGetProcAddress_v2");
@@ -852,6 +877,7 @@ TEST(CudaSimProcAddress, EachBaseNameGivesTheNewestVariantAtOrBeforeTheVersion) 
     // Below a base name's first variant: found, version not sufficient, NULL.
     for (auto [base, version] : {std::pair{"cuDeviceGetUuid", 9010}, std::pair{"cuCtxCreate", 3010},
                                  std::pair{"cuMemcpyHtoD", 3010}, std::pair{"cuMemAllocManaged", 5050},
+                                 std::pair{"cuMemAllocAsync", 11010}, std::pair{"cuMemCreate", 10010},
                                  std::pair{"cuDevicePrimaryCtxRetain", 6050}, std::pair{"cuDriverGetVersion", 2010}}) {
       void* fn = reinterpret_cast<void*>(1);
       auto status = CU_GET_PROC_ADDRESS_SUCCESS;
@@ -1361,6 +1387,230 @@ TEST(CudaSimVmm, SharedWithOtherProcessesAndReturnedWhenAProcessDies) {
     EXPECT_EQ(a.tesseraCudaSimUsage(0, nullptr, &used, &peak), CUDA_SUCCESS);
     EXPECT_EQ(used, 0u);
     EXPECT_EQ(peak, 600 * kMiB);
+  });
+}
+
+// ---------------------------------------------------------------- pools and stream-ordered allocation
+
+cuuint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute attr) {
+  cuuint64_t v = ~0ULL;
+  EXPECT_EQ(api().cuMemPoolGetAttribute(pool, attr, &v), CUDA_SUCCESS) << attr;
+  return v;
+}
+
+CUmemoryPool default_pool(CUdevice dev) {
+  CUmemoryPool p = nullptr;
+  EXPECT_EQ(api().cuDeviceGetDefaultMemPool(&p, dev), CUDA_SUCCESS);
+  return p;
+}
+
+TEST(CudaSimPool, GrowsInGranulesKeepsFreedMemoryAndReleasesItAtSynchronize) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    CUmemoryPool pool = default_pool(0);
+    CUmemoryPool current = nullptr;
+    ASSERT_EQ(a.cuDeviceGetMemPool(&current, 0), CUDA_SUCCESS);
+    EXPECT_EQ(current, pool);  // [CH] by default the current pool is the default one
+    EXPECT_NE(default_pool(1), pool);
+    EXPECT_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), 0u);  // [CH] default 0
+    CUdeviceptr p1 = 0, p2 = 0, p3 = 0;
+    ASSERT_EQ(a.cuMemAllocAsync(&p1, 1000, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 2 * kMiB);  // one granule reserved for 1000 bytes
+    EXPECT_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 2 * kMiB);
+    EXPECT_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 1000u);
+    ASSERT_EQ(a.cuMemAllocAsync_ptsz(&p2, kMiB, TESSERA_CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 2 * kMiB);  // fits the granule held
+    ASSERT_EQ(a.cuMemAllocAsync(&p3, 3 * kMiB, TESSERA_CU_STREAM_LEGACY), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 6 * kMiB);  // 1000 + 4 MiB of use: three granules
+    EXPECT_EQ(free_now(), 1 * kGiB - 6 * kMiB);
+    EXPECT_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 6 * kMiB);
+    EXPECT_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 4 * kMiB + 1000);
+    // Freed memory stays reserved until a synchronize.
+    ASSERT_EQ(a.cuMemFreeAsync(p3, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemFreeAsync_ptsz(p2, TESSERA_CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 6 * kMiB);
+    EXPECT_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 1000u);
+    EXPECT_EQ(a.cuMemFreeAsync(p3, nullptr), CUDA_ERROR_INVALID_VALUE);  // freed twice
+    ASSERT_EQ(a.cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 2 * kMiB);  // what the outstanding 1000 bytes need
+    EXPECT_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 2 * kMiB);
+    EXPECT_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 6 * kMiB);  // a watermark stays
+    // A release threshold keeps that much across a synchronize.
+    cuuint64_t threshold = 5 * kMiB;
+    ASSERT_EQ(a.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemAllocAsync(&p2, 9 * kMiB, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 10 * kMiB);
+    ASSERT_EQ(a.cuMemFree_v2(p2), CUDA_SUCCESS);  // [CH] cuMemFree takes pool pointers too
+    ASSERT_EQ(a.cuCtxSynchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 4 * kMiB);  // sim: the threshold rounded down to a granule
+    ASSERT_EQ(a.cuStreamSynchronize_ptsz(TESSERA_CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 4 * kMiB);
+    // Trim: down to the minimum asked, never below what allocations hold.
+    ASSERT_EQ(a.cuMemPoolTrimTo(pool, 3 * kMiB), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 4 * kMiB);  // at least 3 MiB: two granules
+    ASSERT_EQ(a.cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 2 * kMiB);  // p1's granule
+    ASSERT_EQ(a.cuMemFreeAsync(p1, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 0u);
+    // The high watermarks reset to zero only.
+    cuuint64_t zero = 0, one = 1;
+    EXPECT_EQ(a.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &one), CUDA_ERROR_INVALID_VALUE);
+    ASSERT_EQ(a.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero), CUDA_SUCCESS);
+    EXPECT_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 0u);
+    EXPECT_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 0u);
+    EXPECT_EQ(a.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &zero), CUDA_ERROR_INVALID_VALUE);
+    int reuse = 0;
+    EXPECT_EQ(a.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse), CUDA_SUCCESS);
+    EXPECT_EQ(reuse, 1);  // [CH] default enabled
+    reuse = 0;
+    ASSERT_EQ(a.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse), CUDA_SUCCESS);
+    reuse = 1;
+    EXPECT_EQ(a.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse), CUDA_SUCCESS);
+    EXPECT_EQ(reuse, 0);
+  });
+}
+
+TEST(CudaSimPool, CreatedPoolsCurrentPoolsAndDestroyWithOutstandingAllocations) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    CUcontext c = context(0);
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = 1;
+    CUmemoryPool mine = nullptr;
+    ASSERT_EQ(a.cuMemPoolCreate(&mine, &props), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuDeviceSetMemPool(0, mine), CUDA_ERROR_INVALID_VALUE);  // [CH] local to the device
+    ASSERT_EQ(a.cuDeviceSetMemPool(1, mine), CUDA_SUCCESS);
+    CUmemoryPool current = nullptr;
+    ASSERT_EQ(a.cuDeviceGetMemPool(&current, 1), CUDA_SUCCESS);
+    EXPECT_EQ(current, mine);
+    // From a device-1 pool on a stream of device 0 ([CH]: allowed).
+    CUdeviceptr p = 0, q = 0;
+    ASSERT_EQ(a.cuMemAllocFromPoolAsync(&p, 3 * kMiB, mine, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemAllocFromPoolAsync_ptsz(&q, kMiB, mine, TESSERA_CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(1), 4 * kMiB);
+    EXPECT_EQ(device_used(0), 0u);
+    // Pool memory belongs to no context.
+    EXPECT_EQ(a.cuCtxDestroy_v2(c), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(1), 4 * kMiB);
+    context(1);
+    // [CH] destroyed with outstanding allocations: returns at once, frees with the last one.
+    ASSERT_EQ(a.cuMemPoolDestroy(mine), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuDeviceGetMemPool(&current, 1), CUDA_SUCCESS);
+    EXPECT_EQ(current, default_pool(1));  // [CH] the default pool is current again
+    EXPECT_EQ(a.cuMemPoolDestroy(mine), CUDA_ERROR_INVALID_VALUE);  // twice
+    CUdeviceptr r = 0;
+    EXPECT_EQ(a.cuMemAllocFromPoolAsync(&r, kMiB, mine, nullptr), CUDA_ERROR_INVALID_VALUE);
+    cuuint64_t v = 0;
+    EXPECT_EQ(a.cuMemPoolGetAttribute(mine, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(device_used(1), 4 * kMiB);
+    ASSERT_EQ(a.cuMemFreeAsync(p, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(1), 4 * kMiB);
+    ASSERT_EQ(a.cuMemFreeAsync(q, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(1), 0u);  // the last one: everything back
+    // Without outstanding allocations the memory goes at once.
+    CUmemoryPool idle = nullptr;
+    ASSERT_EQ(a.cuMemPoolCreate(&idle, &props), CUDA_SUCCESS);
+    cuuint64_t keep = 1 * kGiB;
+    ASSERT_EQ(a.cuMemPoolSetAttribute(idle, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemAllocFromPoolAsync(&p, 7 * kMiB, idle, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemFreeAsync(p, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(1), 8 * kMiB);  // under the threshold: kept
+    ASSERT_EQ(a.cuMemPoolDestroy(idle), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(1), 0u);
+    // [CH] a default pool cannot be destroyed.
+    EXPECT_EQ(a.cuMemPoolDestroy(default_pool(1)), CUDA_ERROR_INVALID_VALUE);
+    // [CH] maxSize bounds a created pool.
+    props.maxSize = 4 * kMiB;
+    CUmemoryPool small = nullptr;
+    ASSERT_EQ(a.cuMemPoolCreate(&small, &props), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemAllocFromPoolAsync(&p, 4 * kMiB + 1, small, nullptr), CUDA_ERROR_OUT_OF_MEMORY);
+    ASSERT_EQ(a.cuMemAllocFromPoolAsync(&p, 4 * kMiB, small, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemAllocFromPoolAsync(&q, 1, small, nullptr), CUDA_ERROR_OUT_OF_MEMORY);
+    // Past the device's memory: OUT_OF_MEMORY, nothing charged.
+    EXPECT_EQ(a.cuMemAllocAsync(&q, 2 * kGiB, nullptr), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_EQ(device_used(1), 4 * kMiB);
+  });
+}
+
+TEST(CudaSimPool, BadArguments) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    CUdeviceptr p = 0;
+    CUmemoryPool pool = nullptr;
+    EXPECT_EQ(a.cuMemAllocAsync(&p, kMiB, nullptr), CUDA_ERROR_NOT_INITIALIZED);
+    EXPECT_EQ(a.cuDeviceGetDefaultMemPool(&pool, 0), CUDA_ERROR_NOT_INITIALIZED);
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    // [CH] the default stream with no current context.
+    EXPECT_EQ(a.cuMemAllocAsync(&p, kMiB, nullptr), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(a.cuMemAllocAsync_ptsz(&p, kMiB, TESSERA_CU_STREAM_PER_THREAD), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(a.cuMemFreeAsync(0x1000, nullptr), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(a.cuDeviceGetDefaultMemPool(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuDeviceGetDefaultMemPool(&pool, 2), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_EQ(a.cuDeviceGetMemPool(&pool, 2), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuDeviceGetMemPool(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+    context(0);
+    EXPECT_EQ(a.cuMemAllocAsync(nullptr, kMiB, nullptr), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemAllocAsync(&p, 0, nullptr), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemAllocAsync(&p, kMiB, reinterpret_cast<CUstream>(0x777)), CUDA_ERROR_INVALID_VALUE);
+    auto bogus = reinterpret_cast<CUmemoryPool>(0x4242);
+    EXPECT_EQ(a.cuMemAllocFromPoolAsync(&p, kMiB, bogus, nullptr), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemAllocFromPoolAsync(&p, kMiB, nullptr, nullptr), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemPoolDestroy(bogus), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemPoolTrimTo(bogus, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuDeviceSetMemPool(0, bogus), CUDA_ERROR_INVALID_VALUE);
+    cuuint64_t v = 0;
+    EXPECT_EQ(a.cuMemPoolGetAttribute(bogus, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemPoolGetAttribute(default_pool(0), CU_MEMPOOL_ATTR_USED_MEM_CURRENT, nullptr),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemPoolGetAttribute(default_pool(0), static_cast<CUmemPool_attribute>(99), &v),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemFreeAsync(0xdead0000ULL, nullptr), CUDA_ERROR_INVALID_VALUE);
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = 2;
+    EXPECT_EQ(a.cuMemPoolCreate(&pool, &props), CUDA_ERROR_INVALID_VALUE);
+    props.location.id = 0;
+    EXPECT_EQ(a.cuMemPoolCreate(nullptr, &props), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemPoolCreate(&pool, nullptr), CUDA_ERROR_INVALID_VALUE);
+    props.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;  // [CH] INVALID_VALUE
+    EXPECT_EQ(a.cuMemPoolCreate(&pool, &props), CUDA_ERROR_INVALID_VALUE);
+    props.location.type = CU_MEM_LOCATION_TYPE_HOST;  // sim: host pools are not modelled
+    EXPECT_EQ(a.cuMemPoolCreate(&pool, &props), CUDA_ERROR_NOT_SUPPORTED);
+    // A cuMemAlloc pointer freed by cuMemFreeAsync (sim) is freed at once.
+    ASSERT_EQ(a.cuMemAlloc_v2(&p, kMiB), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemFreeAsync(p, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 0u);
+  });
+}
+
+TEST(CudaSimPool, AForkedChildHasNoneOfItsParentsPools) {
+  tessera::testing::TempDir dir;
+  in_child({nullptr, dir.path().c_str()}, [&] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    CUdeviceptr p = 0;
+    ASSERT_EQ(a.cuMemAllocAsync(&p, 3 * kMiB, nullptr), CUDA_SUCCESS);
+    CUmemoryPool parent = default_pool(0);
+    expect_exit_ok(spawn({nullptr, dir.path().c_str()}, [&] {
+      ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+      context(0);
+      cuuint64_t v = 0;
+      EXPECT_EQ(a.cuMemPoolGetAttribute(parent, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v), CUDA_ERROR_INVALID_VALUE);
+      EXPECT_NE(default_pool(0), parent);
+      EXPECT_EQ(a.cuMemFreeAsync(p, nullptr), CUDA_ERROR_INVALID_VALUE);
+      EXPECT_EQ(device_used(0), 4 * kMiB);  // the parent's granules, seen through the shared file
+    }));
+    EXPECT_EQ(device_used(0), 4 * kMiB);
   });
 }
 
