@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cuda_api.hpp"  // the simulator's own declarations: types only, nothing is linked
 #include "support/run.hpp"
@@ -112,6 +113,13 @@ struct Api {
   TESSERA_API(cuMemAllocFromPoolAsync_ptsz)
   TESSERA_API(cuMemFreeAsync)
   TESSERA_API(cuMemFreeAsync_ptsz)
+  TESSERA_API(cuArrayCreate)
+  TESSERA_API(cuArrayCreate_v2)
+  TESSERA_API(cuArray3DCreate)
+  TESSERA_API(cuArray3DCreate_v2)
+  TESSERA_API(cuArrayDestroy)
+  TESSERA_API(cuMipmappedArrayCreate)
+  TESSERA_API(cuMipmappedArrayDestroy)
 #undef TESSERA_API
 };
 
@@ -815,6 +823,13 @@ TEST(CudaSimProcAddress, EachBaseNameGivesTheNewestVariantAtOrBeforeTheVersion) 
       {"cuGetProcAddress", "cuGetProcAddress", 11030, 11090, nullptr, 0},
       {"cuGetProcAddress", "cuGetProcAddress_v2", 12000, 13000, nullptr, 0},
       {"cuMemAllocManaged", "cuMemAllocManaged", 6000, 13000, nullptr, 0},
+      {"cuArrayCreate", "cuArrayCreate", 2000, 3010, nullptr, 0},
+      {"cuArrayCreate", "cuArrayCreate_v2", 3020, 13000, nullptr, 0},
+      {"cuArray3DCreate", "cuArray3DCreate", 2000, 3010, nullptr, 0},
+      {"cuArray3DCreate", "cuArray3DCreate_v2", 3020, 13000, nullptr, 0},
+      {"cuArrayDestroy", "cuArrayDestroy", 2000, 13000, nullptr, 0},
+      {"cuMipmappedArrayCreate", "cuMipmappedArrayCreate", 5000, 13000, nullptr, 0},
+      {"cuMipmappedArrayDestroy", "cuMipmappedArrayDestroy", 5000, 13000, nullptr, 0},
       {"cuDevicePrimaryCtxGetState", "cuDevicePrimaryCtxGetState", 7000, 13000, nullptr, 0},
       {"cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset", 7000, 10020, nullptr, 0},
       {"cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2", 11000, 13000, nullptr, 0},
@@ -1611,6 +1626,182 @@ TEST(CudaSimPool, AForkedChildHasNoneOfItsParentsPools) {
       EXPECT_EQ(device_used(0), 4 * kMiB);  // the parent's granules, seen through the shared file
     }));
     EXPECT_EQ(device_used(0), 4 * kMiB);
+  });
+}
+
+// ---------------------------------------------------------------- arrays
+
+CUDA_ARRAY3D_DESCRIPTOR desc3(std::size_t w, std::size_t h, std::size_t d, CUarray_format f, unsigned nc,
+                              unsigned flags = 0) {
+  return CUDA_ARRAY3D_DESCRIPTOR{w, h, d, f, nc, flags};
+}
+
+TEST(CudaSimArray, SizesFollowTheDocumentedRule) {
+  in_child({}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    struct Case {
+      CUDA_ARRAY3D_DESCRIPTOR d;
+      std::uint64_t bytes;
+    };
+    const Case cases[] = {
+        {desc3(2048, 0, 0, CU_AD_FORMAT_FLOAT, 1), 2 * kMiB},                 // 8 KiB, one granule
+        {desc3(1024, 1024, 0, CU_AD_FORMAT_FLOAT, 1), 4 * kMiB},              // exactly 4 MiB
+        {desc3(1024, 1024, 0, CU_AD_FORMAT_HALF, 4), 8 * kMiB},
+        {desc3(1000, 1000, 0, CU_AD_FORMAT_UNSIGNED_INT8, 2), 2 * kMiB},      // 2,000,000 bytes
+        {desc3(1025, 1024, 0, CU_AD_FORMAT_SIGNED_INT32, 1), 6 * kMiB},       // just over 4 MiB
+        {desc3(256, 256, 64, CU_AD_FORMAT_UNSIGNED_INT16, 1), 8 * kMiB},      // 3D
+        {desc3(512, 0, 10, CU_AD_FORMAT_FLOAT, 4, CUDA_ARRAY3D_LAYERED), 2 * kMiB},  // 1D layered: 80 KiB
+        {desc3(512, 512, 6, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP), 6 * kMiB},  // six faces of 1 MiB
+        {desc3(512, 512, 12, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP | CUDA_ARRAY3D_LAYERED), 12 * kMiB},
+        {desc3(4096, 4096, 0, CU_AD_FORMAT_FLOAT, 4, CUDA_ARRAY3D_SURFACE_LDST), 256 * kMiB},
+        {desc3(4096, 4096, 0, CU_AD_FORMAT_FLOAT, 4, CUDA_ARRAY3D_SPARSE), 0},
+        {desc3(4096, 4096, 0, CU_AD_FORMAT_FLOAT, 4, CUDA_ARRAY3D_DEFERRED_MAPPING), 0},
+    };
+    std::uint64_t total = 0;
+    std::vector<CUarray> made;
+    for (const Case& c : cases) {
+      CUarray h = nullptr;
+      ASSERT_EQ(a.cuArray3DCreate_v2(&h, &c.d), CUDA_SUCCESS) << c.d.Width << "x" << c.d.Height;
+      total += c.bytes;
+      EXPECT_EQ(device_used(0), total) << c.d.Width << "x" << c.d.Height << "x" << c.d.Depth << " flags " << c.d.Flags;
+      made.push_back(h);
+    }
+    // The 2D calls, and the 2000 ABIs with 32-bit descriptors.
+    CUarray h2 = nullptr, h1 = nullptr, h31 = nullptr;
+    const CUDA_ARRAY_DESCRIPTOR d2{1024, 1024, CU_AD_FORMAT_FLOAT, 2};
+    ASSERT_EQ(a.cuArrayCreate_v2(&h2, &d2), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), total + 8 * kMiB);
+    const CUDA_ARRAY_DESCRIPTOR_v1 d1{1024, 1024, CU_AD_FORMAT_UNSIGNED_INT8, 1};
+    ASSERT_EQ(a.cuArrayCreate(&h1, &d1), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), total + 10 * kMiB);
+    const CUDA_ARRAY3D_DESCRIPTOR_v1 d31{128, 128, 128, CU_AD_FORMAT_FLOAT, 1, 0};
+    ASSERT_EQ(a.cuArray3DCreate(&h31, &d31), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), total + 18 * kMiB);
+    for (CUarray h : {h2, h1, h31}) EXPECT_EQ(a.cuArrayDestroy(h), CUDA_SUCCESS);
+    for (CUarray h : made) EXPECT_EQ(a.cuArrayDestroy(h), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 0u);
+    EXPECT_EQ(a.cuArrayDestroy(made[0]), CUDA_ERROR_INVALID_HANDLE);  // twice
+  });
+}
+
+TEST(CudaSimArray, MipmappedArraysAreTheSumOfTheirLevels) {
+  in_child({}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    // 2048² float4 = 64 MiB, then 16, 4, 1 (→2), 256 KiB (→2), …: each level rounded to 2 MiB.
+    auto d = desc3(2048, 2048, 0, CU_AD_FORMAT_FLOAT, 4);
+    CUmipmappedArray m = nullptr;
+    ASSERT_EQ(a.cuMipmappedArrayCreate(&m, &d, 3), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), (64 + 16 + 4) * kMiB);
+    ASSERT_EQ(a.cuMipmappedArrayDestroy(m), CUDA_SUCCESS);
+    // [CH] levels clamp to 1 + floor(log2(2048)) = 12: 64+16+4 and nine levels of one granule.
+    ASSERT_EQ(a.cuMipmappedArrayCreate(&m, &d, 100), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), (84 + 9 * 2) * kMiB);
+    ASSERT_EQ(a.cuMipmappedArrayDestroy(m), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMipmappedArrayCreate(&m, &d, 0), CUDA_SUCCESS);  // clamped up to 1
+    EXPECT_EQ(device_used(0), 64 * kMiB);
+    ASSERT_EQ(a.cuMipmappedArrayDestroy(m), CUDA_SUCCESS);
+    // A 3D one halves its depth; a layered one keeps its layers.
+    auto v = desc3(256, 256, 256, CU_AD_FORMAT_FLOAT, 1);  // 64 MiB, 8 MiB, 1 MiB→2
+    ASSERT_EQ(a.cuMipmappedArrayCreate(&m, &v, 3), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 74 * kMiB);
+    ASSERT_EQ(a.cuMipmappedArrayDestroy(m), CUDA_SUCCESS);
+    auto layered = desc3(256, 256, 256, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_LAYERED);  // 64, 16, 4 MiB
+    ASSERT_EQ(a.cuMipmappedArrayCreate(&m, &layered, 3), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 84 * kMiB);
+    // An array handle is not a mipmapped one, nor the reverse.
+    EXPECT_EQ(a.cuArrayDestroy(reinterpret_cast<CUarray>(m)), CUDA_ERROR_INVALID_HANDLE);
+    ASSERT_EQ(a.cuMipmappedArrayDestroy(m), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMipmappedArrayDestroy(m), CUDA_ERROR_INVALID_HANDLE);
+    auto sparse = desc3(2048, 2048, 0, CU_AD_FORMAT_FLOAT, 4, CUDA_ARRAY3D_SPARSE);
+    ASSERT_EQ(a.cuMipmappedArrayCreate(&m, &sparse, 4), CUDA_SUCCESS);
+    auto deferred = desc3(2048, 2048, 0, CU_AD_FORMAT_FLOAT, 4, CUDA_ARRAY3D_DEFERRED_MAPPING);
+    CUmipmappedArray m2 = nullptr;
+    ASSERT_EQ(a.cuMipmappedArrayCreate(&m2, &deferred, 4), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 0u);
+    CUarray arr = nullptr;
+    const CUDA_ARRAY_DESCRIPTOR small{16, 16, CU_AD_FORMAT_FLOAT, 1};
+    ASSERT_EQ(a.cuArrayCreate_v2(&arr, &small), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMipmappedArrayDestroy(reinterpret_cast<CUmipmappedArray>(arr)), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(a.cuMipmappedArrayDestroy(m), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMipmappedArrayDestroy(m2), CUDA_SUCCESS);
+  });
+}
+
+TEST(CudaSimArray, ArraysDieWithTheirContext) {
+  in_child({}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    CUcontext c0 = context(0);
+    auto d = desc3(1024, 1024, 0, CU_AD_FORMAT_FLOAT, 1);
+    CUarray gone = nullptr, kept = nullptr;
+    CUmipmappedArray mgone = nullptr;
+    ASSERT_EQ(a.cuArray3DCreate_v2(&gone, &d), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMipmappedArrayCreate(&mgone, &d, 2), CUDA_SUCCESS);
+    context(0);
+    ASSERT_EQ(a.cuArray3DCreate_v2(&kept, &d), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), (4 + 4 + 2 + 4) * kMiB);
+    EXPECT_EQ(a.cuCtxDestroy_v2(c0), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 4 * kMiB);
+    EXPECT_EQ(a.cuArrayDestroy(gone), CUDA_ERROR_CONTEXT_IS_DESTROYED);  // [CH] listed for this case
+    EXPECT_EQ(a.cuMipmappedArrayDestroy(mgone), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    // The primary context's arrays go at its reset.
+    CUcontext p = nullptr;
+    ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&p, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuCtxSetCurrent(p), CUDA_SUCCESS);
+    CUarray prim = nullptr;
+    ASSERT_EQ(a.cuArray3DCreate_v2(&prim, &d), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 8 * kMiB);
+    EXPECT_EQ(a.cuDevicePrimaryCtxReset_v2(0), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 4 * kMiB);
+    EXPECT_EQ(a.cuArrayDestroy(kept), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 0u);
+  });
+}
+
+TEST(CudaSimArray, BadArguments) {
+  in_child({}, [] {
+    const Api& a = api();
+    CUarray h = nullptr;
+    auto ok = desc3(64, 64, 0, CU_AD_FORMAT_FLOAT, 1);
+    EXPECT_EQ(a.cuArray3DCreate_v2(&h, &ok), CUDA_ERROR_NOT_INITIALIZED);
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuArray3DCreate_v2(&h, &ok), CUDA_ERROR_INVALID_CONTEXT);
+    context(0);
+    EXPECT_EQ(a.cuArray3DCreate_v2(nullptr, &ok), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuArray3DCreate_v2(&h, nullptr), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuArrayCreate_v2(&h, nullptr), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuArrayCreate(&h, nullptr), CUDA_ERROR_INVALID_VALUE);
+    CUmipmappedArray m = nullptr;
+    EXPECT_EQ(a.cuMipmappedArrayCreate(&m, nullptr, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMipmappedArrayCreate(nullptr, &ok, 1), CUDA_ERROR_INVALID_VALUE);
+    const CUDA_ARRAY3D_DESCRIPTOR bad[] = {
+        desc3(0, 64, 0, CU_AD_FORMAT_FLOAT, 1),                          // no width
+        desc3(64, 64, 0, CU_AD_FORMAT_FLOAT, 3),                         // [CH] 1, 2 or 4 channels
+        desc3(64, 64, 0, CU_AD_FORMAT_FLOAT, 0),
+        desc3(64, 0, 8, CU_AD_FORMAT_FLOAT, 1),                          // depth without height, not layered
+        desc3(64, 32, 6, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP),   // cubemap not square
+        desc3(64, 64, 5, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP),   // not six faces
+        desc3(64, 64, 12, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP),  // twelve only when layered
+        desc3(64, 64, 9, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP | CUDA_ARRAY3D_LAYERED),
+    };
+    for (const auto& d : bad) {
+      EXPECT_EQ(a.cuArray3DCreate_v2(&h, &d), CUDA_ERROR_INVALID_VALUE) << d.Width << "x" << d.Height << "x" << d.Depth;
+      EXPECT_EQ(a.cuMipmappedArrayCreate(&m, &d, 2), CUDA_ERROR_INVALID_VALUE) << d.Width;
+    }
+    auto nv12 = desc3(64, 64, 0, CU_AD_FORMAT_NV12, 1);  // sim: not a modelled format
+    EXPECT_EQ(a.cuArray3DCreate_v2(&h, &nv12), CUDA_ERROR_NOT_SUPPORTED);
+    auto huge = desc3(SIZE_MAX / 2, 4, 0, CU_AD_FORMAT_FLOAT, 4);
+    EXPECT_EQ(a.cuArray3DCreate_v2(&h, &huge), CUDA_ERROR_OUT_OF_MEMORY);
+    auto big = desc3(1ULL << 20, 1ULL << 20, 0, CU_AD_FORMAT_FLOAT, 1);  // 4 TiB
+    EXPECT_EQ(a.cuArray3DCreate_v2(&h, &big), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_EQ(device_used(0), 0u);
+    EXPECT_EQ(a.cuArrayDestroy(nullptr), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(a.cuArrayDestroy(reinterpret_cast<CUarray>(0x1234)), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(a.cuMipmappedArrayDestroy(nullptr), CUDA_ERROR_INVALID_HANDLE);
   });
 }
 
