@@ -436,17 +436,6 @@ void log(Level level, const char* format, ...) {
 
 bool enabled() { return env().enabled; }
 
-bool current_device(CUdevice& out) {
-  using GetCtxDevice = CUresult (*)(CUdevice*);
-  static std::atomic<GetCtxDevice> fn{nullptr};
-  GetCtxDevice f = fn.load(std::memory_order_acquire);
-  if (!f) {
-    f = reinterpret_cast<GetCtxDevice>(driver_symbol("cuCtxGetDevice"));
-    fn.store(f, std::memory_order_release);
-  }
-  return f && f(&out) == CUDA_SUCCESS;
-}
-
 CUcontext current_context() {
   using GetCurrent = CUresult (*)(CUcontext*);
   static std::atomic<GetCurrent> fn{nullptr};
@@ -458,6 +447,45 @@ CUcontext current_context() {
   CUcontext ctx = nullptr;
   if (f && f(&ctx) != CUDA_SUCCESS) ctx = nullptr;
   return ctx;
+}
+
+namespace {
+// Each thread remembers the device of the context it last saw, so a charge
+// costs one driver call (cuCtxGetCurrent), not two. Any context destroyed or
+// reset anywhere in the process invalidates every thread's memory.
+std::atomic<std::uint64_t> g_context_generation{1};
+thread_local CUcontext t_context = nullptr;
+thread_local CUdevice t_device = -1;
+thread_local std::uint64_t t_generation = 0;
+}  // namespace
+
+void contexts_changed() { g_context_generation.fetch_add(1, std::memory_order_acq_rel); }
+
+bool current(CUdevice& ordinal, CUcontext& ctx) {
+  ctx = current_context();
+  if (!ctx) return false;
+  const std::uint64_t generation = g_context_generation.load(std::memory_order_acquire);
+  if (ctx == t_context && generation == t_generation) {
+    ordinal = t_device;
+    return true;
+  }
+  using GetCtxDevice = CUresult (*)(CUdevice*);
+  static std::atomic<GetCtxDevice> fn{nullptr};
+  GetCtxDevice f = fn.load(std::memory_order_acquire);
+  if (!f) {
+    f = reinterpret_cast<GetCtxDevice>(driver_symbol("cuCtxGetDevice"));
+    fn.store(f, std::memory_order_release);
+  }
+  if (!f || f(&ordinal) != CUDA_SUCCESS) return false;
+  t_context = ctx;
+  t_device = ordinal;
+  t_generation = generation;
+  return true;
+}
+
+bool current_device(CUdevice& out) {
+  CUcontext ctx = nullptr;
+  return current(out, ctx);
 }
 
 Device device(CUdevice ordinal) {
@@ -485,6 +513,10 @@ Device device_by_uuid(const char* uuid) {
       d.quota = g_ledger.quota(static_cast<std::uint32_t>(k));
     }
   return d;
+}
+
+bool try_charge(const Device& dev, std::uint64_t bytes) {
+  return dev.index >= 0 && g_ledger.charge(static_cast<std::uint32_t>(dev.index), bytes).status == Status::ok;
 }
 
 bool charge(const Device& dev, std::uint64_t bytes, std::uint64_t request) {
@@ -583,6 +615,7 @@ std::size_t take_if(bool (*pick)(const Record&, const void*), const void* arg, R
 }
 
 void reclaim_context(CUcontext ctx) {
+  contexts_changed();
   Record batch[64];
   for (;;) {
     const std::size_t n = take_if(

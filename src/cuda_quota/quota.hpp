@@ -37,7 +37,11 @@ struct Device {
 // The device of the calling thread's current context; false when there is
 // none (the driver will answer the call with its own error).
 bool current_device(CUdevice& out);
+// The same with the context itself: one driver call when this thread saw the context before.
+bool current(CUdevice& ordinal, CUcontext& ctx);
 CUcontext current_context();
+// A context was destroyed or reset: forget every thread's context -> device memory.
+void contexts_changed();
 Device device(CUdevice ordinal);
 // The same for a device named by its UUID text (NVML's nvmlDeviceGetUUID);
 // known but without a quota when no TESSERA_DEVICE_UUID_<k> names it.
@@ -47,6 +51,8 @@ Device device_by_uuid(const char* uuid);
 // the quota or when no quota can be enforced. `request` is what the program
 // asked for, for the log line.
 bool charge(const Device& dev, std::uint64_t bytes, std::uint64_t request);
+// The same without the log line, for a caller that will retry.
+bool try_charge(const Device& dev, std::uint64_t bytes);
 void uncharge(int index, std::uint64_t bytes);
 // The container's charged bytes on ledger device `index`.
 std::uint64_t usage(int index);

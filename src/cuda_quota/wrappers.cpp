@@ -30,16 +30,22 @@ CUresult missing() { return CUDA_ERROR_NOT_FOUND; }
 
 // The device a wrapper charges: the current context's. `known` false means
 // "forward uncharged" (library off or not ready; the driver answers).
-Device charged_device(CUdevice& ordinal) {
-  if (!enabled() || !current_device(ordinal)) return Device{};
+Device charged_device(CUdevice& ordinal, CUcontext& ctx) {
+  if (!enabled() || !current(ordinal, ctx)) return Device{};
   return device(ordinal);
+}
+
+Device charged_device(CUdevice& ordinal) {
+  CUcontext ctx = nullptr;
+  return charged_device(ordinal, ctx);
 }
 
 // The common shape of a context-bound allocation: charge, call, record or undo.
 template <class Call>
 CUresult allocate(std::uint64_t bytes, std::uint64_t request, Call&& call, CUdeviceptr& out) {
   CUdevice ordinal = 0;
-  const Device dev = charged_device(ordinal);
+  CUcontext ctx = nullptr;
+  const Device dev = charged_device(ordinal, ctx);
   if (!dev.known) return call();
   if (!charge(dev, bytes, request)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult r = call();
@@ -53,7 +59,7 @@ CUresult allocate(std::uint64_t bytes, std::uint64_t request, Call&& call, CUdev
   rec.index = static_cast<std::int16_t>(dev.index);
   rec.key = out;
   rec.bytes = bytes;
-  rec.ctx = current_context();
+  rec.ctx = ctx;
   insert(rec);
   return r;
 }
@@ -112,10 +118,11 @@ void settle(Pool& p) {
   }
 }
 
-void refresh_pools(int index) {
+// Re-reads the pools of ledger device `index` (all with -1), or only `pool`.
+void refresh_pools(int index, CUmemoryPool pool = nullptr) {
   pthread_mutex_lock(&g_pool_mu);
   for (auto& p : g_pools)
-    if (p.pool && (index < 0 || p.index == index)) settle(p);
+    if (p.pool && (pool ? p.pool == pool : (index < 0 || p.index == index))) settle(p);
   pthread_mutex_unlock(&g_pool_mu);
 }
 
@@ -160,12 +167,15 @@ CUresult pool_allocate(CUmemoryPool pool, CUdevice ordinal, std::size_t bytes, C
     charge(Device{true, -1, 0}, reserve, bytes);  // logs the refusal
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  // Pools may have released memory at a synchronize since they were last read.
-  for (auto& other : g_pools)
-    if (other.pool && other.index == dev.index) settle(other);
-  if (!charge(dev, reserve, bytes)) {
-    pthread_mutex_unlock(&g_pool_mu);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  // Pools may have released memory at a synchronize since they were last
+  // read: before refusing, read them all again (design §2, "before a refusal").
+  if (!try_charge(dev, reserve)) {
+    for (auto& other : g_pools)
+      if (other.pool && other.index == dev.index) settle(other);
+    if (!charge(dev, reserve, bytes)) {
+      pthread_mutex_unlock(&g_pool_mu);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
   }
   p->charged += reserve;
   const CUresult r = call();
@@ -217,7 +227,7 @@ CUresult free_pointer(CUdeviceptr p, Call&& call) {
     insert(rec);
     return r;
   }
-  if (rec.kind == Kind::pool) refresh_pools(rec.index);
+  if (rec.kind == Kind::pool) refresh_pools(rec.index, reinterpret_cast<CUmemoryPool>(rec.handle));
   else uncharge(rec.index, rec.bytes);
   return r;
 }
@@ -262,7 +272,8 @@ std::uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned levels)
 template <class Handle, class Call>
 CUresult create_array(Handle* handle, std::uint64_t bytes, Call&& call) {
   CUdevice ordinal = 0;
-  const Device dev = charged_device(ordinal);
+  CUcontext ctx = nullptr;
+  const Device dev = charged_device(ordinal, ctx);
   if (!dev.known || bytes == 0) return call();
   if (!charge(dev, bytes, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult r = call();
@@ -276,7 +287,7 @@ CUresult create_array(Handle* handle, std::uint64_t bytes, Call&& call) {
   rec.index = static_cast<std::int16_t>(dev.index);
   rec.key = reinterpret_cast<std::uint64_t>(*handle);
   rec.bytes = bytes;
-  rec.ctx = current_context();
+  rec.ctx = ctx;
   insert(rec);
   return r;
 }
@@ -332,6 +343,7 @@ void after_primary_release(CUdevice ordinal) {
   int active = 1;
   // [CH] the last release resets the primary context, freeing its memory.
   if (get_state && get_state(ordinal, &flags, &active) == CUDA_SUCCESS && !active) {
+    contexts_changed();
     if (CUcontext ctx = primary_of(ordinal)) reclaim_context(ctx);
   }
 }
@@ -541,8 +553,10 @@ EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
   auto driver = REAL(cuDevicePrimaryCtxReset);
   if (!driver) return missing();
   const CUresult r = driver(dev);
-  if (r == CUDA_SUCCESS && enabled())
+  if (r == CUDA_SUCCESS && enabled()) {
+    contexts_changed();
     if (CUcontext ctx = primary_of(dev)) reclaim_context(ctx);
+  }
   return r;
 }
 
@@ -550,8 +564,10 @@ EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   auto driver = REAL(cuDevicePrimaryCtxReset_v2);
   if (!driver) return missing();
   const CUresult r = driver(dev);
-  if (r == CUDA_SUCCESS && enabled())
+  if (r == CUDA_SUCCESS && enabled()) {
+    contexts_changed();
     if (CUcontext ctx = primary_of(dev)) reclaim_context(ctx);
+  }
   return r;
 }
 
