@@ -193,6 +193,25 @@ TEST(CudaQuota, EachRequestGetsTheWrapperOfExactlyTheVariantTheDriverChose) {
       {"cuDevicePrimaryCtxRelease:7000:0", kLib, "cuDevicePrimaryCtxRelease"},
       {"cuDevicePrimaryCtxRelease:11000:0", kLib, "cuDevicePrimaryCtxRelease_v2"},
       {"cuDevicePrimaryCtxReset:11000:0", kLib, "cuDevicePrimaryCtxReset_v2"},
+      {"cuMemCreate:10020:0", kLib, "cuMemCreate"},
+      {"cuMemRelease:10020:0", kLib, "cuMemRelease"},
+      {"cuMemMap:10020:0", kLib, "cuMemMap"},
+      {"cuMemUnmap:10020:0", kLib, "cuMemUnmap"},
+      {"cuArrayCreate:2000:0", kLib, "cuArrayCreate"},
+      {"cuArrayCreate:3020:0", kLib, "cuArrayCreate_v2"},
+      {"cuArray3DCreate:3020:0", kLib, "cuArray3DCreate_v2"},
+      {"cuArrayDestroy:2000:0", kLib, "cuArrayDestroy"},
+      {"cuMipmappedArrayCreate:5000:0", kLib, "cuMipmappedArrayCreate"},
+      {"cuMemAllocAsync:11020:0", kLib, "cuMemAllocAsync"},
+      {"cuMemAllocAsync:11020:1", kLib, "cuMemAllocAsync"},
+      {"cuMemAllocAsync:11020:2", kLib, "cuMemAllocAsync_ptsz"},
+      {"cuMemAllocAsync:13000:2", kLib, "cuMemAllocAsync_ptsz"},
+      {"cuMemAllocFromPoolAsync:11020:2", kLib, "cuMemAllocFromPoolAsync_ptsz"},
+      {"cuMemFreeAsync:11020:0", kLib, "cuMemFreeAsync"},
+      {"cuMemFreeAsync:12000:2", kLib, "cuMemFreeAsync_ptsz"},
+      {"cuMemPoolCreate:11020:0", kLib, "cuMemPoolCreate"},
+      {"cuMemPoolTrimTo:11020:0", kLib, "cuMemPoolTrimTo"},
+      {"cuMemPoolDestroy:11020:0", kLib, "cuMemPoolDestroy"},
       {"cuGetProcAddress:11030:0", kLib, "cuGetProcAddress"},
       {"cuGetProcAddress:12000:0", kLib, "cuGetProcAddress_v2"},
       // Not memory: the driver's own function, never a wrapper.
@@ -204,6 +223,9 @@ TEST(CudaQuota, EachRequestGetsTheWrapperOfExactlyTheVariantTheDriverChose) {
       {"cuMemcpyHtoD:3020:0", kDriver, "cuMemcpyHtoD_v2"},
       {"cuMemcpyHtoD:7000:2", kDriver, "cuMemcpyHtoD_v2_ptds"},
       {"cuGetExportTable:3000:0", kDriver, "cuGetExportTable"},
+      {"cuMemPoolGetAttribute:11020:0", kDriver, "cuMemPoolGetAttribute"},
+      {"cuMemAddressReserve:10020:0", kDriver, "cuMemAddressReserve"},
+      {"cuDeviceGetMemPool:11020:0", kDriver, "cuDeviceGetMemPool"},
   };
   Container c(1 * kGiB);
   std::vector<std::string> steps;
@@ -387,6 +409,68 @@ TEST(CudaQuota, AMigUuidNamesTheSameBytesAsCudaReports) {
   const auto r = c.client({"init", "alloc:" + bytes(2 * kGiB), "info"});
   EXPECT_EQ(code(r, "alloc:" + bytes(2 * kGiB)), kOutOfMemory);
   EXPECT_EQ(value(r, "info", 1), 1 * kGiB);
+}
+
+TEST(CudaQuota, VirtualMemoryIsChargedAtCreateAndReturnedAtReleaseAndLastUnmap) {
+  Container c(1 * kGiB);
+  const std::string size = bytes(512 * kMiB);
+  const auto r = c.client({"init", "create:" + size, "map:0:" + size, "create:" + size + ":again",
+                           "create:" + bytes(256 * kMiB) + ":host", "release:0", "info:mapped", "unmap:1:" + size,
+                           "info:unmapped", "usage"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "create:" + size), kOk);
+  EXPECT_EQ(code(r, "map:0:" + size), kOk);
+  EXPECT_EQ(code(r, "create:" + size + ":again"), kOk);  // exactly the quota
+  EXPECT_EQ(code(r, "create:" + bytes(256 * kMiB) + ":host"), kOk) << "host memory is not the device's";
+  EXPECT_EQ(value(r, "info:mapped", 0), 0u) << "released but still mapped: still charged";
+  EXPECT_EQ(value(r, "info:unmapped", 0), 512 * kMiB) << "released and unmapped: returned";
+  EXPECT_EQ(value(r, "usage", 0), 512 * kMiB) << "the simulator agrees";
+}
+
+TEST(CudaQuota, VirtualMemoryPastTheQuotaIsRefused) {
+  Container c(1 * kGiB);
+  const auto r = c.client({"init", "create:" + bytes(768 * kMiB), "create:" + bytes(512 * kMiB), "usage"});
+  EXPECT_EQ(code(r, "create:" + bytes(768 * kMiB)), kOk);
+  EXPECT_EQ(code(r, "create:" + bytes(512 * kMiB)), kOutOfMemory);
+  EXPECT_EQ(value(r, "usage", 0), 768 * kMiB);
+}
+
+TEST(CudaQuota, StreamOrderedMemoryIsChargedAsItsPoolGrows) {
+  Container c(64 * kMiB);
+  // 3 x 20 MiB from the default pool (granules of 2 MiB: 60 MiB reserved), then a fourth refused.
+  const std::string mb20 = bytes(20 * kMiB);
+  const auto r = c.client({"init", "async:" + mb20, "async:" + mb20 + ":b", "pool:" + mb20, "async:" + mb20 + ":refused",
+                           "usage:full", "freeasync:0", "freeasync:1", "info:freed-unsynced", "sync", "info:synced",
+                           "async:" + bytes(40 * kMiB), "usage"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "async:" + mb20), kOk);
+  EXPECT_EQ(code(r, "async:" + mb20 + ":b"), kOk);
+  EXPECT_EQ(code(r, "pool:" + mb20), kOk);
+  EXPECT_EQ(code(r, "async:" + mb20 + ":refused"), kOutOfMemory);
+  EXPECT_LE(value(r, "usage:full", 0), 64 * kMiB);
+  // Freed memory stays in the pool until a synchronize releases it (threshold 0).
+  EXPECT_EQ(value(r, "info:freed-unsynced", 0), 64 * kMiB - value(r, "usage:full", 0));
+  EXPECT_EQ(value(r, "info:synced", 0), 64 * kMiB - 20 * kMiB) << "the pool released 40 MiB at the synchronize";
+  EXPECT_EQ(code(r, "async:" + bytes(40 * kMiB)), kOk) << "released pool memory is usable again";
+  EXPECT_LE(value(r, "usage", 2), 64 * kMiB) << "the simulator's high-water mark";
+}
+
+TEST(CudaQuota, ArraysAreChargedByTheirSizeAndSparseOnesNot) {
+  Container c(64 * kMiB);
+  // float4 elements, 16 bytes: 1024 x 1024 = 16 MiB; 3D 256^3 = 256 MiB (refused); sparse: nothing.
+  const auto r = c.client({"init", "array:1024:1024", "array3d:256:256:256:0", "array3d:256:256:256:64",
+                           "mipmap:1024:1024:3", "usage:made", "info:made", "destroy:0", "destroy-mipmap:2", "usage",
+                           "info"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "array:1024:1024"), kOk);
+  EXPECT_EQ(code(r, "array3d:256:256:256:0"), kOutOfMemory);
+  EXPECT_EQ(code(r, "array3d:256:256:256:64"), kOk) << "sparse arrays hold no memory until mapped";
+  EXPECT_EQ(code(r, "mipmap:1024:1024:3"), kOk);
+  EXPECT_EQ(value(r, "info:made", 0), 64 * kMiB - value(r, "usage:made", 0)) << "charged as the driver holds";
+  EXPECT_EQ(code(r, "destroy:0"), kOk);
+  EXPECT_EQ(code(r, "destroy-mipmap:2"), kOk);
+  EXPECT_EQ(value(r, "usage", 0), 0u);
+  EXPECT_EQ(value(r, "info", 0), 64 * kMiB);
 }
 
 }  // namespace
