@@ -70,12 +70,76 @@ sharing:
       replicas: 2
 YAML
 mkdir -p "$work/device-plugins"
+# Each quota'd container gets a ledger directory under the ledger root; here, the demo's own.
 "$bin" plugin --config "$work/plugin.yaml" --sim "$node" --kubelet-dir "$work/device-plugins" \
-  >"$work/plugin.log" 2>&1 &
+  --quota-ledger-root "$work/ledgers" --quota-library-dir "$(cd "$build/src/cuda_quota" && pwd)" >"$work/plugin.log" 2>&1 &
 plugin_pid=$!
-"$kubelet_sim" --dir "$work/device-plugins" --resources 3 --allocate 1
+"$kubelet_sim" --dir "$work/device-plugins" --resources 3 --allocate 2 >"$work/kubelet.out"
+# Two containers per resource were allocated; show the time-sliced ones.
+sed -n '/^registered nvidia.com\/mig-1g.10gb/,/^registered/p' "$work/kubelet.out" | sed '$d'
+grep '^registered' "$work/kubelet.out" | tail -n +2
 kill -TERM "$plugin_pid"; wait "$plugin_pid" || true; plugin_pid=
 grep -E "ready|stopped" "$work/plugin.log"
+
+step "Memory quotas: the two time-sliced replicas of one MIG device share it; one bursts"
+# Each replica runs a CUDA program with the environment and mounts its Allocate
+# answer gave (host paths in place of the container's). The program loads the
+# simulated CUDA driver as CUDA's runtime does; the GPU's memory is shared
+# through the simulator's directory, as a real MIG device is.
+client=$build/tests/cuda_quota/tessera_cuda_client
+replica_env() {  # replica_env N: NAME=VALUE lines for the Nth time-sliced container
+  python3 - "$work/kubelet.out" "$1" "$build/src/cuda_quota/libtessera-cuda.so" <<'PY'
+import re, sys
+text, n, library = open(sys.argv[1]).read(), int(sys.argv[2]), sys.argv[3]
+blocks = re.findall(r"  Allocate (MIG-[^:]+::\d+):\n((?:    .*\n)+)", text)
+env, mounts = {}, {}
+for line in blocks[n][1].splitlines():
+    line = line.strip()
+    if line.startswith("mount "):
+        host, container = line[6:].split(" -> ")
+        mounts[container] = host
+    else:
+        name, value = line.split("=", 1)
+        env[name] = value
+env["LD_PRELOAD"] = library
+env["TESSERA_LEDGER_DIR"] = mounts[env["TESSERA_LEDGER_DIR"]]
+print(blocks[n][0])
+for name, value in env.items():
+    print(f"{name}={value}")
+PY
+}
+mapfile -t first < <(replica_env 0)
+mapfile -t second < <(replica_env 1)
+uuid=${first[0]%%::*}
+[[ ${second[0]%%::*} == "$uuid" ]] || { echo "demo: the two replicas are not on one MIG device" >&2; exit 1; }
+memory=$("$bin" inventory --sim "$node" --json | python3 -c "
+import json, sys
+print(next(m['memory']['total_bytes'] for g in json.load(sys.stdin)['gpus'] for m in g['mig_devices'] if m['uuid'] == '$uuid'))")
+mkdir -p "$work/gpu"
+gpu=(LD_LIBRARY_PATH="$build/sim/cuda" TESSERA_SIM_CUDA_DEVICES="$uuid:$memory" TESSERA_SIM_CUDA_DIR="$work/gpu")
+echo "MIG device $uuid: $((memory >> 20)) MiB; each replica's quota: $(( $(printf '%s\n' "${first[@]}" | sed -n 's/^TESSERA_DEVICE_MEMORY_LIMIT_0=//p') >> 20 )) MiB"
+explain() {  # the client's lines, in words
+  awk -v who="$1" '
+    function size(b) { return sprintf("%.1f GiB", b / 1073741824) }
+    function result(c) { return c == 0 ? "CUDA_SUCCESS" : c == 2 ? "CUDA_ERROR_OUT_OF_MEMORY" : "error " c }
+    $1 ~ /^alloc:/ { split($1, a, ":"); printf "  %s: cuMemAlloc(%s) -> %s\n", who, size(a[2]), result($2) }
+    $1 ~ /^info/ { printf "  %s: cuMemGetInfo -> free %s, total %s\n", who, size($3), size($4) }
+    $1 ~ /^usage/ { printf "  %s: the device holds %s for all processes\n", who, size($4) }'
+}
+gib=$((1 << 30))
+env "${gpu[@]}" "${first[@]:1}" "$client" init alloc:$((3 * gib)) info await:"$work/burst-done" \
+  alloc:$((gib)):after-burst usage >"$work/replica0.out" 2>&1 &
+replica0=$!
+until grep -q '^info' "$work/replica0.out" 2>/dev/null; do sleep 0.05; done
+explain "replica ::0" <"$work/replica0.out"
+env "${gpu[@]}" "${second[@]:1}" "$client" init info alloc:$((3 * gib)) alloc:$((3 * gib)):burst usage \
+  >"$work/replica1.out" 2>"$work/replica1.err"
+explain "replica ::1" <"$work/replica1.out" | sed 's/:burst//'
+sed 's/^/  replica ::1 stderr: /' "$work/replica1.err"
+echo "  replica ::1 has exited; replica ::0 goes on:"
+touch "$work/burst-done"
+wait "$replica0"
+grep -v '^init\|^alloc:[0-9]* \|^info\|^await' "$work/replica0.out" | explain "replica ::0" | sed 's/:after-burst//'
 
 if "$bin" plan --help >/dev/null 2>&1 && [[ -f examples/fleet.yaml ]]; then
   step "The planner: how to cut a fleet for a set of services"
