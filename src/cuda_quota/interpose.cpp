@@ -2,7 +2,6 @@
 // "Interposition rules"): an exported dlsym, both cuGetProcAddress variants,
 // and the row table that says which variant answers which request.
 #include <dlfcn.h>
-#include <link.h>
 
 #include <cstring>
 
@@ -53,45 +52,36 @@ bool in_driver(void* p, bool nvml) {
   return nvml ? !strncmp(base, "libnvidia-ml.so", 15) : !strncmp(base, "libcuda.so", 10);
 }
 
-link_map* owner(void* p) {
-  Dl_info info{};
-  link_map* map = nullptr;
-  if (!dladdr1(p, &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP)) return nullptr;
-  return map;
-}
-
-// dlsym(RTLD_NEXT, name) on behalf of `caller`: the first definition in an
-// object after the caller's, as glibc would answer the caller itself. Passing
-// RTLD_NEXT on would search after this library instead (rule 2).
-void* next_after(void* caller, const char* name) {
-  link_map* self = owner(caller);
-  if (!self) return real_dlsym(RTLD_NEXT, name);
-  for (link_map* l = self->l_next; l; l = l->l_next) {
-    // glibc: a dlopen handle is the object's link_map; dlsym searches it, then its dependencies.
-    void* r = real_dlsym(l, name);
-    if (!r) continue;
-    const link_map* where = owner(r);
-    for (const link_map* after = self->l_next; after; after = after->l_next)
-      if (after == where) return r;
-  }
-  return nullptr;
-}
-
 using DlsymFn = void* (*)(void*, const char*);
-std::atomic<DlsymFn> g_dlsym{nullptr};
 
 }  // namespace
+}  // namespace tessera::quota
 
-void* real_dlsym(void* handle, const char* name) {
-  DlsymFn f = g_dlsym.load(std::memory_order_acquire);
+// glibc's dlsym, read by dlsym_entry.S without a lock: a pointer-sized store
+// of the same value by any thread that resolves it.
+extern "C" {
+__attribute__((visibility("hidden"))) tessera::quota::DlsymFn tessera_glibc_dlsym = nullptr;
+}
+
+extern "C" __attribute__((visibility("hidden"))) void* tessera_resolve_glibc_dlsym() {
+  using tessera::quota::DlsymFn;
+  auto* slot = reinterpret_cast<std::atomic<DlsymFn>*>(&tessera_glibc_dlsym);
+  DlsymFn f = slot->load(std::memory_order_acquire);
   if (!f) {
     // [G] glibc >= 2.34 exports dlsym@@GLIBC_2.34 and dlsym@GLIBC_2.2.5 at one address.
+    // dlvsym is not intercepted by sanitizer runtimes, so this is safe during their start-up.
     f = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
     if (!f) f = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
-    if (!f) return nullptr;
-    g_dlsym.store(f, std::memory_order_release);
+    slot->store(f, std::memory_order_release);
   }
-  return f(handle, name);
+  return reinterpret_cast<void*>(f);
+}
+
+namespace tessera::quota {
+
+void* real_dlsym(void* handle, const char* name) {
+  auto f = reinterpret_cast<DlsymFn>(tessera_resolve_glibc_dlsym());
+  return f ? f(handle, name) : nullptr;
 }
 
 void* real(Fn f) {
@@ -137,8 +127,10 @@ using namespace tessera::quota;
 
 extern "C" {
 
-__attribute__((visibility("default"))) void* dlsym(void* handle, const char* name) noexcept {
-  void* r = handle == RTLD_NEXT ? next_after(__builtin_return_address(0), name) : real_dlsym(handle, name);
+// Every dlsym but RTLD_NEXT ones (dlsym_entry.S): the driver's answer, or the
+// wrapper of exactly that exported variant.
+__attribute__((visibility("hidden"))) void* tessera_dlsym(void* handle, const char* name) {
+  void* r = real_dlsym(handle, name);
   if (!r || !enabled()) return r;
   const Fn f = by_exported_name(name);
   if (f == Fn::count || !in_driver(r, is_nvml(f)) || !adopt(f, r)) return r;

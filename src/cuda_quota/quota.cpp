@@ -89,7 +89,9 @@ struct Env {
 };
 
 Env g_env;
-pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
+const Env g_no_env;
+std::atomic<bool> g_env_read{false};
+pthread_mutex_t g_env_mu = PTHREAD_MUTEX_INITIALIZER;
 
 // A plain decimal uint64: digits only, no sign, space, suffix or overflow.
 bool parse_bytes(const char* text, std::uint64_t& out) {
@@ -156,8 +158,18 @@ void read_env() {
   snprintf(e.key, sizeof e.key, "%s", key && *key ? key : TESSERA_DEFAULT_LEDGER_KEY);
 }
 
+// The environment is read once it exists: a sanitizer runtime's start-up
+// calls dlsym before libc has set `environ`, and that must not fix the
+// library "off" for good.
 const Env& env() {
-  pthread_once(&g_env_once, read_env);
+  if (g_env_read.load(std::memory_order_acquire)) return g_env;
+  if (!environ) return g_no_env;
+  pthread_mutex_lock(&g_env_mu);
+  if (!g_env_read.load(std::memory_order_relaxed)) {
+    read_env();
+    g_env_read.store(true, std::memory_order_release);
+  }
+  pthread_mutex_unlock(&g_env_mu);
   return g_env;
 }
 
@@ -387,6 +399,7 @@ void after_fork_child() {
   pthread_mutex_init(&g_primary_mu, nullptr);
   for (auto& p : g_primary) p = nullptr;
   pthread_mutex_init(&g_init_mu, nullptr);
+  pthread_mutex_init(&g_env_mu, nullptr);
 }
 
 __attribute__((constructor)) void register_fork_handler() { pthread_atfork(nullptr, nullptr, after_fork_child); }
