@@ -451,12 +451,8 @@ bool enabled() { return env().enabled; }
 
 CUcontext current_context() {
   using GetCurrent = CUresult (*)(CUcontext*);
-  static std::atomic<GetCurrent> fn{nullptr};
-  GetCurrent f = fn.load(std::memory_order_acquire);
-  if (!f) {
-    f = reinterpret_cast<GetCurrent>(driver_symbol("cuCtxGetCurrent"));
-    fn.store(f, std::memory_order_release);
-  }
+  static DriverFn<GetCurrent> lookup{"cuCtxGetCurrent"};
+  const GetCurrent f = lookup();
   CUcontext ctx = nullptr;
   if (f && f(&ctx) != CUDA_SUCCESS) ctx = nullptr;
   return ctx;
@@ -483,12 +479,8 @@ bool current(CUdevice& ordinal, CUcontext& ctx) {
     return true;
   }
   using GetCtxDevice = CUresult (*)(CUdevice*);
-  static std::atomic<GetCtxDevice> fn{nullptr};
-  GetCtxDevice f = fn.load(std::memory_order_acquire);
-  if (!f) {
-    f = reinterpret_cast<GetCtxDevice>(driver_symbol("cuCtxGetDevice"));
-    fn.store(f, std::memory_order_release);
-  }
+  static DriverFn<GetCtxDevice> lookup{"cuCtxGetDevice"};
+  const GetCtxDevice f = lookup();
   if (!f || f(&ordinal) != CUDA_SUCCESS) return false;
   t_context = ctx;
   t_device = ordinal;

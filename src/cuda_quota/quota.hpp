@@ -14,6 +14,7 @@
 //   only by what this process recorded for that pointer.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -102,5 +103,27 @@ void* real_dlsym(void* handle, const char* name);
 // (NULL when the driver does not export it).
 void* driver_symbol(const char* name);
 void* nvml_symbol(const char* name);
+
+// A driver (or NVML) function looked up on first use, without a lock or the
+// C++ runtime's guard: as a function-local static it is constant-initialised,
+// and racing threads store the same pointer.
+template <class F>
+class DriverFn {
+ public:
+  explicit constexpr DriverFn(const char* name, bool nvml = false) : name_(name), nvml_(nvml) {}
+  F operator()() {
+    void* p = pointer_.load(std::memory_order_acquire);
+    if (!p) {
+      p = nvml_ ? nvml_symbol(name_) : driver_symbol(name_);
+      pointer_.store(p, std::memory_order_release);
+    }
+    return reinterpret_cast<F>(p);
+  }
+
+ private:
+  const char* name_;
+  bool nvml_;
+  std::atomic<void*> pointer_{nullptr};
+};
 
 }  // namespace tessera::quota

@@ -83,7 +83,8 @@ using PoolGetAttribute = CUresult (*)(CUmemoryPool, int, void*);
 using DeviceGetPool = CUresult (*)(CUmemoryPool*, CUdevice);
 
 std::uint64_t reserved(CUmemoryPool pool, bool& ok) {
-  static auto get = reinterpret_cast<PoolGetAttribute>(driver_symbol("cuMemPoolGetAttribute"));
+  static DriverFn<PoolGetAttribute> lookup_get{"cuMemPoolGetAttribute"};
+  const auto get = lookup_get();
   cuuint64_t value = 0;
   ok = get && get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &value) == CUDA_SUCCESS;
   return value;
@@ -137,10 +138,13 @@ bool pool_device(CUmemoryPool pool, CUdevice& ordinal) {
       return true;
     }
   pthread_mutex_unlock(&g_pool_mu);
-  static auto get_default = reinterpret_cast<DeviceGetPool>(driver_symbol("cuDeviceGetDefaultMemPool"));
-  static auto get_current = reinterpret_cast<DeviceGetPool>(driver_symbol("cuDeviceGetMemPool"));
+  static DriverFn<DeviceGetPool> lookup_get_default{"cuDeviceGetDefaultMemPool"};
+  const auto get_default = lookup_get_default();
+  static DriverFn<DeviceGetPool> lookup_get_current{"cuDeviceGetMemPool"};
+  const auto get_current = lookup_get_current();
   using GetCount = CUresult (*)(int*);
-  static auto get_count = reinterpret_cast<GetCount>(driver_symbol("cuDeviceGetCount"));
+  static DriverFn<GetCount> lookup_get_count{"cuDeviceGetCount"};
+  const auto get_count = lookup_get_count();
   int count = 0;
   if (get_count && get_count(&count) == CUDA_SUCCESS)
     for (CUdevice d = 0; d < count; ++d) {
@@ -194,7 +198,8 @@ CUresult pool_allocate(CUmemoryPool pool, CUdevice ordinal, std::size_t bytes, C
 }
 
 CUresult current_pool(CUdevice& ordinal, CUmemoryPool& pool) {
-  static auto get_current = reinterpret_cast<DeviceGetPool>(driver_symbol("cuDeviceGetMemPool"));
+  static DriverFn<DeviceGetPool> lookup_get_current{"cuDeviceGetMemPool"};
+  const auto get_current = lookup_get_current();
   if (!current_device(ordinal) || !get_current) return CUDA_ERROR_NOT_INITIALIZED;
   return get_current(&pool, ordinal);
 }
@@ -338,7 +343,8 @@ void report_total(T* bytes, CUdevice ordinal) {
 
 void after_primary_release(CUdevice ordinal) {
   using GetState = CUresult (*)(CUdevice, unsigned*, int*);
-  static auto get_state = reinterpret_cast<GetState>(driver_symbol("cuDevicePrimaryCtxGetState"));
+  static DriverFn<GetState> lookup_get_state{"cuDevicePrimaryCtxGetState"};
+  const auto get_state = lookup_get_state();
   unsigned flags = 0;
   int active = 1;
   // [CH] the last release resets the primary context, freeing its memory.
@@ -780,7 +786,8 @@ constexpr nvmlReturn_t kNvmlNotSupported = 3;  // [N] NVML_ERROR_NOT_SUPPORTED
 using NvmlGetUuid = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
 
 static Device nvml_device(nvmlDevice_t device) {
-  static auto get_uuid = reinterpret_cast<NvmlGetUuid>(nvml_symbol("nvmlDeviceGetUUID"));
+  static DriverFn<NvmlGetUuid> lookup_get_uuid{"nvmlDeviceGetUUID", true};
+  const auto get_uuid = lookup_get_uuid();
   char uuid[96] = {};
   if (!enabled() || !get_uuid || get_uuid(device, uuid, sizeof uuid) != 0) return Device{};
   return device_by_uuid(uuid);
