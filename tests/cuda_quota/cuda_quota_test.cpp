@@ -5,6 +5,7 @@
 // really holds comes from the simulator's own accounting (`usage`), never
 // from the library.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -471,6 +472,37 @@ TEST(CudaQuota, ArraysAreChargedByTheirSizeAndSparseOnesNot) {
   EXPECT_EQ(code(r, "destroy-mipmap:2"), kOk);
   EXPECT_EQ(value(r, "usage", 0), 0u);
   EXPECT_EQ(value(r, "info", 0), 64 * kMiB);
+}
+
+// NVML in the same process reports the slice too: the NVML simulator over a
+// node whose GPU has the UUID the CUDA simulator reports.
+TEST(CudaQuota, NvmlMemoryInfoInTheSameProcessReportsTheSlice) {
+  TempDir node;
+  const auto made = run({TESSERA_BIN, "sim", "create", node.path() + "/node", "--gpu", "A100-SXM4-80GB", "--count", "1"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const auto inventory = run({TESSERA_BIN, "inventory", "--sim", node.path() + "/node", "--json"});
+  ASSERT_EQ(inventory.exit_code, 0) << inventory.err;
+  const auto gpu = nlohmann::json::parse(inventory.out)["gpus"][0];
+  const std::string uuid = gpu["uuid"];
+  const std::uint64_t memory = gpu["memory"]["total_bytes"];
+  Container c(2 * kGiB, uuid + ":" + std::to_string(memory));
+  c.set(TESSERA_ENV_DEVICE_UUID_PREFIX "0=" + uuid);
+  c.set("LD_LIBRARY_PATH=" TESSERA_CUDA_SIM_DIR ":" TESSERA_NVML_SIM_DIR);
+  c.set("TESSERA_SIM_DIR=" + node.path() + "/node");
+  const auto r = c.client({"init", "alloc:" + bytes(600 * kMiB), "nvml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Line l = find(r, "nvml");
+  ASSERT_EQ(l.size(), 11u) << r.out;
+  EXPECT_EQ(l[1], "0");
+  EXPECT_EQ(std::stoull(l[2]), 2 * kGiB) << "v1 total";
+  EXPECT_EQ(std::stoull(l[3]), 2 * kGiB - 600 * kMiB) << "v1 free";
+  EXPECT_EQ(std::stoull(l[4]), 600 * kMiB) << "v1 used: the container's charge";
+  EXPECT_EQ(l[5], "0");
+  EXPECT_EQ(std::stoull(l[6]), 2 * kGiB) << "v2 total";
+  EXPECT_EQ(std::stoull(l[7]), 2 * kGiB - 600 * kMiB) << "v2 free";
+  EXPECT_EQ(std::stoull(l[8]), 600 * kMiB) << "v2 used";
+  EXPECT_EQ(l[9], "0") << "v2 reserved";
+  EXPECT_EQ(l[10], "0x2000028") << "v2 version kept";
 }
 
 }  // namespace
