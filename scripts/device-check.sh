@@ -15,7 +15,9 @@
 #   4. times NVML calls (p50/p99 over 10,000 calls each) and one `nvidia-smi`;
 #   5. writes $OUT/device-check.json and a short table $OUT/device-check.txt;
 #   6. runs `tessera mig plan` (never apply) for a few of NVIDIA's configs
-#      against the GPUs' current MIG state, into $OUT/mig-plan-*.json.
+#      against the GPUs' current MIG state, into $OUT/mig-plan-*.json;
+#   7. runs scripts/device-check-quota.sh: the memory-quota library under the
+#      real CUDA runtime (a few GiB allocated and freed), into $OUT/quota*.txt.
 #
 # TESSERA_NVML_LIBRARY=PATH makes tessera and nvml_latency load another NVML
 # (with the simulator's and TESSERA_SIM_DIR=DIR the script can be tried
@@ -279,3 +281,7 @@ with open(os.path.join(out, "device-check.txt"), "w") as f:
     f.write(text)
 print(text, end="")
 PY
+
+# --- 7. the memory-quota library ------------------------------------------------
+log "memory-quota library (scripts/device-check-quota.sh)"
+OUT="$OUT" scripts/device-check-quota.sh || log "the quota check failed; see $OUT/quota*.txt"
