@@ -28,6 +28,16 @@ std::uint64_t mul(std::uint64_t a, std::uint64_t b) {
 // The driver does not export the variant this wrapper stands for.
 CUresult missing() { return CUDA_ERROR_NOT_FOUND; }
 
+// The shape of a wrapper that charges nothing itself: call the driver's
+// function, and on success do `after` (uncharge, report, remember).
+template <class F, class After, class... Args>
+CUresult forward(F driver, After&& after, Args... args) {
+  if (!driver) return missing();
+  const CUresult r = driver(args...);
+  if (r == CUDA_SUCCESS) after();
+  return r;
+}
+
 // The device a wrapper charges: the current context's. `known` false means
 // "forward uncharged" (library off or not ready; the driver answers).
 Device charged_device(CUdevice& ordinal, CUcontext& ctx) {
@@ -354,6 +364,12 @@ void after_primary_release(CUdevice ordinal) {
   }
 }
 
+// [CH] a reset destroys the primary context's resources.
+void after_primary_reset(CUdevice ordinal) {
+  contexts_changed();
+  if (CUcontext ctx = primary_of(ordinal)) reclaim_context(ctx);
+}
+
 // --------------------------------------------------------------- VMM
 
 bool pick_mappings(const Record& r, const void* arg) {
@@ -484,97 +500,61 @@ EXPORT CUresult cuMemFree(unsigned int dptr) {
 }
 
 EXPORT CUresult cuMemGetInfo_v2(std::size_t* free, std::size_t* total) {
-  auto driver = REAL(cuMemGetInfo_v2);
-  if (!driver) return missing();
-  const CUresult r = driver(free, total);
-  if (r == CUDA_SUCCESS) report(free, total);
-  return r;
+  return forward(REAL(cuMemGetInfo_v2), [&] { report(free, total); }, free, total);
 }
 
 EXPORT CUresult cuMemGetInfo(unsigned int* free, unsigned int* total) {
-  auto driver = REAL(cuMemGetInfo);
-  if (!driver) return missing();
-  const CUresult r = driver(free, total);
-  if (r == CUDA_SUCCESS) report(free, total);
-  return r;
+  return forward(REAL(cuMemGetInfo), [&] { report(free, total); }, free, total);
 }
 
 EXPORT CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice dev) {
-  auto driver = REAL(cuDeviceTotalMem_v2);
-  if (!driver) return missing();
-  const CUresult r = driver(bytes, dev);
-  if (r == CUDA_SUCCESS) report_total(bytes, dev);
-  return r;
+  return forward(REAL(cuDeviceTotalMem_v2), [&] { report_total(bytes, dev); }, bytes, dev);
 }
 
 EXPORT CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
-  auto driver = REAL(cuDeviceTotalMem);
-  if (!driver) return missing();
-  const CUresult r = driver(bytes, dev);
-  if (r == CUDA_SUCCESS) report_total(bytes, dev);
-  return r;
+  return forward(REAL(cuDeviceTotalMem), [&] { report_total(bytes, dev); }, bytes, dev);
 }
 
 EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
-  auto driver = REAL(cuCtxDestroy_v2);
-  if (!driver) return missing();
-  const CUresult r = driver(ctx);
-  if (r == CUDA_SUCCESS && enabled()) reclaim_context(ctx);
-  return r;
+  return forward(REAL(cuCtxDestroy_v2), [&] {
+    if (enabled()) reclaim_context(ctx);
+  }, ctx);
 }
 
 EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
-  auto driver = REAL(cuCtxDestroy);
-  if (!driver) return missing();
-  const CUresult r = driver(ctx);
-  if (r == CUDA_SUCCESS && enabled()) reclaim_context(ctx);
-  return r;
+  return forward(REAL(cuCtxDestroy), [&] {
+    if (enabled()) reclaim_context(ctx);
+  }, ctx);
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
-  auto driver = REAL(cuDevicePrimaryCtxRetain);
-  if (!driver) return missing();
-  const CUresult r = driver(pctx, dev);
-  if (r == CUDA_SUCCESS && pctx) note_primary(dev, *pctx);
-  return r;
+  return forward(REAL(cuDevicePrimaryCtxRetain), [&] {
+    if (pctx) note_primary(dev, *pctx);
+  }, pctx, dev);
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
-  auto driver = REAL(cuDevicePrimaryCtxRelease);
-  if (!driver) return missing();
-  const CUresult r = driver(dev);
-  if (r == CUDA_SUCCESS && enabled()) after_primary_release(dev);
-  return r;
+  return forward(REAL(cuDevicePrimaryCtxRelease), [&] {
+    if (enabled()) after_primary_release(dev);
+  }, dev);
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  auto driver = REAL(cuDevicePrimaryCtxRelease_v2);
-  if (!driver) return missing();
-  const CUresult r = driver(dev);
-  if (r == CUDA_SUCCESS && enabled()) after_primary_release(dev);
-  return r;
+  return forward(REAL(cuDevicePrimaryCtxRelease_v2), [&] {
+    if (enabled()) after_primary_release(dev);
+  }, dev);
 }
 
 EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
-  auto driver = REAL(cuDevicePrimaryCtxReset);
-  if (!driver) return missing();
-  const CUresult r = driver(dev);
-  if (r == CUDA_SUCCESS && enabled()) {
-    contexts_changed();
-    if (CUcontext ctx = primary_of(dev)) reclaim_context(ctx);
-  }
-  return r;
+  return forward(REAL(cuDevicePrimaryCtxReset), [&] {
+    if (enabled()) after_primary_reset(dev);
+  }, dev);
 }
 
 EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  auto driver = REAL(cuDevicePrimaryCtxReset_v2);
-  if (!driver) return missing();
-  const CUresult r = driver(dev);
-  if (r == CUDA_SUCCESS && enabled()) {
-    contexts_changed();
-    if (CUcontext ctx = primary_of(dev)) reclaim_context(ctx);
-  }
-  return r;
+  return forward(REAL(cuDevicePrimaryCtxReset_v2), [&] {
+    if (enabled()) after_primary_reset(dev);
+  }, dev);
 }
 
 // VMM: charged at create on a device location, uncharged when the handle is
@@ -604,11 +584,9 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t si
 }
 
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-  auto driver = REAL(cuMemRelease);
-  if (!driver) return missing();
-  const CUresult r = driver(handle);
-  if (r == CUDA_SUCCESS && enabled()) vmm_drop(handle, true);
-  return r;
+  return forward(REAL(cuMemRelease), [&] {
+    if (enabled()) vmm_drop(handle, true);
+  }, handle);
 }
 
 EXPORT CUresult cuMemMap(CUdeviceptr ptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle handle,
@@ -757,11 +735,9 @@ EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolPr
 }
 
 EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, std::size_t minBytesToKeep) {
-  auto driver = REAL(cuMemPoolTrimTo);
-  if (!driver) return missing();
-  const CUresult r = driver(pool, minBytesToKeep);
-  if (r == CUDA_SUCCESS && enabled()) refresh_pools(-1);
-  return r;
+  return forward(REAL(cuMemPoolTrimTo), [&] {
+    if (enabled()) refresh_pools(-1);
+  }, pool, minBytesToKeep);
 }
 
 // [CH] a pool destroyed with outstanding allocations frees them later; its
