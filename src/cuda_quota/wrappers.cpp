@@ -50,28 +50,41 @@ Device charged_device(CUdevice& ordinal) {
   return charged_device(ordinal, ctx);
 }
 
-// The common shape of a context-bound allocation: charge, call, record or undo.
-template <class Call>
-CUresult allocate(std::uint64_t bytes, std::uint64_t request, Call&& call, CUdeviceptr& out) {
-  CUdevice ordinal = 0;
-  CUcontext ctx = nullptr;
-  const Device dev = charged_device(ordinal, ctx);
-  if (!dev.known) return call();
+// Charges `bytes`, calls the driver, then undoes the charge if the driver
+// failed or records it (`rec` completed with the device, `key()` and `bytes`).
+template <class Call, class Key>
+CUresult charge_and_call(const Device& dev, std::uint64_t bytes, std::uint64_t request, Record rec, Call&& call,
+                         Key&& key) {
   if (!charge(dev, bytes, request)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult r = call();
   if (r != CUDA_SUCCESS) {
     uncharge(dev.index, bytes);
     return r;
   }
-  Record rec;
-  rec.space = Space::pointer;
-  rec.kind = Kind::context_bound;
   rec.index = static_cast<std::int16_t>(dev.index);
-  rec.key = out;
+  rec.key = key();
   rec.bytes = bytes;
-  rec.ctx = ctx;
   insert(rec);
   return r;
+}
+
+Record record_of(Space space, Kind kind, CUcontext ctx = nullptr) {
+  Record rec;
+  rec.space = space;
+  rec.kind = kind;
+  rec.ctx = ctx;
+  return rec;
+}
+
+// A context-bound allocation on the current context's device.
+template <class Call>
+CUresult allocate(std::uint64_t bytes, std::uint64_t request, Call&& call, CUdeviceptr& out) {
+  CUdevice ordinal = 0;
+  CUcontext ctx = nullptr;
+  const Device dev = charged_device(ordinal, ctx);
+  if (!dev.known) return call();
+  return charge_and_call(dev, bytes, request, record_of(Space::pointer, Kind::context_bound, ctx), call,
+                         [&] { return out; });
 }
 
 // --------------------------------------------------------------- pools
@@ -289,22 +302,9 @@ CUresult create_array(Handle* handle, std::uint64_t bytes, Call&& call) {
   CUdevice ordinal = 0;
   CUcontext ctx = nullptr;
   const Device dev = charged_device(ordinal, ctx);
-  if (!dev.known || bytes == 0) return call();
-  if (!charge(dev, bytes, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = call();
-  if (r != CUDA_SUCCESS || !handle) {
-    uncharge(dev.index, bytes);
-    return r;
-  }
-  Record rec;
-  rec.space = Space::array;
-  rec.kind = Kind::context_bound;
-  rec.index = static_cast<std::int16_t>(dev.index);
-  rec.key = reinterpret_cast<std::uint64_t>(*handle);
-  rec.bytes = bytes;
-  rec.ctx = ctx;
-  insert(rec);
-  return r;
+  if (!dev.known || bytes == 0 || !handle) return call();
+  return charge_and_call(dev, bytes, bytes, record_of(Space::array, Kind::context_bound, ctx), call,
+                         [&] { return reinterpret_cast<std::uint64_t>(*handle); });
 }
 
 template <class Call>
@@ -388,6 +388,32 @@ void vmm_drop(std::uint64_t handle, bool release) {
   } else {
     update(rec);
   }
+}
+
+// NVML in the same process reports the slice too (design §3).
+constexpr nvmlReturn_t kNvmlNotSupported = 3;  // [N] NVML_ERROR_NOT_SUPPORTED
+using NvmlGetUuid = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
+
+Device nvml_device(nvmlDevice_t device) {
+  static DriverFn<NvmlGetUuid> lookup_get_uuid{"nvmlDeviceGetUUID", true};
+  const auto get_uuid = lookup_get_uuid();
+  char uuid[96] = {};
+  if (!enabled() || !get_uuid || get_uuid(device, uuid, sizeof uuid) != 0) return Device{};
+  return device_by_uuid(uuid);
+}
+
+// Both NVML layouts have total, free and used; v2 also reserved (reported 0).
+template <class Memory>
+void report_nvml(nvmlDevice_t device, Memory* memory) {
+  const Device dev = nvml_device(device);
+  if (dev.index < 0) return;
+  refresh_pools(dev.index);
+  const std::uint64_t used = usage(dev.index);
+  const std::uint64_t room = dev.quota > used ? dev.quota - used : 0;
+  memory->total = dev.quota;
+  memory->used = used;
+  memory->free = room < memory->free ? room : memory->free;
+  if constexpr (requires { memory->reserved; }) memory->reserved = 0;
 }
 
 }  // namespace
@@ -567,20 +593,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t si
   if (!enabled() || !handle || !prop || size == 0 || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return call();
   const Device dev = device(prop->location.id);
   if (!dev.known) return call();
-  if (!charge(dev, size, size)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = call();
-  if (r != CUDA_SUCCESS) {
-    uncharge(dev.index, size);
-    return r;
-  }
-  Record rec;
-  rec.space = Space::handle;
-  rec.kind = Kind::vmm;
-  rec.index = static_cast<std::int16_t>(dev.index);
-  rec.key = *handle;
-  rec.bytes = size;
-  insert(rec);
-  return r;
+  return charge_and_call(dev, size, size, record_of(Space::handle, Kind::vmm), call, [&] { return *handle; });
 }
 
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
@@ -757,31 +770,11 @@ EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   return r;
 }
 
-// NVML in the same process reports the slice too (design §3).
-constexpr nvmlReturn_t kNvmlNotSupported = 3;  // [N] NVML_ERROR_NOT_SUPPORTED
-using NvmlGetUuid = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
-
-static Device nvml_device(nvmlDevice_t device) {
-  static DriverFn<NvmlGetUuid> lookup_get_uuid{"nvmlDeviceGetUUID", true};
-  const auto get_uuid = lookup_get_uuid();
-  char uuid[96] = {};
-  if (!enabled() || !get_uuid || get_uuid(device, uuid, sizeof uuid) != 0) return Device{};
-  return device_by_uuid(uuid);
-}
-
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   auto driver = REAL(nvmlDeviceGetMemoryInfo);
   if (!driver) return kNvmlNotSupported;
   const nvmlReturn_t r = driver(device, memory);
-  if (r != 0 || !memory) return r;
-  const Device dev = nvml_device(device);
-  if (dev.index < 0) return r;
-  refresh_pools(dev.index);
-  const std::uint64_t used = usage(dev.index);
-  const std::uint64_t room = dev.quota > used ? dev.quota - used : 0;
-  memory->total = dev.quota;
-  memory->used = used;
-  memory->free = room < memory->free ? room : memory->free;
+  if (r == 0 && memory) report_nvml(device, memory);
   return r;
 }
 
@@ -789,16 +782,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v
   auto driver = REAL(nvmlDeviceGetMemoryInfo_v2);
   if (!driver) return kNvmlNotSupported;
   const nvmlReturn_t r = driver(device, memory);
-  if (r != 0 || !memory) return r;
-  const Device dev = nvml_device(device);
-  if (dev.index < 0) return r;
-  refresh_pools(dev.index);
-  const std::uint64_t used = usage(dev.index);
-  const std::uint64_t room = dev.quota > used ? dev.quota - used : 0;
-  memory->total = dev.quota;
-  memory->reserved = 0;
-  memory->used = used;
-  memory->free = room < memory->free ? room : memory->free;
+  if (r == 0 && memory) report_nvml(device, memory);
   return r;
 }
 
