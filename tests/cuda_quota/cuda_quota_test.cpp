@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -503,6 +504,29 @@ TEST(CudaQuota, NvmlMemoryInfoInTheSameProcessReportsTheSlice) {
   EXPECT_EQ(std::stoull(l[8]), 600 * kMiB) << "v2 used";
   EXPECT_EQ(l[9], "0") << "v2 reserved";
   EXPECT_EQ(l[10], "0x2000028") << "v2 version kept";
+}
+
+// Processes SIGKILLed at random instants while allocating and freeing (some
+// inside the ledger's lock, by chance) never wedge the others, and what they
+// held comes back: afterwards one process can take the whole quota.
+TEST(CudaQuota, ProcessesKilledAtRandomInstantsNeitherWedgeNorLeakTheQuota) {
+  Container c(1 * kGiB);
+  std::mt19937 random(20261201);
+  std::vector<std::unique_ptr<Process>> loopers;
+  for (int i = 0; i < 12; ++i)
+    loopers.push_back(c.start({"init", "loop:100000000:" + bytes(90 * kMiB)}, "looper" + std::to_string(i)));
+  usleep(200000);
+  for (auto& p : loopers) {
+    usleep(std::uniform_int_distribution<useconds_t>(1000, 30000)(random));
+    p->signal(SIGKILL);
+    p->wait(5000);
+  }
+  const auto r = c.client({"init", "alloc:" + bytes(1 * kGiB), "usage", "info"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "alloc:" + bytes(1 * kGiB)), kOk) << "every killed process's charge was reclaimed\n" << r.err;
+  EXPECT_EQ(value(r, "usage", 1), 1 * kGiB) << "the device holds only this process's allocation";
+  EXPECT_LE(value(r, "usage", 2), 1 * kGiB) << "never more than the quota at any time";
+  EXPECT_EQ(value(r, "info", 0), 0u);
 }
 
 }  // namespace
