@@ -51,10 +51,11 @@ readonly NODE=tessera-e2e
 readonly ETCD_PORTS=(12379 12380 12381)
 readonly PORTS=("${ETCD_PORTS[@]}" 16443 10248 10250 10257 10259)
 # Paths the kubelet, dockerd and containerd use whatever their flags say (the
-# last two only if a flag below stopped working); removed at the end only when
+# last two only if a flag below stopped working), and the DaemonSet's own host
+# paths (overlay() moves them under the run); removed at the end only when
 # this run created them, and checked.
 readonly HOST_PATHS=(/var/lib/kubelet/device-plugins /var/lib/kubelet /var/log/pods /var/log/containers
-                     /run/docker /run/containerd /var/lib/dockershim /etc/docker/key.json)
+                     /run/docker /run/containerd /var/lib/dockershim /etc/docker/key.json /var/lib/tessera)
 
 say() { printf '\033[1me2e:\033[0m %s\n' "$*"; }
 die() { printf 'e2e: error: %s\n' "$*" >&2; exit 1; }
@@ -325,8 +326,9 @@ say "cluster up in $cluster_s s ($("$kube_bin/kubelet" --version), $(etcd --vers
 # ---------------------------------------------------------------- helpers
 # A kustomize overlay over deploy/overlays/NAME that runs tessera on the
 # simulated node: its directory mounted into both containers, the state dir
-# under the run, a short health-recovery period, and the host's network (the
-# test node has no CNI).
+# and the quota library and ledger directories under the run (the plugin sees
+# the ledger root at its host path, as the base does), a short health-recovery
+# period, and the host's network (the test node has no CNI).
 overlay() {
   local name=$1 dir=$run/overlays/$1
   mkdir -p "$dir"
@@ -351,12 +353,18 @@ spec:
       containers:
       - name: device-plugin
         command: ["tessera", "plugin", "--config", "/etc/tessera/device-plugin/config.yaml",
-                  "--kubelet-dir", "/var/lib/kubelet/device-plugins", "--health-recovery", "5"]
+                  "--kubelet-dir", "/var/lib/kubelet/device-plugins", "--health-recovery", "5",
+                  "--quota-library-dir", "$run/quota/lib", "--quota-ledger-root", "$run/quota/ledgers"]
         env: [{name: TESSERA_SIM, value: /var/lib/tessera-sim}]
-        volumeMounts: [{name: sim, mountPath: /var/lib/tessera-sim}]
+        volumeMounts:
+        - {name: sim, mountPath: /var/lib/tessera-sim}
+        - {name: quota-ledgers, mountPath: "$run/quota/ledgers"}
+        - {mountPath: /var/lib/tessera/ledgers, \$patch: delete}
       volumes:
       - {name: sim, hostPath: {path: "$run/node", type: Directory}}
       - {name: state, hostPath: {path: "$run/state", type: DirectoryOrCreate}}
+      - {name: quota-library, hostPath: {path: "$run/quota/lib", type: DirectoryOrCreate}}
+      - {name: quota-ledgers, hostPath: {path: "$run/quota/ledgers", type: DirectoryOrCreate}}
 EOF
   echo "$dir"
 }
