@@ -6,7 +6,9 @@
 #
 #   tests/e2e/run.sh BUILD_DIR [--only NAME[,NAME...]] [--list]
 #
-# BUILD_DIR holds a built tessera (src/tessera, sim/nvml/libnvidia-ml.so.1).
+# BUILD_DIR holds a built tessera (src/tessera, sim/nvml/libnvidia-ml.so.1,
+# src/cuda_quota/libtessera-cuda.so; for the quota scenario also the simulated
+# CUDA driver sim/cuda/libcuda.so.1 and tests/cuda_quota/tessera_cuda_client).
 # Every scenario prints its time; a failing one is named, with the last lines
 # of the kubelet's and tessera's logs, and the run exits 1. Everything started
 # here is stopped by PID and every mount under the run's directories removed,
@@ -22,7 +24,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 here=$repo/tests/e2e
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 
 build_dir= only= list=0
 while (($#)); do
@@ -35,12 +37,15 @@ while (($#)); do
   esac
 done
 
-readonly SCENARIOS=(manifests mig-capacity mig-pods pod-resources kubelet-restart xid-79 time-slicing)
+readonly SCENARIOS=(manifests mig-capacity mig-pods pod-resources kubelet-restart xid-79 time-slicing quota)
 if ((list)); then printf '%s\n' "${SCENARIOS[@]}"; exit 0; fi
 [[ -n $build_dir ]] || { usage >&2; exit 2; }
 build_dir=$(cd "$build_dir" && pwd)
 tessera=$build_dir/src/tessera
 sim_lib=$build_dir/sim/nvml/libnvidia-ml.so.1
+cuda_lib=$build_dir/src/cuda_quota/libtessera-cuda.so
+cuda_sim=$build_dir/sim/cuda/libcuda.so.1
+cuda_client=$build_dir/tests/cuda_quota/tessera_cuda_client
 for s in ${only//,/ }; do
   [[ " ${SCENARIOS[*]} " == *" $s "* ]] || { echo "e2e: unknown scenario '$s' (--list shows them)" >&2; exit 2; }
 done
@@ -64,6 +69,10 @@ die() { printf 'e2e: error: %s\n' "$*" >&2; exit 1; }
 [[ $(id -u) -eq 0 ]] || die "needs root (it runs dockerd and a kubelet)"
 [[ -x $tessera ]] || die "$tessera is missing: build first (./x build dev)"
 [[ -f $sim_lib ]] || die "$sim_lib is missing: build first (./x build dev)"
+[[ -f $cuda_lib ]] || die "$cuda_lib is missing: build first (./x build dev)"
+if [[ -z $only || ",$only," == *,quota,* ]]; then
+  for f in "$cuda_sim" "$cuda_client"; do [[ -f $f ]] || die "$f is missing (the quota scenario runs it): build first (./x build dev)"; done
+fi
 for tool in etcd containerd dockerd runc debootstrap openssl jq ss findmnt; do
   command -v $tool >/dev/null || die "$tool is missing (run scripts/setup.sh --e2e)"
 done
@@ -190,6 +199,10 @@ teardown() {
     [[ -n ${pid_of[dockerd]:-} ]] && show_logs >&2
   fi
   say "teardown"
+  # What a scenario started (a client in a pod), before the cluster goes.
+  for name in "${order[@]}"; do
+    case $name in kubelet|kube-*|dockerd|containerd|etcd) ;; *) stop "$name" ;; esac
+  done
   stop kubelet
   if [[ -n ${pid_of[dockerd]:-} ]]; then
     local ids
@@ -256,7 +269,7 @@ stale=$(docker ps -aq)
 [[ -z $stale ]] || docker rm -f $stale >/dev/null
 
 say "images"
-base=$("$repo/deploy/image/build.sh" --tessera "$tessera" --sim-lib "$sim_lib" --tag tessera:latest)
+base=$("$repo/deploy/image/build.sh" --tessera "$tessera" --sim-lib "$sim_lib" --cuda-lib "$cuda_lib" --tag tessera:latest)
 # The pod sandbox: sleeps, and stops at once on SIGTERM.
 DOCKER_BUILDKIT=0 docker build -q --network=none -t tessera-e2e-pause:local - >/dev/null 2>>"$run/logs/images.log" <<EOF
 FROM $base
@@ -423,11 +436,23 @@ plugin_restarts() {
   kc -n tessera get pods -l app.kubernetes.io/name=tessera -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}'
 }
 
-container_env() {  # container_env POD: the env docker gave the pod's container
+container_id() {  # container_id POD: the docker id of the pod's running container
   local id
   id=$(docker ps -q --filter "label=io.kubernetes.pod.name=$1" --filter label=io.kubernetes.container.name=cuda | head -1)
   [[ -n $id ]] || fail "no running container for pod $1"
+  echo "$id"
+}
+
+container_env() {  # container_env POD: the env docker gave the pod's container
+  local id
+  id=$(container_id "$1") || exit 1
   docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$id"
+}
+
+container_mounts() {  # container_mounts POD: "SOURCE DESTINATION RW" per bind mount of the pod's container
+  local id
+  id=$(container_id "$1") || exit 1
+  docker inspect -f '{{range .Mounts}}{{.Source}} {{.Destination}} {{.RW}}{{println}}{{end}}' "$id"
 }
 
 pods_in_phase() { kc get pods -l app=e2e-consumer --field-selector="status.phase=$1" -o name | wc -l; }
@@ -573,9 +598,183 @@ scenario_time-slicing() {
   done
 }
 
+# A pod holding one nvidia.com/gpu that can run the CUDA test client: the
+# client and the simulated driver (libcuda.so.1, on LD_LIBRARY_PATH) from a
+# host directory, the simulator's per-device accounting in another that every
+# such pod shares. The simulated driver tells live processes by PID and start
+# time, so these pods share the host's PID namespace (in their own, each would
+# take the other's processes for dead and drop their memory).
+quota_pod() {  # quota_pod NAME [LD_PRELOAD]: it sleeps; LD_PRELOAD, if given, is set in its spec
+  local preload=
+  [[ -z ${2:-} ]] || preload="    - {name: LD_PRELOAD, value: \"$2\"}"
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default, labels: {app: e2e-consumer}}
+spec:
+  hostNetwork: true
+  hostPID: true
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: cuda
+    image: tessera-e2e-base:local
+    imagePullPolicy: Never
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
+    env:
+    - {name: LD_LIBRARY_PATH, value: /opt/tessera-e2e/lib}
+    - {name: TESSERA_SIM_CUDA_DIR, value: /run/tessera-sim-cuda}
+$preload
+    resources: {limits: {nvidia.com/gpu: 1}}
+    volumeMounts:
+    - {name: cuda-tools, mountPath: /opt/tessera-e2e, readOnly: true}
+    - {name: cuda-sim, mountPath: /run/tessera-sim-cuda}
+  volumes:
+  - {name: cuda-tools, hostPath: {path: "$run/cuda-tools", type: Directory}}
+  - {name: cuda-sim, hostPath: {path: "$run/cuda-sim", type: Directory}}
+YAML
+}
+
+# client_in POD UUID: sets client to the command that runs the test client in
+# POD's container, on the simulated GPU UUID, with the environment the kubelet
+# gave the container. docker exec is what the kubelet's own exec does with
+# dockershim; kubectl exec would need the API server to reach the kubelet,
+# which listens on loopback under a node name nothing resolves.
+client_in() {
+  local id
+  id=$(container_id "$1") || exit 1
+  client=(timeout 120 docker exec "$id" env "TESSERA_SIM_CUDA_DEVICES=$2:$gpu_bytes" /opt/tessera-e2e/bin/tessera_cuda_client)
+}
+
+# sim_usage UUID: "PROCESS DEVICE PEAK" bytes of the simulator's accounting of
+# UUID, read on the host from the directory the pods share (the oracle).
+sim_usage() {
+  env -u LD_PRELOAD LD_LIBRARY_PATH="$run/cuda-tools/lib" TESSERA_SIM_CUDA_DIR="$run/cuda-sim" \
+    TESSERA_SIM_CUDA_DEVICES="$1:$gpu_bytes" "$run/cuda-tools/bin/tessera_cuda_client" init usage |
+    awk '$1 == "usage" && $2 == 0 {print $3, $4, $5}'
+}
+
+step_field() {  # step_field FILE STEP N: field N (2 is the CUresult) of STEP's first line in the client's output FILE
+  awk -v s="$2" -v n="$3" '$1 == s {print $n; exit}' "$1"
+}
+
+expect_step() {  # expect_step FILE STEP N VALUE WHAT
+  local got
+  got=$(step_field "$1" "$2" "$3")
+  [[ $got == "$4" ]] && return 0
+  echo "--- $(basename "$1")" >&2
+  sed 's/^/    /' "$1" >&2
+  fail "$5: step $2 field $3 is '$got', expected $4"
+}
+
+# The memory-quota library on the kubelet and docker's path: pods on time-sliced
+# replicas get it from Allocate (LD_PRELOAD, the library and ledger mounts);
+# of two pods on one GPU, the neighbour holds half its quota while the other
+# bursts past its own and gets CUDA_ERROR_OUT_OF_MEMORY from the library, sees
+# its quota as the device's total memory, and the GPU holds exactly the
+# neighbour's memory plus what the burst was allowed (the simulated driver's
+# own accounting). A pod whose spec sets LD_PRELOAD shows which one wins
+# (design §7), printed, not checked.
+scenario_quota() {
+  local i p env uuid limit key mounts quota gpu_bytes client=()
+  local -A gpu_of=()
+  mkdir -p "$run/cuda-tools/bin" "$run/cuda-tools/lib" "$run/cuda-sim"
+  cp "$cuda_client" "$run/cuda-tools/bin/tessera_cuda_client"
+  cp "$cuda_sim" "$run/cuda-tools/lib/libcuda.so.1"
+  # Three pods on two GPUs: two of them share one. A fourth sets its own LD_PRELOAD.
+  { for i in 0 1 2; do quota_pod "quota-$i"; echo ---; done; quota_pod quota-own-preload libm.so.6; } |
+    kc apply -f - >/dev/null
+  four_running() { [[ $(kc get pods -l app=e2e-consumer --field-selector=status.phase=Running -o name | grep -c /quota-) == 4 ]]; }
+  wait_for 90 "4 quota pods Running" four_running
+  gpu_bytes=$(inventory | jq -r '.gpus[0].memory.total_bytes')
+  quota=$(inventory | jq -r '.gpus[0].memory | (.total_bytes - .reserved_bytes) / 4 | floor')
+  for p in quota-0 quota-1 quota-2; do
+    env=$(container_env "$p")
+    uuid=$(env_var "$env" NVIDIA_VISIBLE_DEVICES)
+    limit=$(env_var "$env" TESSERA_DEVICE_MEMORY_LIMIT_0)
+    key=$(env_var "$env" TESSERA_LEDGER_KEY)
+    [[ $(env_var "$env" LD_PRELOAD) == /usr/local/tessera/lib/libtessera-cuda.so ]] ||
+      fail "$p: LD_PRELOAD='$(env_var "$env" LD_PRELOAD)', expected Allocate's /usr/local/tessera/lib/libtessera-cuda.so"
+    [[ $(env_var "$env" TESSERA_DEVICE_UUID_0) == "$uuid" && $uuid == GPU-* ]] ||
+      fail "$p: TESSERA_DEVICE_UUID_0='$(env_var "$env" TESSERA_DEVICE_UUID_0)', NVIDIA_VISIBLE_DEVICES='$uuid'"
+    [[ $limit == "$quota" ]] || fail "$p: TESSERA_DEVICE_MEMORY_LIMIT_0='$limit', expected $quota"
+    [[ $(env_var "$env" TESSERA_LEDGER_DIR) == /run/tessera/ledger && -n $key ]] ||
+      fail "$p: TESSERA_LEDGER_DIR='$(env_var "$env" TESSERA_LEDGER_DIR)', TESSERA_LEDGER_KEY='$key'"
+    mounts=$(container_mounts "$p")
+    grep -qxF "$run/quota/lib /usr/local/tessera/lib false" <<<"$mounts" ||
+      fail "$p: no read-only mount of $run/quota/lib at /usr/local/tessera/lib; mounts: $mounts"
+    grep -qxF "$run/quota/ledgers/$key /run/tessera/ledger true" <<<"$mounts" ||
+      fail "$p: no read-write mount of $run/quota/ledgers/$key at /run/tessera/ledger; mounts: $mounts"
+    [[ -f $run/quota/lib/libtessera-cuda.so ]] || fail "the init container did not install libtessera-cuda.so in $run/quota/lib"
+    gpu_of[$p]=$uuid
+    echo "  $p: $uuid, quota $limit, LD_PRELOAD and both mounts from Allocate, ledger $key"
+  done
+  local a= b= pair
+  for pair in "0 1" "0 2" "1 2"; do
+    set -- $pair
+    if [[ ${gpu_of[quota-$1]} == "${gpu_of[quota-$2]}" ]]; then a=quota-$1 b=quota-$2; break; fi
+  done
+  [[ -n $a ]] || fail "no two of quota-0, quota-1, quota-2 share a GPU (the node has two)"
+  local gpu=${gpu_of[$a]}
+  [[ $(env_var "$(container_env "$a")" TESSERA_LEDGER_KEY) != "$(env_var "$(container_env "$b")" TESSERA_LEDGER_KEY)" ]] ||
+    fail "$a and $b share a ledger"
+
+  # The neighbour (a) takes half its quota and holds it until b is done
+  # (each await waits 10 s at most).
+  local hold=$((quota / 2)) first=$((quota * 3 / 4)) burst=$((quota / 2)) awaits=() t
+  for i in $(seq 12); do awaits+=(await:/run/tessera-sim-cuda/b-done); done
+  client_in "$a" "$gpu"
+  start quota-neighbour "${client[@]}" init "alloc:$hold:hold" usage:held "${awaits[@]}" usage:after
+  holding() { [[ $(sim_usage "$gpu" | cut -d' ' -f2) == "$hold" ]]; }
+  t=$(now_ms)
+  wait_for 60 "$a to hold $hold bytes of $gpu (the simulator's accounting)" holding
+  echo "  $a (neighbour) holds $hold bytes of $gpu after $(($(now_ms) - t)) ms"
+  # b bursts: three quarters of its quota fit, half more is refused by the library.
+  local out=$run/logs/quota-burst.log
+  client_in "$b" "$gpu"
+  "${client[@]}" init info "alloc:$first:first" "alloc:$burst:burst" info:after usage >"$out" 2>&1 ||
+    { sed 's/^/    /' "$out" >&2; fail "the test client failed in $b"; }
+  local during after
+  after=$(sim_usage "$gpu")
+  touch "$run/cuda-sim/b-done"
+  local rc=0
+  wait "${pid_of[quota-neighbour]}" || rc=$?
+  unset "pid_of[quota-neighbour]"
+  ((rc == 0)) || { sed 's/^/    /' "$run/logs/quota-neighbour.log" >&2; fail "the test client in $a exited $rc"; }
+  expect_step "$out" init 2 0 "$b: cuInit"
+  expect_step "$out" info 4 "$quota" "$b: memory info's total is its quota"
+  expect_step "$out" info 3 "$quota" "$b: memory info's free is its quota before it allocates"
+  expect_step "$out" "alloc:$first:first" 2 0 "$b: three quarters of its quota"
+  expect_step "$out" "alloc:$burst:burst" 2 "$(want 2)" "$b: past its quota, CUDA_ERROR_OUT_OF_MEMORY"
+  grep -q "out of memory: container .* quota $quota used $first request $burst" "$out" ||
+    { sed 's/^/    /' "$out" >&2; fail "$b: no 'out of memory: container ... quota $quota used $first request $burst' line from the library"; }
+  expect_step "$out" info:after 4 "$quota" "$b: memory info's total after the refusal"
+  expect_step "$out" info:after 3 $((quota - first)) "$b: memory info's free after the refusal"
+  expect_step "$out" usage 4 $((hold + first)) "$b: the device holds a's memory plus b's allowed allocation"
+  during=$(step_field "$out" usage 5)
+  ((during == hold + first && during <= 2 * quota)) ||
+    fail "the device's high-water mark is $during bytes; expected $((hold + first)), never above the two quotas ($((2 * quota)))"
+  [[ ${after#* } == "$hold "* ]] || fail "after $b exited the device holds '${after#* }' (device, peak), expected $a's $hold"
+  expect_step "$run/logs/quota-neighbour.log" "alloc:$hold:hold" 2 0 "$a: half its quota"
+  expect_step "$run/logs/quota-neighbour.log" usage:after 3 "$hold" "$a still holds its memory after $b's burst"
+  echo "  $b (burst): memory info total $quota free $quota; $first bytes: 0; $burst more: $(step_field "$out" "alloc:$burst:burst" 2) (CUDA_ERROR_OUT_OF_MEMORY)"
+  echo "  $b's stderr: $(grep -o 'tessera-cuda.*out of memory: container .*' "$out" | head -1)"
+  echo "  device $gpu: $during bytes at most ($a's $hold + $b's $first, quotas $((2 * quota))); $a still holds $hold after $b"
+
+  # Design §7, LD_PRELOAD precedence: printed, not checked.
+  local own_env own_gpu own_info
+  own_env=$(container_env quota-own-preload)
+  own_gpu=$(env_var "$own_env" NVIDIA_VISIBLE_DEVICES)
+  echo "  quota-own-preload (spec LD_PRELOAD=libm.so.6): docker's env has $(grep -c '^LD_PRELOAD=' <<<"$own_env") LD_PRELOAD entries: $(grep '^LD_PRELOAD=' <<<"$own_env" | paste -sd' ' -)"
+  echo "    its main process has $(tr '\0' '\n' <"/proc/$(docker inspect -f '{{.State.Pid}}' "$(container_id quota-own-preload)")/environ" | grep '^LD_PRELOAD=' | paste -sd' ' -), docker exec gives LD_PRELOAD='$(docker exec "$(container_id quota-own-preload)" printenv LD_PRELOAD)'"
+  client_in quota-own-preload "$own_gpu"
+  own_info=$("${client[@]}" init info 2>/dev/null | awk '$1 == "info" {print $2, $3, $4}')
+  echo "    its memory info (code free total): $own_info (quota $quota, card $gpu_bytes)"
+}
+
 # What each scenario needs done before it, for --only.
 declare -A NEEDS=([mig-pods]=mig-capacity [pod-resources]="mig-capacity mig-pods"
-                  [kubelet-restart]=mig-capacity [xid-79]=mig-capacity)
+                  [kubelet-restart]=mig-capacity [xid-79]=mig-capacity [quota]=time-slicing)
 selected=" ${only//,/ } "
 for s in ${only//,/ }; do selected+="${NEEDS[$s]:-} "; done
 for s in "${SCENARIOS[@]}"; do
