@@ -191,6 +191,14 @@ void add_plugin_command(CLI::App& app, int& exit_code) {
                   "<root>/<key> (mode 1777) before answering Allocate and mounts it read-write at\n"
                   TESSERA_CONTAINER_LEDGER_DIR ". The plugin must see it at this same path")
       ->capture_default_str();
+  cmd->add_option("--quota-preload", args->quota.preload,
+                  "How a container's ld.so is told to load the library: env (LD_PRELOAD; a pod that sets its own\n"
+                  "LD_PRELOAD replaces it and runs without a quota), file (<ledger root>/" TESSERA_PRELOAD_FILE_NAME
+                  " mounted read-only\n"
+                  "at " TESSERA_CONTAINER_PRELOAD_FILE ", which replaces an image's own), or both")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, sharing::Preload>{
+          {"env", sharing::Preload::env}, {"file", sharing::Preload::file}, {"both", sharing::Preload::both}}))
+      ->default_str("both");
   cmd->add_flag("--no-quota-library", args->no_quota_library,
                 "Hand shared replicas only their TESSERA_DEVICE_MEMORY_LIMIT_<k>: no library, ledger, mounts or LD_PRELOAD");
   cmd->callback([args, &exit_code] { exit_code = run_plugin(*args); });

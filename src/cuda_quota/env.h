@@ -27,5 +27,10 @@
 #define TESSERA_LIBRARY_FILE "libtessera-cuda.so"
 #define TESSERA_CONTAINER_LIBRARY_PATH TESSERA_CONTAINER_LIBRARY_DIR "/" TESSERA_LIBRARY_FILE
 #define TESSERA_CONTAINER_LEDGER_DIR "/run/tessera/ledger"
+/* ld.so's system-wide preload list inside the container, and the host file
+ * Allocate mounts there (read-only), in the ledger root: it names the
+ * library, so a pod that sets its own LD_PRELOAD still loads it. */
+#define TESSERA_CONTAINER_PRELOAD_FILE "/etc/ld.so.preload"
+#define TESSERA_PRELOAD_FILE_NAME "ld.so.preload"
 
 #endif

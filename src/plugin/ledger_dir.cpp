@@ -59,4 +59,39 @@ Result<void> ensure_ledger_dir(const std::string& path) {
   return out;
 }
 
+Result<void> ensure_preload_file(const std::string& path, const std::string& content) {
+  auto refuse = [&](const std::string& why) {
+    return fail(Errc::io, "cannot write the quota library's preload list " + path + ": " + why);
+  };
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode)) return refuse("it is a symlink (refused)");
+    if (!S_ISREG(st.st_mode)) return refuse("it exists and is not a regular file");
+    int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+      std::string have(static_cast<size_t>(st.st_size), '\0');
+      const ssize_t n = st.st_size > 0 ? ::read(fd, have.data(), have.size()) : 0;
+      ::close(fd);
+      if (n == st.st_size && have == content && (st.st_mode & 07777) == 0644) return {};
+    }
+  }
+  auto parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  if (ec) return refuse("cannot create " + parent.string() + ": " + ec.message());
+  const std::string aside = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(aside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return refuse(parent.string() + " is not writable (" + std::strerror(errno) + ")");
+  const bool written = ::fchmod(fd, 0644) == 0 &&
+                       ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  const int err = errno;
+  ::close(fd);
+  if (!written || ::rename(aside.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(written ? errno : err);
+    ::unlink(aside.c_str());
+    return refuse(why);
+  }
+  return {};
+}
+
 }  // namespace tessera::plugin

@@ -16,4 +16,9 @@ namespace tessera::plugin {
 // directory is in the way, or the path is a symlink (never followed).
 [[nodiscard]] Result<void> ensure_ledger_dir(const std::string& path);
 
+// Makes `path` a regular file (mode 0644) holding exactly `content`: written
+// aside and renamed into place when missing or different, never through a
+// symlink. Errors (Errc::io) name the path and the reason.
+[[nodiscard]] Result<void> ensure_preload_file(const std::string& path, const std::string& content);
+
 }  // namespace tessera::plugin

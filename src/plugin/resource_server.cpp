@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "cuda_quota/env.h"
 #include "plugin/ledger_dir.hpp"
 #include "plugin/proto/deviceplugin_v1beta1.grpc.pb.h"
 
@@ -96,6 +97,11 @@ class ResourceServer::Service final : public api::DevicePlugin::Service {
       // The ledger directory exists before the kubelet sees the mount.
       if (!a->ledger_dir.empty())
         if (auto made = ensure_ledger_dir(a->ledger_dir); !made) {
+          spdlog::error("Allocate {}: {}", options_.resource, made.error().message);
+          return to_status(made.error());
+        }
+      if (!a->preload_file.empty())
+        if (auto made = ensure_preload_file(a->preload_file, TESSERA_CONTAINER_LIBRARY_PATH "\n"); !made) {
           spdlog::error("Allocate {}: {}", options_.resource, made.error().message);
           return to_status(made.error());
         }

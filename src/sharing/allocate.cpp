@@ -188,12 +188,17 @@ Result<ContainerAllocation> allocate(const Resource& resource, std::span<const s
     std::string key = ledger_key(resource.name, ids);
     out.envs[TESSERA_ENV_LEDGER_DIR] = TESSERA_CONTAINER_LEDGER_DIR;
     out.envs[TESSERA_ENV_LEDGER_KEY] = key;
-    out.envs["LD_PRELOAD"] = TESSERA_CONTAINER_LIBRARY_PATH;
+    if (settings.quota.preload != Preload::file) out.envs["LD_PRELOAD"] = TESSERA_CONTAINER_LIBRARY_PATH;
     std::string root = settings.quota.ledger_root;
     while (root.size() > 1 && root.back() == '/') root.pop_back();
-    out.ledger_dir = (root == "/" ? "" : root) + "/" + key;
+    if (root == "/") root.clear();
+    out.ledger_dir = root + "/" + key;
     out.mounts.push_back({settings.quota.library_dir, TESSERA_CONTAINER_LIBRARY_DIR, true});
     out.mounts.push_back({out.ledger_dir, TESSERA_CONTAINER_LEDGER_DIR, false});
+    if (settings.quota.preload != Preload::env) {
+      out.preload_file = root + "/" TESSERA_PRELOAD_FILE_NAME;
+      out.mounts.push_back({out.preload_file, TESSERA_CONTAINER_PRELOAD_FILE, true});
+    }
   }
   return out;
 }

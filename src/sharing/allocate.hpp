@@ -30,6 +30,9 @@ struct ContainerAllocation {
   // the caller creates it before answering (allocate itself touches no file).
   // Empty when the container gets no ledger.
   std::string ledger_dir;
+  // The host file mounted at /etc/ld.so.preload, naming the library; the
+  // caller writes it before answering. Empty when not used.
+  std::string preload_file;
 };
 
 inline constexpr const char* kDefaultQuotaLibraryDir = "/var/lib/tessera/lib";
@@ -37,9 +40,16 @@ inline constexpr const char* kDefaultLedgerRoot = "/var/lib/tessera/ledgers";
 
 // How a container with a memory quota gets the library that enforces it
 // (libtessera-cuda.so; the contract is src/cuda_quota/env.h).
+// How ld.so is told to load the library: LD_PRELOAD in the environment, the
+// container's /etc/ld.so.preload (a pod's own LD_PRELOAD replaces Allocate's,
+// as kubelet 1.20 with docker does; the file also reaches processes that drop
+// the environment, but replaces an image's own /etc/ld.so.preload), or both.
+enum class Preload { env, file, both };
+
 struct QuotaLibrarySettings {
   // Off: such a container gets only its TESSERA_DEVICE_MEMORY_LIMIT_<k>.
   bool inject = true;
+  Preload preload = Preload::both;
   // Host directory holding libtessera-cuda.so, mounted read-only at
   // TESSERA_CONTAINER_LIBRARY_DIR.
   std::string library_dir = kDefaultQuotaLibraryDir;

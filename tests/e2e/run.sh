@@ -673,8 +673,9 @@ expect_step() {  # expect_step FILE STEP N VALUE WHAT
 # bursts past its own and gets CUDA_ERROR_OUT_OF_MEMORY from the library, sees
 # its quota as the device's total memory, and the GPU holds exactly the
 # neighbour's memory plus what the burst was allowed (the simulated driver's
-# own accounting). A pod whose spec sets LD_PRELOAD shows which one wins
-# (design §7), printed, not checked.
+# own accounting). A pod whose spec sets its own LD_PRELOAD replaces
+# Allocate's (kubelet 1.20 with docker: the later entry wins), yet still runs
+# under its quota: /etc/ld.so.preload, mounted by Allocate, loads the library.
 scenario_quota() {
   local i p env uuid limit key mounts quota gpu_bytes client=()
   local -A gpu_of=()
@@ -705,6 +706,8 @@ scenario_quota() {
       fail "$p: no read-only mount of $run/quota/lib at /usr/local/tessera/lib; mounts: $mounts"
     grep -qxF "$run/quota/ledgers/$key /run/tessera/ledger true" <<<"$mounts" ||
       fail "$p: no read-write mount of $run/quota/ledgers/$key at /run/tessera/ledger; mounts: $mounts"
+    grep -qxF "$run/quota/ledgers/ld.so.preload /etc/ld.so.preload false" <<<"$mounts" ||
+      fail "$p: no read-only mount of the preload list at /etc/ld.so.preload; mounts: $mounts"
     [[ -f $run/quota/lib/libtessera-cuda.so ]] || fail "the init container did not install libtessera-cuda.so in $run/quota/lib"
     gpu_of[$p]=$uuid
     echo "  $p: $uuid, quota $limit, LD_PRELOAD and both mounts from Allocate, ledger $key"
@@ -761,7 +764,7 @@ scenario_quota() {
   echo "  $b's stderr: $(grep -o 'tessera-cuda.*out of memory: container .*' "$out" | head -1)"
   echo "  device $gpu: $during bytes at most ($a's $hold + $b's $first, quotas $((2 * quota))); $a still holds $hold after $b"
 
-  # Design §7, LD_PRELOAD precedence: printed, not checked.
+  # Design §7, LD_PRELOAD precedence: the pod's own value wins, the preload list holds.
   local own_env own_gpu own_info
   own_env=$(container_env quota-own-preload)
   own_gpu=$(env_var "$own_env" NVIDIA_VISIBLE_DEVICES)
@@ -770,6 +773,8 @@ scenario_quota() {
   client_in quota-own-preload "$own_gpu"
   own_info=$("${client[@]}" init info 2>/dev/null | awk '$1 == "info" {print $2, $3, $4}')
   echo "    its memory info (code free total): $own_info (quota $quota, card $gpu_bytes)"
+  [[ $own_info == "0 $quota $quota" ]] ||
+    fail "quota-own-preload: memory info '$own_info', expected '0 $quota $quota': /etc/ld.so.preload did not load the library"
 }
 
 # What each scenario needs done before it, for --only.

@@ -140,7 +140,9 @@ sharing:
   EXPECT_EQ(a->envs.at("TESSERA_DEVICE_UUID_0").rfind("GPU-", 0), 0u);
   auto ledger_dir = n.ledger_root + "/" + a->envs.at("TESSERA_LEDGER_KEY");
   EXPECT_EQ(a->mounts, (std::vector<std::pair<std::string, std::string>>{
-                           {n.dir.path() + "/lib", "/usr/local/tessera/lib"}, {ledger_dir, "/run/tessera/ledger"}}));
+                           {n.dir.path() + "/lib", "/usr/local/tessera/lib"},
+                           {ledger_dir, "/run/tessera/ledger"},
+                           {n.ledger_root + "/ld.so.preload", "/etc/ld.so.preload"}}));
   EXPECT_EQ(std::filesystem::status(ledger_dir).permissions(), std::filesystem::perms::all | std::filesystem::perms::sticky_bit);
 
   // XID 79 on GPU 0: its four replicas turn Unhealthy, then recover.

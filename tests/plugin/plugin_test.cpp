@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "kubelet/fake_kubelet.hpp"
@@ -107,10 +108,19 @@ TEST(Plugin, QuotaReplicaGetsItsLedgerDirectoryBeforeTheAnswer) {
   EXPECT_EQ(a->envs.at("TESSERA_LEDGER_KEY"), key);
   EXPECT_EQ(a->envs.at("TESSERA_DEVICE_UUID_0"), "GPU-1111");
   EXPECT_EQ(a->envs.at("LD_PRELOAD"), "/usr/local/tessera/lib/libtessera-cuda.so");
+  const auto preload = node.ledger_root + "/ld.so.preload";
   EXPECT_EQ(a->mounts, (std::vector<std::pair<std::string, std::string>>{
-                           {node.host.path() + "/lib", "/usr/local/tessera/lib"}, {dir, "/run/tessera/ledger"}}));
+                           {node.host.path() + "/lib", "/usr/local/tessera/lib"},
+                           {dir, "/run/tessera/ledger"},
+                           {preload, "/etc/ld.so.preload"}}));
   EXPECT_TRUE(S_ISDIR(mode_of(dir)));
   EXPECT_EQ(mode_of(dir) & 07777, 01777u);
+  // ld.so's preload list, written before the answer, names the library.
+  std::ifstream list(preload);
+  std::string line;
+  ASSERT_TRUE(std::getline(list, line));
+  EXPECT_EQ(line, "/usr/local/tessera/lib/libtessera-cuda.so");
+  EXPECT_EQ(mode_of(preload) & 07777, 0644u);
   // The container restarts: same directory, its ledger kept, a wrong mode repaired.
   node.host.write("ledgers/" + key + "/ledger", "kept");
   ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
@@ -120,8 +130,34 @@ TEST(Plugin, QuotaReplicaGetsItsLedgerDirectoryBeforeTheAnswer) {
   // Another replica, another directory.
   ASSERT_TRUE(node.kubelet.allocate("nvidia.com/gpu", {"GPU-1111::2"}));
   size_t dirs = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(node.ledger_root)) ++dirs;
+  for (const auto& e : std::filesystem::directory_iterator(node.ledger_root)) dirs += e.is_directory() ? 1 : 0;
   EXPECT_EQ(dirs, 2u);
+}
+
+// A symlink or a directory where the preload list goes fails Allocate with
+// the path and the reason; nothing is written through the link.
+TEST(Plugin, PreloadListInTheWayFailsAllocate) {
+  Node node(kTimeSliced4);
+  ASSERT_TRUE(node.plugin->start(two_gpu_node()));
+  ASSERT_TRUE(node.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 8; }, 5s));
+  std::filesystem::create_directories(node.ledger_root);
+  const auto preload = node.ledger_root + "/ld.so.preload";
+  node.host.write("elsewhere", "untouched");
+  ASSERT_EQ(::symlink((node.host.path() + "/elsewhere").c_str(), preload.c_str()), 0);
+  auto link = node.kubelet.allocate("nvidia.com/gpu", {"GPU-1111::0"});
+  ASSERT_FALSE(link);
+  EXPECT_EQ(link.error().message,
+            "cannot write the quota library's preload list " + preload + ": it is a symlink (refused)");
+  std::ifstream kept(node.host.path() + "/elsewhere");
+  std::string text;
+  std::getline(kept, text);
+  EXPECT_EQ(text, "untouched");
+  ASSERT_EQ(::unlink(preload.c_str()), 0);
+  std::filesystem::create_directories(preload);
+  auto dir = node.kubelet.allocate("nvidia.com/gpu", {"GPU-1111::0"});
+  ASSERT_FALSE(dir);
+  EXPECT_EQ(dir.error().message,
+            "cannot write the quota library's preload list " + preload + ": it exists and is not a regular file");
 }
 
 // Whatever is in the ledger directory's way fails Allocate with the path and

@@ -80,7 +80,7 @@ sharing:
   EXPECT_EQ(a->envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=10048M");
   EXPECT_EQ(a->envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25");
   EXPECT_EQ(a->envs.at("TESSERA_DEVICE_MEMORY_LIMIT_0"), std::to_string((40192ull << 20) / 4));
-  ASSERT_EQ(a->mounts.size(), 4u);  // then the quota library's two
+  ASSERT_EQ(a->mounts.size(), 5u);  // then the quota library's three
   EXPECT_EQ(a->mounts[0].host_path, "/run/nvidia/mps/nvidia.com_mig-3g.40gb/pipe");
   EXPECT_EQ(a->mounts[1].container_path, "/dev/shm");
 }
@@ -113,13 +113,18 @@ TEST(Allocate, QuotaLoadsTheLibraryWithItsLedger) {
                          {"LD_PRELOAD", "/usr/local/tessera/lib/libtessera-cuda.so"},
                      }));
   EXPECT_EQ(a->ledger_dir, "/host/tessera/ledgers/" + key);
-  ASSERT_EQ(a->mounts.size(), 2u);
+  EXPECT_EQ(a->preload_file, "/host/tessera/ledgers/ld.so.preload");
+  ASSERT_EQ(a->mounts.size(), 3u);
   EXPECT_EQ(a->mounts[0].host_path, "/host/tessera/lib");
   EXPECT_EQ(a->mounts[0].container_path, "/usr/local/tessera/lib");
   EXPECT_TRUE(a->mounts[0].read_only);
   EXPECT_EQ(a->mounts[1].host_path, "/host/tessera/ledgers/" + key);
   EXPECT_EQ(a->mounts[1].container_path, "/run/tessera/ledger");
   EXPECT_FALSE(a->mounts[1].read_only);
+  // ld.so's own preload list names the library too: a pod's LD_PRELOAD cannot drop it.
+  EXPECT_EQ(a->mounts[2].host_path, "/host/tessera/ledgers/ld.so.preload");
+  EXPECT_EQ(a->mounts[2].container_path, "/etc/ld.so.preload");
+  EXPECT_TRUE(a->mounts[2].read_only);
   // A trailing slash on the root changes nothing.
   auto slash = quota_settings();
   slash.quota.ledger_root += "/";
@@ -142,7 +147,7 @@ TEST(Allocate, SeveralDevicesEachGetTheirUuid) {
   EXPECT_EQ(a->envs.at("TESSERA_DEVICE_MEMORY_LIMIT_0"), std::to_string(20ull << 30));
   EXPECT_EQ(a->envs.at("TESSERA_DEVICE_MEMORY_LIMIT_1"), std::to_string(40ull << 30));
   EXPECT_EQ(a->envs.at("TESSERA_LEDGER_KEY"), ledger_key("nvidia.com/gpu", ids));
-  EXPECT_EQ(a->mounts.size(), 2u);
+  EXPECT_EQ(a->mounts.size(), 3u);
 }
 
 TEST(Allocate, MigReplicasGetMigUuids) {
@@ -176,12 +181,38 @@ sharing:
   EXPECT_EQ(a->envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=10048M");  // the backstop stays
   EXPECT_EQ(a->envs.at("TESSERA_DEVICE_UUID_0"), "MIG-c");
   EXPECT_EQ(a->envs.at("LD_PRELOAD"), "/usr/local/tessera/lib/libtessera-cuda.so");
-  ASSERT_EQ(a->mounts.size(), 4u);
+  ASSERT_EQ(a->mounts.size(), 5u);
   EXPECT_EQ(a->mounts[0].container_path, "/mps/nvidia.com_mig-3g.40gb/pipe");
   EXPECT_EQ(a->mounts[1].container_path, "/dev/shm");
   EXPECT_EQ(a->mounts[2].container_path, "/usr/local/tessera/lib");
   EXPECT_EQ(a->mounts[3].container_path, "/run/tessera/ledger");
   EXPECT_EQ(a->mounts[3].host_path, a->ledger_dir);
+  EXPECT_EQ(a->mounts[4].container_path, "/etc/ld.so.preload");
+}
+
+// --quota-preload: env only (no file, no mount), file only (no LD_PRELOAD), both.
+TEST(Allocate, PreloadByEnvironmentFileOrBoth) {
+  auto r = only(kTimeSliced4, "nvidia.com/gpu");
+  std::vector<std::string> ids{"GPU-0000::1"};
+  auto s = quota_settings();
+  s.quota.preload = Preload::env;
+  auto env = allocate(r, ids, s);
+  ASSERT_TRUE(env);
+  EXPECT_EQ(env->envs.count("LD_PRELOAD"), 1u);
+  EXPECT_TRUE(env->preload_file.empty());
+  EXPECT_EQ(env->mounts.size(), 2u);
+  s.quota.preload = Preload::file;
+  auto file = allocate(r, ids, s);
+  ASSERT_TRUE(file);
+  EXPECT_EQ(file->envs.count("LD_PRELOAD"), 0u);
+  EXPECT_EQ(file->preload_file, "/host/tessera/ledgers/ld.so.preload");
+  ASSERT_EQ(file->mounts.size(), 3u);
+  EXPECT_EQ(file->mounts[2].container_path, "/etc/ld.so.preload");
+  s.quota.preload = Preload::both;
+  auto both = allocate(r, ids, s);
+  ASSERT_TRUE(both);
+  EXPECT_EQ(both->envs.count("LD_PRELOAD"), 1u);
+  EXPECT_EQ(both->mounts.size(), 3u);
 }
 
 TEST(Allocate, InjectionOffLeavesOnlyTheLimits) {
