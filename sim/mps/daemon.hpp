@@ -1,0 +1,22 @@
+// The simulated control daemon: start-up (checks, single instance, socket),
+// its event loop, and the client side of the simulator's own transport.
+#pragma once
+
+#include <string>
+
+namespace tessera_mps_sim {
+
+struct Paths {
+  std::string pipe_dir, log_dir;
+};
+
+// CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY, or the real defaults.
+Paths paths_from_env();
+
+// `-d` (background) or `-f` (foreground). Returns the process's exit code.
+int start_daemon(const Paths& paths, bool background);
+
+// No arguments: commands from stdin to the daemon, replies to stdout.
+int run_client(const Paths& paths);
+
+}  // namespace tessera_mps_sim
