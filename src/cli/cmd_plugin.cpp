@@ -14,6 +14,7 @@
 #include "config/device_plugin.hpp"
 #include "config/yaml_document.hpp"
 #include "cuda_quota/env.h"
+#include "mps/supervisor.hpp"
 #include "nvml/device.hpp"
 #include "plugin/event_watch.hpp"
 #include "plugin/node_inventory.hpp"
@@ -33,7 +34,24 @@ struct PluginArgs {
   bool strict = false;
   sharing::QuotaLibrarySettings quota;
   bool no_quota_library = false;
+  std::string mps_control = "nvidia-cuda-mps-control";
+  double mps_timeout_seconds = 5;
 };
+
+// The control daemons the MPS resources need, as the supervisor takes them.
+std::vector<mps::DaemonSpec> daemon_specs(const plugin::PluginManager& manager) {
+  std::vector<mps::DaemonSpec> out;
+  for (const auto& d : manager.mps_daemons()) {
+    mps::DaemonSpec s;
+    s.uuid = d.uuid;
+    s.resource = d.resource;
+    s.dirs = {d.pipe_dir, d.log_dir};
+    s.pinned_mem_limit_mib = d.client_bytes >> 20;
+    s.active_thread_percentage = d.active_thread_percentage;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
 
 std::optional<config::DevicePluginConfig> load_config(const std::string& file, bool strict) {
   config::Diagnostics diags;
@@ -102,6 +120,19 @@ int run_plugin(const PluginArgs& args) {
   auto events = plugin::EventWatch::start(*session, gpus, std::move(sinks));
   if (!events) spdlog::warn("no NVML events: {} (health stays as it is)", events.error().message);
 
+  // One MPS control daemon per device with MPS shares; a share is Healthy
+  // only while its daemon answers (docs/design-mps.md).
+  mps::SupervisorOptions mps_options;
+  mps_options.control.binary = args.mps_control;
+  mps_options.control.timeout = std::chrono::milliseconds(static_cast<int64_t>(args.mps_timeout_seconds * 1000));
+  mps::Supervisor daemons(mps_options);
+  auto supervise = [&] {
+    daemons.set(daemon_specs(manager));
+    daemons.tick(std::chrono::steady_clock::now());
+    manager.set_mps_up(daemons.up());
+  };
+  supervise();
+
   const auto interval = std::chrono::milliseconds(static_cast<int64_t>(args.inventory_seconds * 1000));
   auto next_inventory = std::chrono::steady_clock::now() + interval;
   bool inventory_readable = true;  // log once per change
@@ -116,11 +147,13 @@ int run_plugin(const PluginArgs& args) {
     inventory_readable = true;
     if (auto updated = manager.update_inventory(*fresh); !updated)
       spdlog::error("inventory update refused: {}", updated.error().message);
+    daemons.set(daemon_specs(manager));
   };
   while (true) {
     pollfd p[2] = {{sfd, POLLIN, 0}, {mig_fd, POLLIN, 0}};
     int n = poll(p, 2, 250);
     manager.tick(sharing::Clock::now());
+    if (daemons.tick(std::chrono::steady_clock::now())) manager.set_mps_up(daemons.up());
     bool mig_changed = n > 0 && (p[1].revents & POLLIN);
     if (mig_changed) {
       uint64_t count = 0;
@@ -142,6 +175,7 @@ int run_plugin(const PluginArgs& args) {
         continue;
       }
       if (auto r = manager.reload(*fresh); !r) spdlog::error("config not reloaded: {}", r.error().message);
+      supervise();
       continue;
     }
     spdlog::info("signal {}: stopping", info.ssi_signo);
@@ -149,6 +183,7 @@ int run_plugin(const PluginArgs& args) {
   }
   if (events) events->reset();
   manager.stop();
+  daemons.stop();  // after the kubelet stopped seeing the shares
   close(sfd);
   close(mig_fd);
   std::cout << "tessera plugin: stopped" << std::endl;
@@ -199,6 +234,15 @@ void add_plugin_command(CLI::App& app, int& exit_code) {
       ->transform(CLI::CheckedTransformer(std::map<std::string, sharing::Preload>{
           {"env", sharing::Preload::env}, {"file", sharing::Preload::file}, {"both", sharing::Preload::both}}))
       ->default_str("both");
+  cmd->add_option("--mps-control", args->mps_control,
+                  "NVIDIA's MPS control program (a path, or a name on PATH). With sharing.mps the plugin runs one\n"
+                  "control daemon per GPU or MIG device with MPS shares, under the config's mpsRoot, and a share is\n"
+                  "Healthy only while its daemon answers")
+      ->capture_default_str();
+  cmd->add_option("--mps-timeout", args->mps_timeout_seconds,
+                  "Seconds an MPS control command may take before its daemon counts as not answering")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_flag("--no-quota-library", args->no_quota_library,
                 "Hand shared replicas only their TESSERA_DEVICE_MEMORY_LIMIT_<k>: no library, ledger, mounts or LD_PRELOAD");
   cmd->callback([args, &exit_code] { exit_code = run_plugin(*args); });

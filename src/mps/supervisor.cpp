@@ -4,10 +4,43 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <filesystem>
+#include <string_view>
 #include <thread>
 
+#include "core/text.hpp"
+
 namespace tessera::mps {
+
+namespace {
+
+// "20096M", "20096 MB", "2G", "1073741824": a size in bytes (units are powers
+// of 1024, as in CUDA_MPS_PINNED_DEVICE_MEM_LIMIT); nullopt when it is none.
+std::optional<std::uint64_t> size_of(const std::string& text) {
+  size_t i = 0;
+  std::uint64_t v = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    if (v > (UINT64_MAX - 9) / 10) return std::nullopt;
+    v = v * 10 + static_cast<std::uint64_t>(text[i] - '0');
+  }
+  if (i == 0) return std::nullopt;
+  while (i < text.size() && text[i] == ' ') ++i;
+  std::string unit = text.substr(i);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  int shift = 0;
+  if (unit == "K" || unit == "k") shift = 10;
+  else if (unit == "M" || unit == "m") shift = 20;
+  else if (unit == "G" || unit == "g") shift = 30;
+  else if (unit == "T" || unit == "t") shift = 40;
+  else if (!unit.empty()) return std::nullopt;
+  if (shift && v > (UINT64_MAX >> shift)) return std::nullopt;
+  return v << shift;
+}
+
+}  // namespace
 
 Supervisor::~Supervisor() { stop(); }
 
@@ -81,6 +114,14 @@ void Supervisor::failed(Daemon& d, Clock::time_point now, const std::string& why
 }
 
 Result<void> Supervisor::start(const DaemonSpec& spec) {
+  // The daemon listens on <pipe>/control, a unix socket: its path must fit
+  // sockaddr_un's 108 bytes, NUL included (unix(7)).
+  constexpr size_t kSocketPathMax = 107;
+  if (spec.dirs.pipe.size() + std::string_view("/control").size() > kSocketPathMax)
+    return fail(Errc::invalid_argument, "the pipe directory " + spec.dirs.pipe + " is too long (" +
+                                            std::to_string(spec.dirs.pipe.size()) +
+                                            " bytes): the daemon's socket in it must fit a unix socket path of " +
+                                            std::to_string(kSocketPathMax) + " bytes; choose a shorter mpsRoot");
   for (const auto& dir : {spec.dirs.pipe, spec.dirs.log}) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
@@ -98,16 +139,34 @@ Result<void> Supervisor::start(const DaemonSpec& spec) {
     }
     if (auto started = start_daemon(options_.control, spec.dirs, spec.uuid); !started) return started;
   }
-  if (spec.pinned_mem_limit_mib > 0)
-    if (auto set = command(options_.control, spec.dirs,
-                           "set_default_device_pinned_mem_limit 0 " + std::to_string(spec.pinned_mem_limit_mib) + "M");
-        !set)
-      return unexpected(set.error());
-  if (auto set = command(options_.control, spec.dirs,
-                         "set_default_active_thread_percentage " + std::to_string(spec.active_thread_percentage));
-      !set)
-    return unexpected(set.error());
-  return {};
+  // A command the daemon rejects may still exit 0: each value is read back.
+  auto apply = [&](const std::string& set, const std::string& get, auto matches) -> Result<void> {
+    if (auto done = command(options_.control, spec.dirs, set); !done) return unexpected(done.error());
+    auto now = command(options_.control, spec.dirs, get);
+    if (!now) return unexpected(now.error());
+    if (!matches(*now))
+      return fail(Errc::driver, "the MPS control daemon in " + spec.dirs.pipe + " did not take " + quote(set) +
+                                    ": " + quote(get) + " answers " + quote(*now));
+    return {};
+  };
+  if (spec.pinned_mem_limit_mib > 0) {
+    const std::string value = std::to_string(spec.pinned_mem_limit_mib) + "M";
+    if (auto r = apply("set_default_device_pinned_mem_limit 0 " + value, "get_default_device_pinned_mem_limit 0",
+                       [&](const std::string& got) {
+                         // NVIDIA does not document this reply's form: a value that reads as
+                         // another size is a refusal; one that does not read at all is taken.
+                         const auto bytes = size_of(got);
+                         return !bytes || *bytes == spec.pinned_mem_limit_mib << 20;
+                       });
+        !r)
+      return r;
+  }
+  return apply("set_default_active_thread_percentage " + std::to_string(spec.active_thread_percentage),
+               "get_default_active_thread_percentage", [&](const std::string& got) {
+                 char* end = nullptr;
+                 const double v = std::strtod(got.c_str(), &end);
+                 return end != got.c_str() && v == static_cast<double>(spec.active_thread_percentage);
+               });
 }
 
 void Supervisor::quit(const DaemonSpec& spec) {
@@ -132,6 +191,13 @@ std::set<std::string> Supervisor::down() const {
   std::set<std::string> out;
   for (const auto& [uuid, d] : daemons_)
     if (!d.up) out.insert(uuid);
+  return out;
+}
+
+std::set<std::string> Supervisor::up() const {
+  std::set<std::string> out;
+  for (const auto& [uuid, d] : daemons_)
+    if (d.up) out.insert(uuid);
   return out;
 }
 

@@ -61,8 +61,9 @@ class Supervisor {
   bool tick(Clock::time_point now);
   // Whether the daemon for `uuid` is up and answering (false for unknown ones).
   bool healthy(const std::string& uuid) const;
-  // Devices whose daemon is wanted but not up.
+  // Devices whose daemon is wanted but not up, and those up.
   std::set<std::string> down() const;
+  std::set<std::string> up() const;
   // The last error of `uuid`'s daemon, empty when up.
   std::string last_error(const std::string& uuid) const;
   // Failed starts and checks in a row (0 when up or unknown).

@@ -7,7 +7,8 @@ std::map<std::string, bool> health_of(const std::vector<sharing::Resource>& reso
                                       const sharing::HealthTracker& health) {
   std::map<std::string, bool> out;
   for (const auto& r : resources)
-    for (const auto& d : r.devices) out[d.id] = health.healthy(d);
+    for (const auto& d : r.devices)
+      out[d.id] = health.healthy(d) && (r.sharing != sharing::SharingMode::mps || health.service_up(d.physical_uuid));
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <set>
 
+#include "core/text.hpp"
 #include "sharing/allocate.hpp"
 
 namespace tessera::plugin {
@@ -123,6 +124,22 @@ void PluginManager::on_event(const sharing::HealthEvent& event) {
     default:
       spdlog::warn("{}: devices marked Unhealthy (the driver's event watch failed)", event.gpu_uuid);
   }
+}
+
+void PluginManager::set_mps_up(std::set<std::string> uuids) {
+  std::lock_guard lock(mutex_);
+  std::set<std::string> down;
+  for (const auto& d : sharing::mps_daemons(options_.config.mps_root, state_->snapshot()->resources))
+    if (!uuids.contains(d.uuid)) down.insert(d.uuid);
+  if (!health_.set_services_up(std::move(uuids)) || !state_->refresh_health(health_)) return;
+  if (down.empty()) spdlog::info("every MPS control daemon answers: MPS shares Healthy");
+  else spdlog::warn("MPS control daemon down for {}: its MPS shares are Unhealthy",
+                    join(std::vector<std::string>(down.begin(), down.end())));
+}
+
+std::vector<sharing::MpsDaemon> PluginManager::mps_daemons() const {
+  std::lock_guard lock(mutex_);
+  return sharing::mps_daemons(options_.config.mps_root, state_->snapshot()->resources);
 }
 
 void PluginManager::tick(sharing::Clock::time_point now) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,11 @@ class PluginManager {
   // A changed inventory rebuilds the resources; an unchanged one does nothing.
   [[nodiscard]] Result<void> update_inventory(sharing::Inventory inventory);
   void on_event(const sharing::HealthEvent& event);
+  // The devices whose MPS control daemon is up and answering: only their MPS
+  // shares are Healthy (an MPS share starts Unhealthy until named here).
+  void set_mps_up(std::set<std::string> uuids);
+  // The control daemons the current MPS resources need, one per device.
+  std::vector<sharing::MpsDaemon> mps_daemons() const;
   void tick(sharing::Clock::time_point now);
   void stop();
 

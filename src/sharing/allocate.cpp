@@ -104,6 +104,32 @@ AllocateSettings settings_from(const config::DevicePluginConfig& config) {
   return s;
 }
 
+MpsDaemon mps_daemon(const std::string& mps_root, const Resource& resource, const Device& device) {
+  MpsDaemon d;
+  d.resource = resource.name;
+  d.uuid = device.physical_uuid;
+  // Short on purpose: the daemon's socket, <pipe>/control, must fit a unix
+  // socket path (108 bytes). A device has one daemon whatever its resource.
+  const std::string base = mps_root + "/" + device.physical_uuid;
+  d.pipe_dir = base + "/pipe";
+  d.log_dir = base + "/log";
+  d.replicas = device.replicas;
+  d.client_bytes = device.memory_bytes;
+  d.active_thread_percentage = 100 / std::max<uint32_t>(device.replicas, 1);
+  return d;
+}
+
+std::vector<MpsDaemon> mps_daemons(const std::string& mps_root, std::span<const Resource> resources) {
+  std::vector<MpsDaemon> out;
+  std::set<std::string> seen;
+  for (const auto& r : resources) {
+    if (r.sharing != SharingMode::mps) continue;
+    for (const auto& d : r.devices)
+      if (seen.insert(d.physical_uuid).second) out.push_back(mps_daemon(mps_root, r, d));
+  }
+  return out;
+}
+
 Result<ContainerAllocation> allocate(const Resource& resource, std::span<const std::string> ids,
                                      const AllocateSettings& settings) {
   if (ids.empty()) return fail(Errc::invalid_argument, resource.name + ": the request names no device");
@@ -166,9 +192,15 @@ Result<ContainerAllocation> allocate(const Resource& resource, std::span<const s
       out.envs[TESSERA_ENV_MEMORY_LIMIT_PREFIX + std::to_string(k)] = std::to_string(quota[k]);
   }
   if (resource.sharing == SharingMode::mps) {
+    // A client talks to one control daemon, and there is one per device.
+    if (visible.size() > 1)
+      return fail(Errc::invalid_argument, resource.name + ": an MPS client connects to one control daemon, and each " +
+                                              "GPU or MIG device has its own: asked for shares of " +
+                                              std::to_string(visible.size()) + " devices (" + join(uuids, ", ") + ")");
     std::string dir = sanitize_for_path(resource.name);
+    const MpsDaemon daemon = mps_daemon(settings.mps_root, resource, *devices.front());
     out.envs["CUDA_MPS_PIPE_DIRECTORY"] = "/mps/" + dir + "/pipe";
-    out.mounts.push_back({settings.mps_root + "/" + dir + "/pipe", "/mps/" + dir + "/pipe", false});
+    out.mounts.push_back({daemon.pipe_dir, "/mps/" + dir + "/pipe", false});
     out.mounts.push_back({settings.mps_root + "/shm", "/dev/shm", false});
     // Per-client limits (CUDA MPS documentation: "<device>=<limit>" by ordinal
     // among the client's visible devices; active thread percentage as an integer).

@@ -87,6 +87,23 @@ std::string ledger_key(const std::string& resource, std::span<const std::string>
 [[nodiscard]] Result<ContainerAllocation> allocate(const Resource& resource, std::span<const std::string> ids,
                                                    const AllocateSettings& settings);
 
+// One MPS control daemon per GPU or MIG device with MPS shares
+// (docs/design-mps.md): where it lives on the host and what it hands each
+// client. Pure: the MPS supervisor and Allocate both use it.
+struct MpsDaemon {
+  std::string resource;
+  std::string uuid;        // the GPU or MIG device: the daemon's CUDA_VISIBLE_DEVICES
+  std::string pipe_dir;    // <mpsRoot>/<uuid>/pipe
+  std::string log_dir;     // <mpsRoot>/<uuid>/log
+  uint32_t replicas = 1;
+  uint64_t client_bytes = 0;  // one share of the device's memory
+  uint32_t active_thread_percentage = 100;
+};
+
+MpsDaemon mps_daemon(const std::string& mps_root, const Resource& resource, const Device& device);
+// Every daemon the MPS resources need, one per physical device.
+std::vector<MpsDaemon> mps_daemons(const std::string& mps_root, std::span<const Resource> resources);
+
 enum class SharedPolicy { distributed, packed };
 
 // Which `size` devices to hand out among `available`, always including

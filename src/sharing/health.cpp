@@ -54,4 +54,10 @@ bool HealthTracker::healthy(const Device& d) const {
          !last_failure_.contains(Key{d.gpu_uuid, d.gi_id, d.ci_id});
 }
 
+bool HealthTracker::set_services_up(std::set<std::string> uuids) {
+  if (uuids == services_up_) return false;
+  services_up_ = std::move(uuids);
+  return true;
+}
+
 }  // namespace tessera::sharing

@@ -58,6 +58,11 @@ class HealthTracker {
   bool recover(Clock::time_point now, const GpuProbe& probe);
   bool healthy(const Device& device) const;
   bool critical(const HealthEvent& event) const;
+  // GPU or MIG devices whose sharing service is up: an MPS share is Healthy
+  // only while its device's control daemon answers, so until it is named
+  // here. True when the set changed.
+  bool set_services_up(std::set<std::string> uuids);
+  bool service_up(const std::string& uuid) const { return services_up_.contains(uuid); }
   const HealthPolicy& policy() const { return policy_; }
 
  private:
@@ -67,6 +72,7 @@ class HealthTracker {
   HealthPolicy policy_;
   std::map<Key, Clock::time_point> last_failure_;
   std::map<std::string, Clock::time_point> next_probe_;  // GPUs that did not answer
+  std::set<std::string> services_up_;
 };
 
 }  // namespace tessera::sharing

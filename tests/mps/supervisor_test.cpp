@@ -235,6 +235,18 @@ TEST_F(MpsSupervisor, AnUnusableMpsRootIsAClearErrorForItsDevicesOnly) {
   EXPECT_TRUE(sup.healthy(kGpu)) << sup.last_error(kGpu);
 }
 
+TEST_F(MpsSupervisor, APipeDirectoryTooLongForTheDaemonsSocketIsRefused) {
+  Supervisor sup(options());
+  auto deep = spec(root, kGpu, 1024, 50);
+  deep.dirs.pipe = root.path() + "/" + std::string(100, 'd') + "/pipe";
+  sup.set({deep});
+  sup.tick(Clock::now());
+  EXPECT_FALSE(sup.healthy(kGpu));
+  EXPECT_NE(sup.last_error(kGpu).find("is too long"), std::string::npos) << sup.last_error(kGpu);
+  EXPECT_NE(sup.last_error(kGpu).find("choose a shorter mpsRoot"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(deep.dirs.pipe)) << "refused before anything was made";
+}
+
 TEST_F(MpsSupervisor, ADaemonAlreadyAnsweringIsKeptNotStartedTwice) {
   const auto gpu = spec(root, kGpu, 1024, 50);
   pid_t first = -1;

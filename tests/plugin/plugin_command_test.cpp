@@ -8,7 +8,9 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "nvml/session.hpp"
 #include "sharing/allocate.hpp"
@@ -384,6 +386,121 @@ TEST(PluginCommand, IndexIdsNameTheNvmlMigDeviceOfTheAllocatedUuid) {
     }
   plugin.signal(SIGTERM);
   EXPECT_EQ(plugin.wait(5000), 0) << plugin.output();
+}
+
+// --- MPS: one supervised control daemon per device (docs/design-mps.md) ---
+
+// The pid a (simulated) control daemon wrote in its pipe directory.
+pid_t daemon_pid(const std::string& pipe_dir) {
+  std::ifstream in(pipe_dir + "/nvidia-cuda-mps-control.pid");
+  pid_t pid = -1;
+  return in >> pid ? pid : -1;
+}
+
+// Alive and not a zombie.
+bool running(pid_t pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  const auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+bool stops(pid_t pid) {
+  for (int i = 0; i < 300 && running(pid); ++i) std::this_thread::sleep_for(10ms);
+  return !running(pid);
+}
+
+std::string mps_config(const std::string& root) {
+  return "version: v1\nflags: {mpsRoot: " + root + "}\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replicas: 4}]\n";
+}
+
+TEST(PluginCommand, MpsSharesHaveADaemonPerGpuAndFollowItsHealth) {
+  SimNode n;
+  const std::string root = n.dir.path() + "/mps";
+  auto plugin = start_plugin(n, mps_config(root), {"--mps-control", TESSERA_MPS_CONTROL_SIM});
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 8; }, 5s))
+      << plugin->output();
+  // One daemon per GPU, each told its clients' share: a quarter of the usable
+  // memory (81920 MiB less the 491 MiB the simulated A100 reserves), 25% of threads.
+  auto devices = n.kubelet.devices("nvidia.com/gpu");
+  std::set<std::string> gpus;
+  for (const auto& d : devices) gpus.insert(d.id.substr(0, d.id.find("::")));
+  ASSERT_EQ(gpus.size(), 2u);
+  std::map<std::string, pid_t> pids;
+  for (const auto& uuid : gpus) {
+    const std::string pipe = root + "/" + uuid + "/pipe";
+    std::ifstream in(pipe + "/tessera-sim-mps.json");
+    ASSERT_TRUE(in) << pipe;
+    const auto state = nlohmann::json::parse(in);
+    EXPECT_EQ(state["cuda_visible_devices"], uuid);
+    EXPECT_EQ(state["default_device_pinned_mem_limits"]["0"]["value"], std::to_string((81920 - 491) / 4) + "M");
+    EXPECT_EQ(state["default_active_thread_percentage"].get<double>(), 25.0);
+    pids[uuid] = daemon_pid(pipe);
+    EXPECT_TRUE(running(pids[uuid]));
+  }
+  // Allocate hands out the pipe directory of the device's own daemon.
+  auto a = n.kubelet.allocate("nvidia.com/gpu", {devices[0].id});
+  ASSERT_TRUE(a) << a.error().message;
+  const std::string uuid = devices[0].id.substr(0, devices[0].id.find("::"));
+  EXPECT_EQ(a->envs.at("CUDA_MPS_PIPE_DIRECTORY"), "/mps/nvidia.com_gpu/pipe");
+  EXPECT_EQ(a->envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25");
+  EXPECT_NE(std::find(a->mounts.begin(), a->mounts.end(),
+                      std::pair<std::string, std::string>{root + "/" + uuid + "/pipe",
+                                                          "/mps/nvidia.com_gpu/pipe"}),
+            a->mounts.end());
+  // Its daemon dies: that GPU's four shares go Unhealthy within a check, the
+  // other GPU's stay; the supervisor starts a new daemon and they come back.
+  ::kill(pids[uuid], SIGKILL);
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [&](const auto& d) {
+    return std::count_if(d.begin(), d.end(), [&](const auto& x) {
+             return x.health == "Unhealthy" && x.id.starts_with(uuid);
+           }) == 4 && count_health(d, "Healthy") == 4;
+  }, 5s)) << plugin->output();
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 8; }, 5s))
+      << plugin->output();
+  const pid_t restarted = daemon_pid(root + "/" + uuid + "/pipe");
+  EXPECT_TRUE(running(restarted));
+  EXPECT_NE(restarted, pids[uuid]);
+  // SIGTERM: the plugin stops and no daemon is left running.
+  plugin->signal(SIGTERM);
+  EXPECT_EQ(plugin->wait(10000), 0) << plugin->output();
+  for (const auto& g : gpus) EXPECT_TRUE(stops(daemon_pid(root + "/" + g + "/pipe"))) << g;
+  EXPECT_NE(plugin->output().find("MPS control daemon down for " + uuid), std::string::npos) << plugin->output();
+}
+
+// A config reload that drops MPS stops the daemons; bad dependencies leave the
+// shares Unhealthy with a message, and the plugin keeps serving.
+TEST(PluginCommand, MpsWithoutAControlProgramKeepsSharesUnhealthyAndSaysWhy) {
+  SimNode n;
+  const std::string root = n.dir.path() + "/mps";
+  auto plugin = start_plugin(n, mps_config(root), {"--mps-control", n.dir.path() + "/missing-mps-control"});
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Unhealthy") == 8; }, 5s))
+      << plugin->output();
+  EXPECT_TRUE(plugin->wait_for_output("cannot run the MPS control program '" + n.dir.path() + "/missing-mps-control'",
+                                      3000))
+      << plugin->output();
+  plugin->signal(SIGTERM);
+  EXPECT_EQ(plugin->wait(10000), 0) << plugin->output();
+}
+
+TEST(PluginCommand, MpsDaemonsStopWhenAReloadDropsMps) {
+  SimNode n;
+  const std::string root = n.dir.path() + "/mps";
+  auto plugin = start_plugin(n, mps_config(root), {"--mps-control", TESSERA_MPS_CONTROL_SIM});
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 8; }, 5s))
+      << plugin->output();
+  std::vector<pid_t> pids;
+  for (const auto& e : std::filesystem::directory_iterator(root))
+    if (e.path().filename().string().starts_with("GPU-")) pids.push_back(daemon_pid(e.path().string() + "/pipe"));
+  ASSERT_EQ(pids.size(), 2u);
+  n.dir.write("dp.yaml", "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replicas: 2}]\n");
+  plugin->signal(SIGHUP);
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 4; }, 5s))
+      << plugin->output();
+  for (pid_t pid : pids) EXPECT_TRUE(stops(pid)) << "daemon " << pid << " was told to quit";
+  plugin->signal(SIGTERM);
+  EXPECT_EQ(plugin->wait(10000), 0) << plugin->output();
 }
 
 }  // namespace

@@ -246,6 +246,37 @@ TEST(Plugin, BadRequestsAreGrpcErrorsThatSayWhy) {
   EXPECT_NE(too_many.error().message.find("cannot choose 3 of 1 available devices"), std::string::npos);
 }
 
+// An MPS share is Healthy only while its device's control daemon answers:
+// Unhealthy until the supervisor names the device, and again when it stops.
+TEST(Plugin, MpsSharesFollowTheirDaemons) {
+  Node node("version: v1\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replicas: 2}]\n");
+  ASSERT_TRUE(node.plugin->start(two_gpu_node()));
+  ASSERT_TRUE(node.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 4; }, 5s));
+  EXPECT_EQ(node.kubelet.healthy_count("nvidia.com/gpu"), 0u) << "no daemon answers yet";
+  const auto daemons = node.plugin->mps_daemons();
+  ASSERT_EQ(daemons.size(), 2u);
+  EXPECT_EQ(daemons[0].pipe_dir, "/run/nvidia/mps/" + daemons[0].uuid + "/pipe");
+  EXPECT_EQ(daemons[0].active_thread_percentage, 50u);
+  node.plugin->set_mps_up({"GPU-0000"});
+  EXPECT_TRUE(node.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) {
+    return std::count_if(d.begin(), d.end(), [](const auto& x) {
+             return x.health == "Healthy" && x.id.starts_with("GPU-0000::");
+           }) == 2 && std::count_if(d.begin(), d.end(), [](const auto& x) { return x.health == "Healthy"; }) == 2;
+  }, 2s));
+  node.plugin->set_mps_up({"GPU-0000", "GPU-1111"});
+  EXPECT_TRUE(node.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) {
+    return std::all_of(d.begin(), d.end(), [](const auto& x) { return x.health == "Healthy"; });
+  }, 2s));
+  node.plugin->set_mps_up({"GPU-1111"});
+  EXPECT_TRUE(node.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) {
+    return std::count_if(d.begin(), d.end(), [](const auto& x) { return x.health == "Healthy"; }) == 2;
+  }, 2s));
+  // An MPS client connects to one daemon: shares of two devices are refused.
+  const auto many = sharing::allocate(*node.plugin->state()->snapshot()->resource("nvidia.com/gpu"),
+                                      std::vector<std::string>{"GPU-0000::0", "GPU-1111::0"}, {});
+  EXPECT_FALSE(many);
+}
+
 TEST(Plugin, XidMakesDevicesUnhealthyAndTheyComeBack) {
   Node node("version: v1\nflags: {migStrategy: mixed}\n");
   ASSERT_TRUE(node.plugin->start(two_gpu_node()));

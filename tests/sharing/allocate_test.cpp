@@ -81,7 +81,7 @@ sharing:
   EXPECT_EQ(a->envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25");
   EXPECT_EQ(a->envs.at("TESSERA_DEVICE_MEMORY_LIMIT_0"), std::to_string((40192ull << 20) / 4));
   ASSERT_EQ(a->mounts.size(), 5u);  // then the quota library's three
-  EXPECT_EQ(a->mounts[0].host_path, "/run/nvidia/mps/nvidia.com_mig-3g.40gb/pipe");
+  EXPECT_EQ(a->mounts[0].host_path, "/run/nvidia/mps/MIG-c/pipe");  // the device's own daemon
   EXPECT_EQ(a->mounts[1].container_path, "/dev/shm");
 }
 
