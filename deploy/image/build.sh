@@ -3,10 +3,14 @@
 # with debootstrap (holding exactly the packages whose libraries the binary
 # links) is imported once, then deploy/image/Dockerfile adds the binaries.
 #
-#   deploy/image/build.sh --tessera BIN --sim-lib LIB [--cuda-lib LIB] [--tag tessera:latest]
+#   deploy/image/build.sh --tessera BIN --sim-lib LIB [--cuda-lib LIB] [--mps-control BIN] [--tag tessera:latest]
 #
 # --cuda-lib: libtessera-cuda.so (CMake target tessera_cuda), the memory-quota
 # library; without it the image carries none and quotas go unenforced.
+# --mps-control: an MPS control program (the simulated one, for nodes with no
+# driver) put at /usr/local/tessera/bin/nvidia-cuda-mps-control, off PATH: the
+# plugin runs it only when told `--mps-control` that path. Without it the
+# plugin runs the driver's, which the NVIDIA container toolkit puts on PATH.
 #
 # Talks to the daemon named by DOCKER_HOST. The base image's tag carries a hash
 # of its package list, so it is rebuilt only when the binary's libraries change.
@@ -15,8 +19,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 tag=tessera:latest
-tessera= sim_lib= cuda_lib=
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+tessera= sim_lib= cuda_lib= mps_control=
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "image: error: $*" >&2; exit 1; }
 say() { echo "image: $*" >&2; }
 
@@ -25,6 +29,7 @@ while (($#)); do
     --tessera) tessera=${2:?}; shift 2 ;;
     --sim-lib) sim_lib=${2:?}; shift 2 ;;
     --cuda-lib) cuda_lib=${2:?}; shift 2 ;;
+    --mps-control) mps_control=${2:?}; shift 2 ;;
     --tag) tag=${2:?}; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument '$1'" ;;
@@ -33,13 +38,14 @@ done
 [[ -x $tessera ]] || die "--tessera: '$tessera' is not an executable"
 [[ -f $sim_lib ]] || die "--sim-lib: '$sim_lib' does not exist"
 [[ -z $cuda_lib || -f $cuda_lib ]] || die "--cuda-lib: '$cuda_lib' does not exist"
+[[ -z $mps_control || -x $mps_control ]] || die "--mps-control: '$mps_control' is not an executable"
 [[ -n $cuda_lib ]] || say "no --cuda-lib: the image carries no libtessera-cuda.so (memory quotas go unenforced)"
 command -v docker >/dev/null || die "docker is missing (scripts/setup.sh --e2e)"
 
 # The Debian packages that own the shared libraries the binaries load.
 packages() {
   local lib real
-  { ldd "$tessera"; ldd "$sim_lib"; [[ -z $cuda_lib ]] || ldd "$cuda_lib"; } | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
+  { ldd "$tessera"; ldd "$sim_lib"; [[ -z $cuda_lib ]] || ldd "$cuda_lib"; [[ -z $mps_control ]] || ldd "$mps_control"; } | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
     real=$(readlink -f "$lib")
     dpkg -S "$real" 2>/dev/null || dpkg -S "${real/#\/usr\/lib/\/lib}" 2>/dev/null ||
       die "no Debian package owns $lib ($real)"
@@ -73,6 +79,8 @@ cp "$tessera" "$context/tessera"
 cp "$sim_lib" "$context/libnvidia-ml-sim.so.1"
 mkdir "$context/lib"
 [[ -z $cuda_lib ]] || cp "$cuda_lib" "$context/lib/libtessera-cuda.so"
+mkdir "$context/bin"
+[[ -z $mps_control ]] || cp "$mps_control" "$context/bin/nvidia-cuda-mps-control"
 # The legacy builder: BuildKit's default network needs a bridge, which a
 # node built with --bridge=none does not have.
 DOCKER_BUILDKIT=0 docker build -q --network=none --build-arg "BASE=$base" -t "$tag" "$context" >/dev/null 2>"$context/err" ||
