@@ -5,7 +5,12 @@
 # how the memory-quota library reaches the host: an init container installs
 # it into the hostPath the plugin names as its library directory (its script
 # run here on a scratch directory), and the plugin sees the ledger root
-# hostPath at the same path.
+# hostPath at the same path. An overlay with MPS shares runs the control
+# daemons in the plugin's container: it needs the host's IPC namespace, its
+# mpsRoot hostPath mounted read-write at the same path, <mpsRoot>/shm as the
+# container's /dev/shm (what Allocate gives the clients), and either
+# --mps-control naming the image's control program or the driver's from the
+# NVIDIA container toolkit; no other overlay gets hostIPC.
 # Usage: check_manifests.sh TESSERA_BIN DEPLOY_DIR
 set -euo pipefail
 bin=$1
@@ -110,6 +115,62 @@ if r.returncode != 0 or open(dst).read() != "v2" or "no " + image not in r.stder
 PY
   then
     echo "$overlay: INVALID (quota library)"
+    failures=$((failures + 1))
+    continue
+  fi
+  if ! python3 - "$out/rendered.yaml" "$out/tessera-device-plugin-config.yaml" "$bin" "$deploy" <<'PY'
+import re, subprocess, sys
+try:
+    import yaml
+except ImportError:
+    print("  (no PyYAML: MPS checks skipped)")
+    raise SystemExit(0)
+rendered, config_file, binary, deploy = sys.argv[1:]
+IMAGE_MPS_CONTROL = "/usr/local/tessera/bin/nvidia-cuda-mps-control"
+ds = next(d for d in yaml.safe_load_all(open(rendered)) if d and d["kind"] == "DaemonSet")
+spec = ds["spec"]["template"]["spec"]
+config = yaml.safe_load(open(config_file))
+def fail(msg):
+    raise SystemExit("  mps: " + msg)
+if "mps" not in (config.get("sharing") or {}):
+    if spec.get("hostIPC"):
+        fail("hostIPC is set but the device-plugin config has no sharing.mps")
+    raise SystemExit(0)
+if spec.get("hostIPC") is not True:
+    fail("sharing.mps without hostIPC: true (the MPS server and its clients share memory)")
+root = (config.get("flags") or {}).get("mpsRoot")
+if not root:
+    fail("sharing.mps without flags.mpsRoot")
+host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+plugin = next(c for c in spec["containers"] if c["name"] == "device-plugin")
+mounts = plugin.get("volumeMounts", [])
+if not any(host.get(m["name"]) == root and m["mountPath"] == root and not m.get("readOnly") for m in mounts):
+    fail("the device-plugin container does not mount hostPath %s (mpsRoot) read-write at the same path" % root)
+if not any(host.get(m["name"]) == root + "/shm" and m["mountPath"] == "/dev/shm" and not m.get("readOnly") for m in mounts):
+    fail("the device-plugin container does not mount hostPath %s/shm at /dev/shm, as Allocate does for clients" % root)
+cmd = plugin["command"]
+if "--mps-control" in cmd:
+    control = cmd[cmd.index("--mps-control") + 1]
+    if control != IMAGE_MPS_CONTROL:
+        fail("--mps-control %s: the image carries a control program only at %s" % (control, IMAGE_MPS_CONTROL))
+    if "COPY bin/ " + IMAGE_MPS_CONTROL.rsplit("/", 1)[0] + "/" not in open(deploy + "/image/Dockerfile").read():
+        fail("deploy/image/Dockerfile does not put bin/ where --mps-control looks")
+    control = "--mps-control " + control
+else:
+    # The driver's, from PATH: the NVIDIA container toolkit injects it for the compute capability.
+    env = {e["name"]: e.get("value", "") for e in plugin.get("env", [])}
+    caps = env.get("NVIDIA_DRIVER_CAPABILITIES", "")
+    if not (caps == "all" or "compute" in caps.split(",")) or env.get("NVIDIA_VISIBLE_DEVICES", "") in ("", "void"):
+        fail("no --mps-control, and the container does not ask the NVIDIA container toolkit for the driver's "
+             "binaries (NVIDIA_VISIBLE_DEVICES set, NVIDIA_DRIVER_CAPABILITIES with compute): NVIDIA_VISIBLE_DEVICES=%r "
+             "NVIDIA_DRIVER_CAPABILITIES=%r" % (env.get("NVIDIA_VISIBLE_DEVICES"), caps))
+    control = "the driver's nvidia-cuda-mps-control from PATH (NVIDIA_DRIVER_CAPABILITIES=%s)" % caps
+if "--mps-control" not in subprocess.run([binary, "plugin", "--help"], capture_output=True, text=True).stdout:
+    fail("tessera plugin has no --mps-control option")
+print("  mps: hostIPC; mpsRoot %s mounted read-write at the same path, %s/shm at /dev/shm; %s" % (root, root, control))
+PY
+  then
+    echo "$overlay: INVALID (mps)"
     failures=$((failures + 1))
     continue
   fi
