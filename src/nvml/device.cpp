@@ -1,5 +1,6 @@
 #include "nvml/device.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "nvml/gpm.hpp"
@@ -85,6 +86,13 @@ Result<nvmlDeviceArchitecture_t> Device::architecture() const {
   if (auto r = api_->nvmlDeviceGetArchitecture(handle_, &arch); r != NVML_SUCCESS)
     return fail(r, "nvmlDeviceGetArchitecture", describe());
   return arch;
+}
+
+Result<uint32_t> Device::compute_capability() const {
+  int major = 0, minor = 0;
+  if (auto r = api_->nvmlDeviceGetCudaComputeCapability(handle_, &major, &minor); r != NVML_SUCCESS)
+    return fail(r, "nvmlDeviceGetCudaComputeCapability", describe());
+  return static_cast<uint32_t>(std::max(major, 0) * 10 + std::clamp(minor, 0, 9));
 }
 
 Result<MigMode> Device::mig_mode() const {

@@ -29,6 +29,8 @@ class Device {
   [[nodiscard]] Result<MemoryInfo> memory_info() const;
   [[nodiscard]] Result<Utilization> utilization() const;
   [[nodiscard]] Result<abi::nvmlDeviceArchitecture_t> architecture() const;
+  // CUDA compute capability as major * 10 + minor (8.0 -> 80).
+  [[nodiscard]] Result<uint32_t> compute_capability() const;
 
   // MIG mode. Changing it may stay pending (the returned activation status is
   // NVML_ERROR_IN_USE while processes run, RESET_REQUIRED when a reset is due).

@@ -48,10 +48,11 @@ Result<sharing::Inventory> read_node_inventory(const nvml::Session& session) {
               [](const auto& a, const auto& b) { return a.start < b.start; });
     out.gpus.push_back(std::move(gpu));
   }
-  // NVLink peers, by the remote end's PCI bus id.
+  // NVLink peers, by the remote end's PCI bus id; the compute capability.
   for (auto& gpu : out.gpus) {
     auto dev = session.device(gpu.index);
     if (!dev) continue;
+    if (auto cc = dev->compute_capability()) gpu.compute_capability = *cc;
     for (uint32_t link = 0; link < kMaxLinks; ++link) {
       auto active = dev->nvlink_active(link);
       if (!active) break;  // NOT_SUPPORTED / INVALID_ARGUMENT past the last link

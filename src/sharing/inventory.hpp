@@ -34,6 +34,7 @@ struct Gpu {
   bool mig_enabled = false;
   std::vector<MigDevice> mig_devices;  // by placement start
   std::vector<uint32_t> nvlink_peers;  // indices of GPUs with an active NVLink to this one
+  uint32_t compute_capability = 0;     // major * 10 + minor (8.0 -> 80); 0 when unknown
   friend bool operator==(const Gpu&, const Gpu&) = default;
 };
 

@@ -136,6 +136,22 @@ Result<std::vector<Resource>> build_resources(const Inventory& inventory, const 
     std::string name = !entry->rename.empty() ? entry->rename
                        : sharing->rename_by_default ? p.resource + ".shared"
                                                     : p.resource;
+    if (mode == SharingMode::mps) {
+      // MPS serves 48 client contexts per device from Volta on, 16 before;
+      // NVIDIA's device plugin draws the line at compute capability 7.5
+      // (maxClients in cmd/mps-control-daemon; NVIDIA MPS documentation, "Limitations").
+      const Gpu* gpu = inventory.find_gpu(p.device.gpu_uuid);
+      const uint32_t cc = gpu ? gpu->compute_capability : 0;
+      const uint32_t limit = cc != 0 && cc < 75 ? 16 : 48;
+      if (entry->replicas > limit)
+        return fail(Errc::validation,
+                    p.resource + ": " + std::to_string(entry->replicas) + " MPS replicas of " + p.device.physical_uuid +
+                        " (GPU " + std::to_string(p.device.gpu_index) + (gpu ? ", " + gpu->model : std::string()) +
+                        ", compute capability " + std::to_string(cc / 10) + "." + std::to_string(cc % 10) +
+                        "), but an MPS daemon serves at most " + std::to_string(limit) +
+                        " clients per device on it: lower sharing.mps replicas to " + std::to_string(limit) +
+                        " or fewer");
+    }
     auto& r = resource(name);
     r.sharing = mode;
     r.fail_requests_greater_than_one = sharing->fail_requests_greater_than_one;

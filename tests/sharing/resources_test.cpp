@@ -87,6 +87,32 @@ sharing:
   EXPECT_EQ(r.devices[0].memory_bytes, 20ull << 30);
 }
 
+// An MPS daemon serves 48 clients per device from compute capability 7.5 on,
+// 16 below (NVIDIA's device plugin's maxClients): more replicas is an error
+// that names the GPU and the limit. An unknown capability gets the 48 the
+// config reader allows.
+TEST(Resources, MpsReplicasStayWithinTheDaemonsClientLimit) {
+  const auto config = [](int replicas) {
+    return parse("version: v1\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replicas: " +
+                 std::to_string(replicas) + "}]\n");
+  };
+  auto inv = two_gpu_node();
+  inv.gpus[0].mig_enabled = false;
+  inv.gpus[0].mig_devices.clear();
+  for (auto& g : inv.gpus) g.compute_capability = 70;  // Volta
+  auto volta = build_resources(inv, config(20));
+  ASSERT_FALSE(volta);
+  EXPECT_EQ(volta.error().message,
+            "nvidia.com/gpu: 20 MPS replicas of GPU-0000 (GPU 0, " + inv.gpus[0].model +
+                ", compute capability 7.0), but an MPS daemon serves at most 16 clients per device on it: "
+                "lower sharing.mps replicas to 16 or fewer");
+  EXPECT_TRUE(build_resources(inv, config(16)));
+  for (auto& g : inv.gpus) g.compute_capability = 75;  // Turing: the line
+  EXPECT_TRUE(build_resources(inv, config(20)));
+  for (auto& g : inv.gpus) g.compute_capability = 0;  // unknown
+  EXPECT_TRUE(build_resources(inv, config(48)));
+}
+
 TEST(Resources, SingleStrategyNeedsOneProfileEverywhere) {
   auto rs = build_resources(two_gpu_node(), parse("version: v1\nflags: {migStrategy: single}\n"));
   ASSERT_FALSE(rs);
