@@ -8,7 +8,8 @@
 #
 # BUILD_DIR holds a built tessera (src/tessera, sim/nvml/libnvidia-ml.so.1,
 # src/cuda_quota/libtessera-cuda.so; for the quota scenario also the simulated
-# CUDA driver sim/cuda/libcuda.so.1 and tests/cuda_quota/tessera_cuda_client).
+# CUDA driver sim/cuda/libcuda.so.1 and tests/cuda_quota/tessera_cuda_client;
+# for the mps scenario the simulated sim/mps/nvidia-cuda-mps-control).
 # Every scenario prints its time; a failing one is named, with the last lines
 # of the kubelet's and tessera's logs, and the run exits 1. Everything started
 # here is stopped by PID and every mount under the run's directories removed,
@@ -37,7 +38,7 @@ while (($#)); do
   esac
 done
 
-readonly SCENARIOS=(manifests mig-capacity mig-pods pod-resources kubelet-restart xid-79 time-slicing quota)
+readonly SCENARIOS=(manifests mig-capacity mig-pods pod-resources kubelet-restart xid-79 time-slicing quota mps)
 if ((list)); then printf '%s\n' "${SCENARIOS[@]}"; exit 0; fi
 [[ -n $build_dir ]] || { usage >&2; exit 2; }
 build_dir=$(cd "$build_dir" && pwd)
@@ -46,6 +47,9 @@ sim_lib=$build_dir/sim/nvml/libnvidia-ml.so.1
 cuda_lib=$build_dir/src/cuda_quota/libtessera-cuda.so
 cuda_sim=$build_dir/sim/cuda/libcuda.so.1
 cuda_client=$build_dir/tests/cuda_quota/tessera_cuda_client
+mps_control=$build_dir/sim/mps/nvidia-cuda-mps-control
+# Where the image carries it (deploy/image/build.sh --mps-control).
+readonly IMAGE_MPS_CONTROL=/usr/local/tessera/bin/nvidia-cuda-mps-control
 for s in ${only//,/ }; do
   [[ " ${SCENARIOS[*]} " == *" $s "* ]] || { echo "e2e: unknown scenario '$s' (--list shows them)" >&2; exit 2; }
 done
@@ -57,10 +61,11 @@ readonly ETCD_PORTS=(12379 12380 12381)
 readonly PORTS=("${ETCD_PORTS[@]}" 16443 10248 10250 10257 10259)
 # Paths the kubelet, dockerd and containerd use whatever their flags say (the
 # last two only if a flag below stopped working), and the DaemonSet's own host
-# paths (overlay() moves them under the run); removed at the end only when
-# this run created them, and checked.
+# paths (overlay() moves them under the run; /run/nvidia holds the mps
+# overlay's mpsRoot); removed at the end only when this run created them, and
+# checked.
 readonly HOST_PATHS=(/var/lib/kubelet/device-plugins /var/lib/kubelet /var/log/pods /var/log/containers
-                     /run/docker /run/containerd /var/lib/dockershim /etc/docker/key.json /var/lib/tessera)
+                     /run/docker /run/containerd /var/lib/dockershim /etc/docker/key.json /var/lib/tessera /run/nvidia)
 
 say() { printf '\033[1me2e:\033[0m %s\n' "$*"; }
 die() { printf 'e2e: error: %s\n' "$*" >&2; exit 1; }
@@ -72,6 +77,9 @@ die() { printf 'e2e: error: %s\n' "$*" >&2; exit 1; }
 [[ -f $cuda_lib ]] || die "$cuda_lib is missing: build first (./x build dev)"
 if [[ -z $only || ",$only," == *,quota,* ]]; then
   for f in "$cuda_sim" "$cuda_client"; do [[ -f $f ]] || die "$f is missing (the quota scenario runs it): build first (./x build dev)"; done
+fi
+if [[ -z $only || ",$only," == *,mps,* ]]; then
+  [[ -x $mps_control ]] || die "$mps_control is missing (the mps scenario's daemons run it): build first (./x build dev)"
 fi
 for tool in etcd containerd dockerd runc debootstrap openssl jq ss findmnt; do
   command -v $tool >/dev/null || die "$tool is missing (run scripts/setup.sh --e2e)"
@@ -230,6 +238,13 @@ teardown() {
   for p in "${created[@]}"; do [[ -e $p ]] && left+=("path $p"); done
   [[ $(kube_chains) == "$chains_before" ]] || left+=("iptables chains $(comm -13 <(echo "$chains_before") <(kube_chains) | tr '\n' ' ')")
   pgrep -f "$run" >/dev/null && left+=("processes naming $run: $(pgrep -f "$run" | tr '\n' ' ')")
+  # MPS control daemons (and servers) the plugin started: their command line
+  # does not name the run, their environment does (CUDA_MPS_PIPE_DIRECTORY).
+  local mps_left=() pid
+  for pid in $(pgrep -f nvidia-cuda-mps); do
+    grep -qaF "$run/mps/" "/proc/$pid/environ" 2>/dev/null && mps_left+=("$pid")
+  done
+  ((${#mps_left[@]} == 0)) || left+=("MPS daemons ${mps_left[*]}")
   if [[ ${TESSERA_E2E_KEEP:-0} == 1 || -n $still ]]; then say "logs kept in $run/logs"; else rm -rf --one-file-system "$run"; fi
   if ((${#left[@]})); then
     echo "e2e: LEFT BEHIND: ${left[*]}" >&2
@@ -269,7 +284,9 @@ stale=$(docker ps -aq)
 [[ -z $stale ]] || docker rm -f $stale >/dev/null
 
 say "images"
-base=$("$repo/deploy/image/build.sh" --tessera "$tessera" --sim-lib "$sim_lib" --cuda-lib "$cuda_lib" --tag tessera:latest)
+image_args=(--tessera "$tessera" --sim-lib "$sim_lib" --cuda-lib "$cuda_lib" --tag tessera:latest)
+[[ ! -x $mps_control ]] || image_args+=(--mps-control "$mps_control")
+base=$("$repo/deploy/image/build.sh" "${image_args[@]}")
 # The pod sandbox: sleeps, and stops at once on SIGTERM.
 DOCKER_BUILDKIT=0 docker build -q --network=none -t tessera-e2e-pause:local - >/dev/null 2>>"$run/logs/images.log" <<EOF
 FROM $base
@@ -341,9 +358,11 @@ say "cluster up in $cluster_s s ($("$kube_bin/kubelet" --version), $(etcd --vers
 # simulated node: its directory mounted into both containers, the state dir
 # and the quota library and ledger directories under the run (the plugin sees
 # the ledger root at its host path, as the base does), a short health-recovery
-# period, and the host's network (the test node has no CNI).
+# period, and the host's network (the test node has no CNI). For mps, also the
+# daemons' mpsRoot under the run (in the config, the hostPaths and the plugin's
+# mount) and the simulated control program the image carries.
 overlay() {
-  local name=$1 dir=$run/overlays/$1
+  local name=$1 dir=$run/overlays/$1 mps_args= mps_mounts= mps_volumes=
   mkdir -p "$dir"
   cat >"$dir/kustomization.yaml" <<EOF
 resources:
@@ -351,6 +370,27 @@ resources:
 patches:
 - path: simulated-node.yaml
 EOF
+  if [[ $name == mps ]]; then
+    sed "s|^\(  mpsRoot:\) /run/nvidia/mps\$|\1 $run/mps|" "$repo/deploy/overlays/mps/device-plugin-config.yaml" \
+      >"$dir/device-plugin-config.yaml"
+    grep -qx "  mpsRoot: $run/mps" "$dir/device-plugin-config.yaml" ||
+      fail "deploy/overlays/mps/device-plugin-config.yaml has no 'mpsRoot: /run/nvidia/mps' line to move under the run"
+    cat >>"$dir/kustomization.yaml" <<EOF
+generatorOptions:
+  disableNameSuffixHash: true
+configMapGenerator:
+- name: tessera-device-plugin-config
+  namespace: tessera
+  behavior: replace
+  files:
+  - config.yaml=device-plugin-config.yaml
+EOF
+    mps_args=", \"--mps-control\", \"$IMAGE_MPS_CONTROL\""
+    mps_mounts="        - {name: mps-root, mountPath: \"$run/mps\"}
+        - {mountPath: /run/nvidia/mps, \$patch: delete}"
+    mps_volumes="      - {name: mps-root, hostPath: {path: \"$run/mps\", type: DirectoryOrCreate}}
+      - {name: mps-shm, hostPath: {path: \"$run/mps/shm\", type: DirectoryOrCreate}}"
+  fi
   cat >"$dir/simulated-node.yaml" <<EOF
 apiVersion: apps/v1
 kind: DaemonSet
@@ -367,17 +407,19 @@ spec:
       - name: device-plugin
         command: ["tessera", "plugin", "--config", "/etc/tessera/device-plugin/config.yaml",
                   "--kubelet-dir", "/var/lib/kubelet/device-plugins", "--health-recovery", "5",
-                  "--quota-library-dir", "$run/quota/lib", "--quota-ledger-root", "$run/quota/ledgers"]
+                  "--quota-library-dir", "$run/quota/lib", "--quota-ledger-root", "$run/quota/ledgers"$mps_args]
         env: [{name: TESSERA_SIM, value: /var/lib/tessera-sim}]
         volumeMounts:
         - {name: sim, mountPath: /var/lib/tessera-sim}
         - {name: quota-ledgers, mountPath: "$run/quota/ledgers"}
         - {mountPath: /var/lib/tessera/ledgers, \$patch: delete}
+$mps_mounts
       volumes:
       - {name: sim, hostPath: {path: "$run/node", type: Directory}}
       - {name: state, hostPath: {path: "$run/state", type: DirectoryOrCreate}}
       - {name: quota-library, hostPath: {path: "$run/quota/lib", type: DirectoryOrCreate}}
       - {name: quota-ledgers, hostPath: {path: "$run/quota/ledgers", type: DirectoryOrCreate}}
+$mps_volumes
 EOF
   echo "$dir"
 }
@@ -777,9 +819,126 @@ scenario_quota() {
     fail "quota-own-preload: memory info '$own_info', expected '0 $quota $quota': /etc/ld.so.preload did not load the library"
 }
 
+# MPS from the kubelet's side: the mps overlay, whose plugin runs one control
+# daemon per GPU (here the simulated nvidia-cuda-mps-control the image
+# carries, as the plugin's children in its container). Each GPU's daemon is
+# up under the run's mpsRoot with CUDA_VISIBLE_DEVICES = the GPU's UUID and one
+# share's limits (the simulator's state file records what it was told); pods
+# get replicas whose environment names the daemon's pipe directory and the
+# same limits, with that directory mounted. A GPU whose daemon is SIGKILLed
+# (and again whenever the plugin restarts it, until the Node shows the drop:
+# a single kill can be mended between two node-status updates) loses its
+# replicas from the Node's allocatable; they come back once the daemon is let
+# live and the plugin has restarted it.
+mps_share() {  # mps_share: "RESOURCE REPLICAS" of the mps overlay's config, as tessera reads it
+  "$tessera" config validate -f "$repo/deploy/overlays/mps/device-plugin-config.yaml" |
+    sed -n 's|^ *nvidia.com/gpu x\([0-9]*\) -> \([^ ]*\).*|\2 \1|p'
+}
+
+mps_daemon_pid() {  # mps_daemon_pid UUID: the pid (in tessera's container) its daemon wrote
+  cat "$run/mps/$1/pipe/nvidia-cuda-mps-control.pid" 2>/dev/null
+}
+
+mps_daemon_alive() {  # mps_daemon_alive UUID: its daemon's pid is a live process in tessera's container
+  local pid
+  pid=$(mps_daemon_pid "$1") && [[ -n $pid ]] && docker exec "$(plugin_container)" sh -c "kill -0 $pid" 2>/dev/null
+}
+
+scenario_mps() {
+  local resource replicas
+  read -r resource replicas < <(mps_share) || true
+  [[ -n $resource && $replicas -gt 0 ]] || fail "cannot read the mps overlay's resource and replicas from tessera config validate"
+  kc delete pods -l app=e2e-consumer --wait=false >/dev/null
+  no_consumers() { [[ -z $(kc get pods -l app=e2e-consumer -o name) ]]; }
+  wait_for 60 "the consumer pods to go away" no_consumers
+  deploy_overlay mps
+  local gpus total
+  gpus=$(inventory | jq -r '.gpus[].uuid')
+  total=$(($(wc -l <<<"$gpus") * replicas))
+  expect_resource 120 "$resource" "$total"
+  echo "  capacity $resource: $(node_field capacity "$resource") ($replicas per GPU)"
+  [[ $(kc -n tessera get ds tessera -o jsonpath='{.spec.template.spec.hostIPC}') == true ]] ||
+    fail "tessera's DaemonSet does not run in the host's IPC namespace"
+
+  # One share: the usable memory (total less what the driver reserves) over the
+  # replicas, in whole MiB, and 100/replicas percent of the threads.
+  local share mib percent
+  share=$(inventory | jq -r --argjson n "$replicas" '.gpus[0].memory | (.total_bytes - .reserved_bytes) / $n | floor')
+  mib=$((share >> 20)) percent=$((100 / replicas))
+  local uuid state pid plugin
+  plugin=$(plugin_container)
+  local -A pid_of_gpu=()
+  for uuid in $gpus; do
+    state=$run/mps/$uuid/pipe/tessera-sim-mps.json
+    wait_for 30 "the MPS daemon of $uuid" mps_daemon_alive "$uuid"
+    pid=$(mps_daemon_pid "$uuid")
+    [[ $(jq -r .pid "$state") == "$pid" && $(jq -r .running "$state") == true ]] ||
+      fail "$uuid: the daemon's state file says pid $(jq -r .pid "$state"), running $(jq -r .running "$state"); its pid file says $pid"
+    [[ $(jq -r .cuda_visible_devices "$state") == "$uuid" ]] ||
+      fail "$uuid: its daemon was started with CUDA_VISIBLE_DEVICES='$(jq -r .cuda_visible_devices "$state")'"
+    [[ $(jq -r '.default_device_pinned_mem_limits["0"].value' "$state") == "${mib}M" ]] ||
+      fail "$uuid: its daemon's pinned memory limit is '$(jq -r '.default_device_pinned_mem_limits["0"].value' "$state")', expected ${mib}M (one share of $share bytes)"
+    [[ $(jq -r '.default_active_thread_percentage' "$state") == "$percent" ]] ||
+      fail "$uuid: its daemon's active thread percentage is $(jq -r '.default_active_thread_percentage' "$state"), expected $percent"
+    pid_of_gpu[$uuid]=$pid
+    echo "  $uuid: daemon pid $pid in tessera's container, CUDA_VISIBLE_DEVICES=$uuid, pinned memory ${mib}M, threads $percent%"
+  done
+
+  # Three pods on two GPUs.
+  local i p env pipe mounts
+  local -A gpu_of=()
+  pipe=/mps/${resource//\//_}/pipe
+  for i in 0 1 2; do pod "mps-$i" "$resource" 1; echo ---; done | kc apply -f - >/dev/null
+  three_running() { [[ $(pods_in_phase Running) == 3 ]]; }
+  wait_for 90 "3 MPS pods Running" three_running
+  for p in mps-0 mps-1 mps-2; do
+    env=$(container_env "$p")
+    uuid=$(env_var "$env" NVIDIA_VISIBLE_DEVICES)
+    grep -qxF "$uuid" <<<"$gpus" || fail "$p: NVIDIA_VISIBLE_DEVICES='$uuid' is not a GPU of the node"
+    [[ $(env_var "$env" CUDA_MPS_PIPE_DIRECTORY) == "$pipe" ]] ||
+      fail "$p: CUDA_MPS_PIPE_DIRECTORY='$(env_var "$env" CUDA_MPS_PIPE_DIRECTORY)', expected $pipe"
+    [[ $(env_var "$env" CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) == "0=${mib}M" ]] ||
+      fail "$p: CUDA_MPS_PINNED_DEVICE_MEM_LIMIT='$(env_var "$env" CUDA_MPS_PINNED_DEVICE_MEM_LIMIT)', expected 0=${mib}M"
+    [[ $(env_var "$env" CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) == "$(want "$percent")" ]] ||
+      fail "$p: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE='$(env_var "$env" CUDA_MPS_ACTIVE_THREAD_PERCENTAGE)', expected $(want "$percent")"
+    mounts=$(container_mounts "$p")
+    grep -qxF "$run/mps/$uuid/pipe $pipe true" <<<"$mounts" ||
+      fail "$p: no mount of $uuid's pipe directory $run/mps/$uuid/pipe at $pipe; mounts: $mounts"
+    grep -qxF "$run/mps/shm /dev/shm true" <<<"$mounts" ||
+      fail "$p: no mount of $run/mps/shm at /dev/shm; mounts: $mounts"
+    # What the pod sees there is the running daemon's own directory.
+    [[ $(docker exec "$(container_id "$p")" cat "$pipe/nvidia-cuda-mps-control.pid") == "${pid_of_gpu[$uuid]}" ]] ||
+      fail "$p: $pipe/nvidia-cuda-mps-control.pid in the pod does not name $uuid's daemon (${pid_of_gpu[$uuid]})"
+    gpu_of[$p]=$uuid
+    echo "  $p: $uuid, CUDA_MPS_PIPE_DIRECTORY=$pipe (its daemon's, mounted), CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=${mib}M, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$percent"
+  done
+
+  # The daemon of mps-0's GPU dies, and keeps dying until the Node shows it.
+  local gpu=${gpu_of[mps-0]} stop=$run/mps/e2e-stop-killing t down_ms up_ms old
+  old=${pid_of_gpu[$gpu]}
+  t=$(now_ms)
+  docker exec -d "$plugin" sh -c "while [ ! -e $stop ]; do p=\$(cat $run/mps/$gpu/pipe/nvidia-cuda-mps-control.pid 2>/dev/null) && kill -KILL \"\$p\" 2>/dev/null; sleep 0.05; done"
+  expect_allocatable 30 "$resource" $((total - replicas))
+  down_ms=$(($(now_ms) - t))
+  touch "$stop"
+  echo "  $gpu's daemon (pid $old) SIGKILLed: allocatable $resource $total -> $((total - replicas)) in $down_ms ms"
+  t=$(now_ms)
+  expect_allocatable 60 "$resource" "$total"
+  up_ms=$(($(now_ms) - t))
+  wait_for 10 "the restarted daemon of $gpu" mps_daemon_alive "$gpu"
+  pid=$(mps_daemon_pid "$gpu")
+  state=$run/mps/$gpu/pipe/tessera-sim-mps.json
+  [[ $pid != "$old" && $(jq -r '.default_device_pinned_mem_limits["0"].value' "$state") == "${mib}M" &&
+     $(jq -r .default_active_thread_percentage "$state") == "$percent" ]] ||
+    fail "$gpu: the daemon now is pid $pid (was $old) with limits $(jq -c '[.default_device_pinned_mem_limits, .default_active_thread_percentage]' "$state")"
+  echo "  killing stopped: the plugin restarted it (pid $pid, same limits), allocatable back to $total in $up_ms ms"
+  echo "  the plugin's log: $(docker logs "$plugin" 2>&1 | grep -c "MPS daemon for $gpu .* is down") 'down', $(docker logs "$plugin" 2>&1 | grep -c "MPS daemon for $gpu .* is up") 'up' lines for $gpu; last: $(docker logs "$plugin" 2>&1 | grep "MPS daemon for $gpu .* is down" | tail -1 | sed 's/.*is down: //')"
+}
+
 # What each scenario needs done before it, for --only.
 declare -A NEEDS=([mig-pods]=mig-capacity [pod-resources]="mig-capacity mig-pods"
                   [kubelet-restart]=mig-capacity [xid-79]=mig-capacity [quota]=time-slicing)
+# mps deploys its own overlay and needs nothing before it.
 selected=" ${only//,/ } "
 for s in ${only//,/ }; do selected+="${NEEDS[$s]:-} "; done
 for s in "${SCENARIOS[@]}"; do
