@@ -66,13 +66,16 @@ sharing:
   EXPECT_EQ(b->envs.at("TESSERA_DEVICE_MEMORY_LIMIT_0"), std::to_string(40ull << 30));
 }
 
-TEST(Allocate, MpsSharePinsMemoryAndThreads) {
-  auto r = only(R"(version: v1
+// Four MPS shares of each 3g.40gb MIG device.
+const char* kMpsOnMig = R"(version: v1
 flags: {migStrategy: mixed}
 sharing:
   mps:
     resources: [{name: nvidia.com/mig-3g.40gb, replicas: 4}]
-)", "nvidia.com/mig-3g.40gb");
+)";
+
+TEST(Allocate, MpsSharePinsMemoryAndThreads) {
+  auto r = only(kMpsOnMig, "nvidia.com/mig-3g.40gb");
   std::vector<std::string> ids{"MIG-c::1"};
   auto a = allocate(r, ids, {});
   ASSERT_TRUE(a);
@@ -169,12 +172,7 @@ sharing:
 }
 
 TEST(Allocate, MpsReplicaGetsTheLibraryBesideItsMpsMounts) {
-  auto r = only(R"(version: v1
-flags: {migStrategy: mixed}
-sharing:
-  mps:
-    resources: [{name: nvidia.com/mig-3g.40gb, replicas: 4}]
-)", "nvidia.com/mig-3g.40gb");
+  auto r = only(kMpsOnMig, "nvidia.com/mig-3g.40gb");
   std::vector<std::string> ids{"MIG-c::3"};
   auto a = allocate(r, ids, quota_settings());
   ASSERT_TRUE(a);
