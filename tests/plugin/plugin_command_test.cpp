@@ -503,5 +503,32 @@ TEST(PluginCommand, MpsDaemonsStopWhenAReloadDropsMps) {
   EXPECT_EQ(plugin->wait(10000), 0) << plugin->output();
 }
 
+// MPS inside MIG: one daemon per MIG device, started for that MIG device alone.
+TEST(PluginCommand, MpsInsideMigRunsADaemonPerMigDevice) {
+  SimNode n("1");
+  n.mig_apply(n.dir.write("mig.yaml", kMigConfigs), "two-3g");
+  const std::string root = n.dir.path() + "/mps";
+  auto plugin = start_plugin(n, "version: v1\nflags: {migStrategy: mixed, mpsRoot: " + root +
+                                    "}\nsharing:\n  mps:\n    resources: [{name: nvidia.com/mig-3g.40gb, replicas: 2}]\n",
+                             {"--mps-control", TESSERA_MPS_CONTROL_SIM});
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/mig-3g.40gb", [](const auto& d) { return count_health(d, "Healthy") == 4; },
+                                 5s))
+      << plugin->output();
+  std::set<std::string> migs;
+  for (const auto& d : n.kubelet.devices("nvidia.com/mig-3g.40gb")) migs.insert(d.id.substr(0, d.id.find("::")));
+  ASSERT_EQ(migs.size(), 2u);
+  for (const auto& uuid : migs) {
+    EXPECT_EQ(uuid.rfind("MIG-", 0), 0u);
+    std::ifstream in(root + "/" + uuid + "/pipe/tessera-sim-mps.json");
+    ASSERT_TRUE(in) << uuid;
+    const auto state = nlohmann::json::parse(in);
+    EXPECT_EQ(state["cuda_visible_devices"], uuid) << "the daemon sees its MIG device alone";
+    EXPECT_EQ(state["default_active_thread_percentage"].get<double>(), 50.0);
+  }
+  plugin->signal(SIGTERM);
+  EXPECT_EQ(plugin->wait(10000), 0) << plugin->output();
+  for (const auto& uuid : migs) EXPECT_TRUE(stops(daemon_pid(root + "/" + uuid + "/pipe"))) << uuid;
+}
+
 }  // namespace
 }  // namespace tessera
