@@ -15,6 +15,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   coinor-libcbc-dev                   # exact MILP solver for the planner
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # kubelet device-plugin API
+  libcpp-httplib-dev                  # the exporter's /metrics endpoint
+  prometheus                          # promtool: the alert rules' tests
 )
 
 case "${1:-}" in
