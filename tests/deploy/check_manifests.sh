@@ -10,7 +10,12 @@
 # mpsRoot hostPath mounted read-write at the same path, <mpsRoot>/shm as the
 # container's /dev/shm (what Allocate gives the clients), and either
 # --mps-control naming the image's control program or the driver's from the
-# NVIDIA container toolkit; no other overlay gets hostIPC.
+# NVIDIA container toolkit; no other overlay gets hostIPC. An overlay with the
+# metrics exporter runs `tessera exporter` with flags it has, listening on all
+# addresses at its named metrics port, /healthz probes on that port, small
+# resources, the kubelet's pod-resources socket and the plugin's ledger root
+# mounted read-only, a headless Service and a ServiceMonitor that reach that
+# port, and a PrometheusRule.
 # Usage: check_manifests.sh TESSERA_BIN DEPLOY_DIR
 set -euo pipefail
 bin=$1
@@ -19,7 +24,7 @@ command -v kubectl >/dev/null || { echo "kubectl not found: skipping"; exit 77; 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0
-for overlay in base overlays/mig-mixed overlays/time-slicing overlays/mps; do
+for overlay in base overlays/mig-mixed overlays/time-slicing overlays/mps overlays/metrics; do
   out=$work/${overlay//\//_}
   mkdir -p "$out"
   kubectl kustomize "$deploy/$overlay" >"$out/rendered.yaml"
@@ -171,6 +176,96 @@ print("  mps: hostIPC; mpsRoot %s mounted read-write at the same path, %s/shm at
 PY
   then
     echo "$overlay: INVALID (mps)"
+    failures=$((failures + 1))
+    continue
+  fi
+  if ! python3 - "$out/rendered.yaml" "$bin" <<'PY'
+import re, subprocess, sys
+try:
+    import yaml
+except ImportError:
+    print("  (no PyYAML: exporter checks skipped)")
+    raise SystemExit(0)
+rendered, binary = sys.argv[1:]
+docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
+ds = next(d for d in docs if d["kind"] == "DaemonSet")
+spec = ds["spec"]["template"]["spec"]
+def fail(msg):
+    raise SystemExit("  exporter: " + msg)
+exporter = next((c for c in spec["containers"] if c["name"] == "exporter"), None)
+extra = [d["kind"] + "/" + d["metadata"]["name"] for d in docs if d["kind"] in ("Service", "ServiceMonitor", "PrometheusRule")]
+if exporter is None:
+    if extra:
+        fail("no exporter container, yet " + ", ".join(extra))
+    raise SystemExit(0)
+cmd = exporter["command"]
+if cmd[:2] != ["tessera", "exporter"]:
+    fail("the exporter container runs %s, not tessera exporter" % cmd[:2])
+help_text = subprocess.run([binary, "exporter", "--help"], capture_output=True, text=True).stdout
+for f in [a for a in cmd[2:] if a.startswith("--")]:
+    if not re.search(r"(^|[ ,])" + re.escape(f) + r"[ =\n]", help_text, re.M):
+        fail("tessera exporter has no option " + f)
+def flag(name):
+    if name not in cmd:
+        fail("the exporter is not given " + name)
+    return cmd[cmd.index(name) + 1]
+host, port = flag("--listen").rsplit(":", 1)
+if host not in ("0.0.0.0", ""):
+    fail("--listen %s: the Service reaches the pod's address, not %s" % (flag("--listen"), host))
+ports = {p.get("name"): p for p in exporter.get("ports", [])}
+if "metrics" not in ports or str(ports["metrics"]["containerPort"]) != port:
+    fail("no container port named metrics at %s (the --listen port): %s" % (port, list(ports.values())))
+for probe in ("readinessProbe", "livenessProbe"):
+    get = (exporter.get(probe) or {}).get("httpGet") or {}
+    if get.get("path") != "/healthz" or str(get.get("port")) not in ("metrics", port):
+        fail("%s is not an HTTP GET of /healthz on the metrics port: %s" % (probe, exporter.get(probe)))
+res = exporter.get("resources", {})
+def mib(q):
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024}
+    m = re.fullmatch(r"(\d+)(Ki|Mi|Gi)", str(q))
+    return int(m.group(1)) * units[m.group(2)] if m else None
+req, lim = mib(res.get("requests", {}).get("memory")), mib(res.get("limits", {}).get("memory"))
+if req is None or lim is None or not 20 <= req <= lim <= 128:
+    fail("memory request and limit should be set, at least 20Mi and at most 128Mi: %s" % res)
+if "cpu" not in res.get("requests", {}):
+    fail("no CPU request")
+host_paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+mounts = exporter.get("volumeMounts", [])
+def mounted_ro(path):
+    return any(path == m["mountPath"] or path.startswith(m["mountPath"].rstrip("/") + "/")
+               for m in mounts if m.get("readOnly") and host_paths.get(m["name"]) == m["mountPath"])
+sock = flag("--pod-resources")
+if not mounted_ro(sock):
+    fail("--pod-resources %s is not under a hostPath mounted read-only at its own path" % sock)
+plugin = next(c for c in spec["containers"] if c["name"] == "device-plugin")
+pcmd = plugin["command"]
+if "--quota-ledger-root" in pcmd and flag("--ledger-root") != pcmd[pcmd.index("--quota-ledger-root") + 1]:
+    fail("--ledger-root %s is not the plugin's --quota-ledger-root %s" % (flag("--ledger-root"), pcmd[pcmd.index("--quota-ledger-root") + 1]))
+if not mounted_ro(flag("--ledger-root")):
+    fail("--ledger-root %s is not a hostPath mounted read-only at its own path" % flag("--ledger-root"))
+pod_labels = ds["spec"]["template"]["metadata"]["labels"]
+services = [d for d in docs if d["kind"] == "Service"
+            and d["spec"].get("selector") and all(pod_labels.get(k) == v for k, v in d["spec"]["selector"].items())]
+svc = next((s for s in services for p in s["spec"]["ports"] if p.get("targetPort") in ("metrics", int(port))), None)
+if svc is None:
+    fail("no Service selects the DaemonSet's pods with a port targeting metrics")
+if svc["spec"].get("clusterIP") != "None":
+    fail("Service %s is not headless (clusterIP: None)" % svc["metadata"]["name"])
+svc_port = next(p for p in svc["spec"]["ports"] if p.get("targetPort") in ("metrics", int(port)))
+monitors = [d for d in docs if d["kind"] == "ServiceMonitor"
+            and all(svc["metadata"].get("labels", {}).get(k) == v for k, v in d["spec"]["selector"]["matchLabels"].items())
+            and d["metadata"].get("namespace") == svc["metadata"].get("namespace")]
+if not any(e.get("port") == svc_port.get("name") and e.get("path", "/metrics") == "/metrics"
+           for m in monitors for e in m["spec"]["endpoints"]):
+    fail("no ServiceMonitor selects Service %s and scrapes its port %s at /metrics" % (svc["metadata"]["name"], svc_port.get("name")))
+rules = [d for d in docs if d["kind"] == "PrometheusRule"]
+if not rules or not rules[0]["spec"]["groups"]:
+    fail("no PrometheusRule with rules")
+print("  exporter: %s on port %s (/healthz probes, memory %s-%sMi), Service %s, ServiceMonitor, PrometheusRule %s" %
+      (" ".join(cmd[:2]), port, int(req), int(lim), svc["metadata"]["name"], rules[0]["metadata"]["name"]))
+PY
+  then
+    echo "$overlay: INVALID (exporter)"
     failures=$((failures + 1))
     continue
   fi
