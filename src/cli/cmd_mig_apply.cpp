@@ -150,68 +150,39 @@ int run(const ApplyArgs& args, bool apply) {
     return kExitInvalid;
   }
   reconciler::JournalFile journal_file(state_dir(args));
-  bool interrupted_before = false;
-  if (apply) {
-    auto previous = journal_file.load();
-    if (!previous) {
-      std::cerr << cmd << ": " << previous.error().message << '\n';
-      return kExitInvalid;
-    }
-    if (*previous && (*previous)->interrupted()) {
-      interrupted_before = true;
-      spdlog::warn("the previous apply of '{}' was interrupted after {} of {} steps; planning again from the GPUs' state",
-                   (*previous)->config_name, (*previous)->done(), (*previous)->steps.size());
-    }
-  }
-  // A failure before any step: recorded as this apply's outcome, unless that
-  // would overwrite the record of an interrupted one.
-  auto refuse = [&](const std::string& message) {
-    std::cerr << cmd << ": " << message << '\n';
-    if (apply && !args.dry_run) {
-      (void)journal_file.write_state("failed");
-      if (!interrupted_before)
-        (void)journal_file.save({args.file, *name, reconciler::utc_now(), reconciler::utc_now(), "failed", message, {}});
-    }
+  reconciler::ApplyRequest request{args.file, *name, mc, args.force, !apply || args.dry_run};
+  auto report = reconciler::apply_config(*session, request, journal_file);
+  if (!report) {
+    std::cerr << cmd << ": " << report.error().message << '\n';
     return kExitInvalid;
-  };
-  auto node = reconciler::read_node_state(*session);
-  if (!node) return refuse(node.error().message);
-  auto plan = reconciler::plan_node(*node, *mc, args.force);
-  if (!plan) return refuse(plan.error().message);
-  if (!apply || args.dry_run) {
-    if (args.json) std::cout << plan_json(*plan).dump(2) << '\n';
+  }
+  if (report->outcome == reconciler::Outcome::refused) {
+    std::cerr << cmd << ": " << report->message << '\n';
+    return kExitInvalid;
+  }
+  if (report->outcome == reconciler::Outcome::planned) {
+    if (args.json) std::cout << plan_json(report->plan).dump(2) << '\n';
     else {
-      print_plan(*plan);
-      std::cout << (plan->operations() == 0 ? "nothing to do: the node matches '" + *name + "'\n"
-                                            : std::to_string(plan->operations()) + " operations\n");
+      print_plan(report->plan);
+      std::cout << (report->plan.operations() == 0 ? "nothing to do: the node matches '" + *name + "'\n"
+                                                   : std::to_string(report->plan.operations()) + " operations\n");
     }
     return kExitOk;
   }
-  if (auto s = journal_file.write_state("pending"); !s) {
-    std::cerr << cmd << ": " << s.error().message << '\n';
-    return kExitInvalid;
-  }
-  reconciler::Journal journal{args.file, *name, reconciler::utc_now(), "", "in-progress", "", {}};
-  if (auto s = journal_file.save(journal); !s) {
-    std::cerr << cmd << ": " << s.error().message << '\n';
-    return kExitInvalid;
-  }
-  auto result = reconciler::execute_plan(*session, std::move(*plan), journal_file, journal);
-  journal.finished = reconciler::utc_now();
-  journal.outcome = !result.success ? "failed" : result.pending_reset ? "pending-reset" : "success";
-  (void)journal_file.save(journal);
-  (void)journal_file.write_state(!result.success ? "failed" : result.pending_reset ? "pending" : "success");
+  const auto& journal = report->journal;
   if (args.json) {
-    auto j = plan_json(result.plan);
+    auto j = plan_json(report->plan);
     j["outcome"] = journal.outcome;
+    if (!report->message.empty()) j["error"] = report->message;
     std::cout << j.dump(2) << '\n';
   } else {
-    print_plan(result.plan);
-    print_report(result.plan);
+    print_plan(report->plan);
+    print_report(report->plan);
     std::cout << "\n" << *name << ": " << journal.outcome << " (" << journal.done() << " of " << journal.steps.size()
               << " operations done; journal " << journal_file.journal_path() << ")\n";
   }
-  return result.success ? kExitOk : kExitInvalid;
+  if (!report->message.empty()) std::cerr << cmd << ": " << report->message << '\n';
+  return report->outcome == reconciler::Outcome::failed ? kExitInvalid : kExitOk;
 }
 
 void add_common(CLI::App* cmd, ApplyArgs& args) {

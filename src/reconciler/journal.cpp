@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/file_read.hpp"
+
 namespace tessera::reconciler {
 namespace {
 
@@ -47,22 +49,41 @@ std::string utc_now() {
 
 JournalFile::JournalFile(std::string state_dir) : dir_(std::move(state_dir)) {}
 
+namespace {
+
+// A field of the journal, whatever the file holds there: text that is not a
+// string (a hand-edited or foreign file) reads as empty, never an exception.
+std::string text_of(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+constexpr size_t kMaxJournalBytes = 16u << 20;
+
+}  // namespace
+
 Result<std::optional<Journal>> JournalFile::load() const {
-  std::ifstream in(journal_path());
-  if (!in) return std::optional<Journal>{};
-  auto j = nlohmann::json::parse(in, nullptr, false);
+  std::error_code ec;
+  if (!std::filesystem::exists(journal_path(), ec)) return std::optional<Journal>{};
+  auto text = read_whole_file(journal_path(), kMaxJournalBytes);
+  if (!text) return fail(Errc::io, journal_path() + ": " + text.error().message + " (move it away to start afresh)");
+  auto j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return fail(Errc::parse, journal_path() + " is not a tessera MIG journal (move it away to start afresh)");
   Journal out;
-  out.config_file = j.value("config_file", "");
-  out.config_name = j.value("config_name", "");
-  out.started = j.value("started", "");
-  out.finished = j.value("finished", "");
-  out.outcome = j.value("outcome", "");
-  out.error = j.value("error", "");
-  if (j.contains("steps") && j["steps"].is_array())
-    for (const auto& s : j["steps"])
-      out.steps.push_back({s.value("gpu", 0u), s.value("operation", ""), s.value("status", ""), s.value("detail", "")});
+  out.config_file = text_of(j, "config_file");
+  out.config_name = text_of(j, "config_name");
+  out.started = text_of(j, "started");
+  out.finished = text_of(j, "finished");
+  out.outcome = text_of(j, "outcome");
+  out.error = text_of(j, "error");
+  if (auto steps = j.find("steps"); steps != j.end() && steps->is_array())
+    for (const auto& s : *steps) {
+      if (!s.is_object()) continue;
+      auto gpu = s.find("gpu");
+      const uint32_t index = gpu != s.end() && gpu->is_number_unsigned() ? gpu->get<uint32_t>() : 0;
+      out.steps.push_back({index, text_of(s, "operation"), text_of(s, "status"), text_of(s, "detail")});
+    }
   return std::optional<Journal>{out};
 }
 

@@ -145,7 +145,11 @@ ApplyResult execute_plan(const nvml::Session& session, NodePlan plan, const Jour
     size_t first_step = journal.steps.size();
     for (const auto& op : g.plan.operations)
       journal.steps.push_back({g.gpu, op.describe(*g.model), "pending", ""});
-    (void)journal_file.save(journal);
+    if (auto saved = journal_file.save(journal); !saved) {
+      result.journal_error = saved.error().message;
+      all_ok = false;
+      break;
+    }
     uint32_t last_gi = 0;
     std::vector<uint32_t> created_gis;
     for (size_t i = 0; i < g.plan.operations.size(); ++i) {
@@ -163,7 +167,7 @@ ApplyResult execute_plan(const nvml::Session& session, NodePlan plan, const Jour
           step.detail = r.error().message;
           all_ok = false;
         }
-        (void)journal_file.save(journal);
+        if (auto saved = journal_file.save(journal); !saved) result.journal_error = saved.error().message;
         break;
       }
       if (op.kind == mig::OpKind::create_gpu_instance) {
@@ -172,9 +176,18 @@ ApplyResult execute_plan(const nvml::Session& session, NodePlan plan, const Jour
         step.detail = "GI " + std::to_string(*r);
       }
       step.status = "done";
-      (void)journal_file.save(journal);
+      if (auto saved = journal_file.save(journal); !saved) {
+        result.journal_error = saved.error().message;
+        break;
+      }
     }
     created_by_gpu[g.gpu] = std::move(created_gis);
+    if (!result.journal_error.empty()) {
+      // No further step runs unrecorded: the change stops here.
+      all_ok = false;
+      spdlog::error("the journal cannot be written ({}): the MIG change stops after GPU {}", result.journal_error, g.gpu);
+      break;
+    }
     result.pending_reset = result.pending_reset || g.pending_reset;
   }
   // The new MIG devices' UUIDs: one read of the node after every GPU is done.
@@ -195,6 +208,79 @@ ApplyResult execute_plan(const nvml::Session& session, NodePlan plan, const Jour
   result.success = all_ok;
   result.plan = std::move(plan);
   return result;
+}
+
+std::string_view to_string(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::planned: return "planned";
+    case Outcome::success: return "success";
+    case Outcome::pending_reset: return "pending-reset";
+    case Outcome::failed: return "failed";
+    case Outcome::refused: return "refused";
+  }
+  return "?";
+}
+
+Result<ApplyReport> apply_config(const nvml::Session& session, const ApplyRequest& request,
+                                 const JournalFile& journal_file) {
+  ApplyReport report;
+  if (!request.dry_run) {
+    auto previous = journal_file.load();
+    if (!previous) return unexpected(previous.error());
+    if (*previous) {
+      report.previous = **previous;
+      report.interrupted_before = report.previous.interrupted();
+      if (report.interrupted_before)
+        spdlog::warn("the previous apply of '{}' was interrupted after {} of {} steps; planning again from the GPUs' "
+                     "state", report.previous.config_name, report.previous.done(), report.previous.steps.size());
+    }
+  }
+  // Refused before any step: recorded as this apply's outcome, unless that
+  // would overwrite the record of an interrupted one.
+  auto refuse = [&](const std::string& message) -> Result<ApplyReport> {
+    report.outcome = Outcome::refused;
+    report.message = message;
+    if (request.dry_run) return report;
+    if (auto s = journal_file.write_state("failed"); !s) return unexpected(s.error());
+    report.state = "failed";
+    if (!report.interrupted_before) {
+      report.journal = {request.config_file, request.config_name, utc_now(), utc_now(), "failed", message, {}};
+      if (auto s = journal_file.save(report.journal); !s) return unexpected(s.error());
+    }
+    return report;
+  };
+  if (!request.config) return fail(Errc::invalid_argument, "apply_config: no config given");
+  auto node = read_node_state(session);
+  if (!node) return refuse(node.error().message);
+  auto plan = plan_node(*node, *request.config, request.force);
+  if (!plan) return refuse(plan.error().message);
+  if (request.dry_run) {
+    report.outcome = Outcome::planned;
+    report.plan = std::move(*plan);
+    return report;
+  }
+  // Recorded before anything changes; a record that cannot be written stops it.
+  if (auto s = journal_file.write_state("pending"); !s) return unexpected(s.error());
+  report.journal = {request.config_file, request.config_name, utc_now(), "", "in-progress", "", {}};
+  if (auto s = journal_file.save(report.journal); !s) {
+    (void)journal_file.write_state("failed");  // best effort: the label must not stay pending
+    return unexpected(s.error());
+  }
+  auto result = execute_plan(session, std::move(*plan), journal_file, report.journal);
+  report.plan = std::move(result.plan);
+  report.outcome = !result.success ? Outcome::failed : result.pending_reset ? Outcome::pending_reset : Outcome::success;
+  if (!result.journal_error.empty()) report.message = "the journal cannot be written: " + result.journal_error;
+  report.journal.finished = utc_now();
+  report.journal.outcome = std::string(to_string(report.outcome == Outcome::refused ? Outcome::failed : report.outcome));
+  const auto saved = journal_file.save(report.journal);
+  report.state = report.outcome == Outcome::failed ? "failed" : report.outcome == Outcome::pending_reset ? "pending" : "success";
+  const auto state = journal_file.write_state(report.state);
+  if (!saved && report.message.empty()) report.message = "the journal cannot be written: " + saved.error().message;
+  if (!state) {
+    report.message += (report.message.empty() ? "" : "; ") + state.error().message;
+    if (report.outcome != Outcome::failed) report.outcome = Outcome::failed;
+  }
+  return report;
 }
 
 }  // namespace tessera::reconciler

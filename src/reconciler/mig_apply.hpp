@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/mig_parted.hpp"
@@ -44,12 +45,51 @@ struct ApplyResult {
   NodePlan plan;
   bool success = false;
   bool pending_reset = false;
+  std::string journal_error;  // set when a journal write failed: the change stopped there
 };
 
 // Executes `plan`, recording each step in `journal` before and after it.
 // Stops at the first failure of a GPU's step (its later steps are left for
-// the next apply); other GPUs go on.
+// the next apply); other GPUs go on. A journal write that fails stops the
+// whole change before the next step: no step runs unrecorded.
 ApplyResult execute_plan(const nvml::Session& session, NodePlan plan, const JournalFile& journal_file,
                          Journal& journal);
+
+// The whole `mig apply` transaction, as a library: the previous journal read
+// (an interrupted apply is reported and planned over from the GPUs' state),
+// the plan, the state (nvidia.com/mig.config.state) and journal written
+// before anything changes, execution, and the outcome recorded.
+struct ApplyRequest {
+  std::string config_file;  // for the journal
+  std::string config_name;
+  const config::MigConfig* config = nullptr;
+  bool force = false;
+  bool dry_run = false;  // plan only: nothing is written or changed
+};
+
+enum class Outcome {
+  planned,        // dry run: the plan, nothing changed
+  success,        // the node matches the config
+  pending_reset,  // done but for MIG mode changes that wait for a GPU reset
+  failed,         // a step failed (the journal says which); other GPUs went on
+  refused,        // nothing changed: the node could not be read or the plan refused it
+};
+std::string_view to_string(Outcome outcome);
+
+struct ApplyReport {
+  Outcome outcome = Outcome::refused;
+  std::string message;  // why, for refused and failed
+  NodePlan plan;        // the plan, with per-GPU results once executed
+  bool interrupted_before = false;  // the previous apply had not finished
+  Journal previous;                 // that apply's journal, when there is one
+  Journal journal;                  // this apply's (empty for a dry run)
+  std::string state;                // the mig.config.state written, empty for a dry run
+};
+
+// Errors (nothing changed on the GPUs): the previous journal cannot be read,
+// or the state or journal cannot be written before the change. A refusal is
+// a report, not an error: its state ("failed") and journal are written.
+[[nodiscard]] Result<ApplyReport> apply_config(const nvml::Session& session, const ApplyRequest& request,
+                                               const JournalFile& journal_file);
 
 }  // namespace tessera::reconciler
