@@ -19,6 +19,7 @@
 #include "plugin/event_watch.hpp"
 #include "plugin/node_inventory.hpp"
 #include "plugin/plugin_manager.hpp"
+#include "plugin/runtime.hpp"
 #include "sharing/allocate.hpp"
 
 namespace tessera::cli {
@@ -37,21 +38,6 @@ struct PluginArgs {
   std::string mps_control = "nvidia-cuda-mps-control";
   double mps_timeout_seconds = 5;
 };
-
-// The control daemons the MPS resources need, as the supervisor takes them.
-std::vector<mps::DaemonSpec> daemon_specs(const plugin::PluginManager& manager) {
-  std::vector<mps::DaemonSpec> out;
-  for (const auto& d : manager.mps_daemons()) {
-    mps::DaemonSpec s;
-    s.uuid = d.uuid;
-    s.resource = d.resource;
-    s.dirs = {d.pipe_dir, d.log_dir};
-    s.pinned_mem_limit_mib = d.client_bytes >> 20;
-    s.active_thread_percentage = d.active_thread_percentage;
-    out.push_back(std::move(s));
-  }
-  return out;
-}
 
 std::optional<config::DevicePluginConfig> load_config(const std::string& file, bool strict) {
   config::Diagnostics diags;
@@ -126,44 +112,20 @@ int run_plugin(const PluginArgs& args) {
   mps_options.control.binary = args.mps_control;
   mps_options.control.timeout = std::chrono::milliseconds(static_cast<int64_t>(args.mps_timeout_seconds * 1000));
   mps::Supervisor daemons(mps_options);
-  auto supervise = [&] {
-    daemons.set(daemon_specs(manager));
-    daemons.tick(std::chrono::steady_clock::now());
-    manager.set_mps_up(daemons.up());
-  };
-  supervise();
-
-  const auto interval = std::chrono::milliseconds(static_cast<int64_t>(args.inventory_seconds * 1000));
-  auto next_inventory = std::chrono::steady_clock::now() + interval;
-  bool inventory_readable = true;  // log once per change
-  auto refresh_inventory = [&] {
-    auto fresh = plugin::read_node_inventory(*session);
-    if (!fresh) {
-      if (inventory_readable) spdlog::warn("cannot read the inventory: {} (serving the last one)", fresh.error().message);
-      inventory_readable = false;
-      return;
-    }
-    if (!inventory_readable) spdlog::info("the inventory is readable again");
-    inventory_readable = true;
-    if (auto updated = manager.update_inventory(*fresh); !updated)
-      spdlog::error("inventory update refused: {}", updated.error().message);
-    daemons.set(daemon_specs(manager));
-  };
+  plugin::RuntimeOptions runtime_options;
+  runtime_options.inventory_interval = std::chrono::milliseconds(static_cast<int64_t>(args.inventory_seconds * 1000));
+  plugin::Runtime runtime(
+      manager, [&session] { return plugin::read_node_inventory(*session); }, &daemons, runtime_options,
+      plugin::RuntimeClock::now());
   while (true) {
     pollfd p[2] = {{sfd, POLLIN, 0}, {mig_fd, POLLIN, 0}};
     int n = poll(p, 2, 250);
-    manager.tick(sharing::Clock::now());
-    if (daemons.tick(std::chrono::steady_clock::now())) manager.set_mps_up(daemons.up());
     bool mig_changed = n > 0 && (p[1].revents & POLLIN);
     if (mig_changed) {
       uint64_t count = 0;
       [[maybe_unused]] auto r = read(mig_fd, &count, sizeof count);
-      spdlog::debug("MIG configuration changed ({} events): reading the inventory", count);
     }
-    if (mig_changed || std::chrono::steady_clock::now() >= next_inventory) {
-      next_inventory = std::chrono::steady_clock::now() + interval;
-      refresh_inventory();
-    }
+    runtime.step(plugin::RuntimeClock::now(), mig_changed);
     if (n <= 0 || !(p[0].revents & POLLIN)) continue;
     signalfd_siginfo info{};
     if (read(sfd, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
@@ -174,8 +136,8 @@ int run_plugin(const PluginArgs& args) {
         spdlog::error("config not reloaded: it is invalid; still serving the previous one");
         continue;
       }
-      if (auto r = manager.reload(*fresh); !r) spdlog::error("config not reloaded: {}", r.error().message);
-      supervise();
+      if (auto r = runtime.reload(*fresh, plugin::RuntimeClock::now()); !r)
+        spdlog::error("config not reloaded: {}", r.error().message);
       continue;
     }
     spdlog::info("signal {}: stopping", info.ssi_signo);

@@ -11,6 +11,7 @@
 
 #include "kubelet/fake_kubelet.hpp"
 #include "plugin/plugin_manager.hpp"
+#include "plugin/runtime.hpp"
 #include "sharing/fixtures.hpp"
 #include "support/run.hpp"
 
@@ -363,6 +364,69 @@ TEST(Plugin, StopRemovesSockets) {
   for (const auto& e : std::filesystem::directory_iterator(node.dir.path()))
     plugin_sockets += e.path().filename().string().rfind("tessera-", 0) == 0;
   EXPECT_EQ(plugin_sockets, 0u);
+}
+
+// --- the runtime loop (plugin::Runtime), turned with the test's own clock ---
+
+// The inventory is read when due and at once after a MIG change; a changed
+// one reaches the kubelet; an unreadable one keeps the last.
+TEST(PluginRuntime, ReadsTheInventoryWhenDueOrWhenMigChanged) {
+  Node node("version: v1\nflags: {migStrategy: mixed}\n");
+  auto inventory = two_gpu_node();
+  ASSERT_TRUE(node.plugin->start(inventory));
+  bool readable = true;
+  auto source = [&]() -> Result<sharing::Inventory> {
+    if (!readable) return fail(Errc::driver, "NVML: GPU is lost");
+    return inventory;
+  };
+  const auto t0 = RuntimeClock::now();
+  Runtime runtime(*node.plugin, source, nullptr, RuntimeOptions{std::chrono::seconds(30)}, t0);
+  runtime.step(t0 + 29s, false);
+  EXPECT_EQ(runtime.inventory_reads(), 0u) << "not due yet";
+  runtime.step(t0 + 30s, false);
+  EXPECT_EQ(runtime.inventory_reads(), 1u);
+  EXPECT_EQ(runtime.next_inventory(), t0 + 60s);
+  // MIG changed on GPU 1: 3g.40gb gone; read at once, and the kubelet sees it.
+  inventory.gpus[1].mig_devices.pop_back();
+  runtime.step(t0 + 31s, true);
+  EXPECT_EQ(runtime.inventory_reads(), 2u);
+  EXPECT_EQ(node.plugin->resources(), (std::vector<std::string>{"nvidia.com/gpu", "nvidia.com/mig-1g.20gb"}));
+  // Unreadable: the last inventory keeps serving.
+  readable = false;
+  runtime.step(t0 + 91s, false);
+  EXPECT_EQ(runtime.inventory_reads(), 3u);
+  EXPECT_EQ(node.plugin->resources().size(), 2u);
+  readable = true;
+  inventory = two_gpu_node();
+  runtime.step(t0 + 121s, false);
+  EXPECT_EQ(node.plugin->resources().size(), 3u) << "readable again: the 3g.40gb device is back";
+}
+
+// MPS through the runtime: daemons for the shares at the start, shares
+// Healthy once they answer, daemons stopped by a reload that drops MPS.
+TEST(PluginRuntime, BringsMpsDaemonsInLineWithTheConfig) {
+  tessera::testing::TempDir mps_root;
+  const std::string mps = "version: v1\nflags: {mpsRoot: " + mps_root.path() +
+                          "}\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replicas: 2}]\n";
+  Node node(mps);
+  auto inventory = two_gpu_node();
+  inventory.gpus[1].mig_enabled = false;
+  inventory.gpus[1].mig_devices.clear();
+  ASSERT_TRUE(node.plugin->start(inventory));
+  mps::SupervisorOptions options;
+  options.control.binary = TESSERA_MPS_CONTROL_SIM;
+  mps::Supervisor daemons(options);
+  const auto t0 = RuntimeClock::now();
+  Runtime runtime(*node.plugin, [&]() -> Result<sharing::Inventory> { return inventory; }, &daemons, RuntimeOptions{},
+                  t0);
+  EXPECT_EQ(daemons.up(), (std::set<std::string>{"GPU-0000", "GPU-1111"}));
+  EXPECT_TRUE(node.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) {
+    return d.size() == 4 && std::all_of(d.begin(), d.end(), [](const auto& x) { return x.health == "Healthy"; });
+  }, 5s));
+  auto reloaded = runtime.reload(parse("version: v1\n"), t0 + 1s);
+  ASSERT_TRUE(reloaded) << reloaded.error().message;
+  EXPECT_TRUE(daemons.up().empty()) << "no MPS resource left: no daemon";
+  EXPECT_TRUE(daemons.down().empty());
 }
 
 }  // namespace
