@@ -92,13 +92,23 @@ void set_activity(Node& node, const json& req) {
   } else {
     g.gpu_util = req.value("gpu_util", g.gpu_util);
     g.memory_util = req.value("memory_util", g.memory_util);
+    g.temperature_c = req.value("temperature_c", g.temperature_c);
+    g.power_mw = req.value("power_mw", g.power_mw);
+    g.sm_clock_mhz = req.value("sm_clock_mhz", g.sm_clock_mhz);
+    g.mem_clock_mhz = req.value("mem_clock_mhz", g.mem_clock_mhz);
   }
-  for (const char* key : {"gpu_util", "memory_util", "sm_util", "sm_occupancy", "dram_bw_util"})
+  for (const char* key : {"temperature_c", "power_mw", "sm_clock_mhz", "mem_clock_mhz"})
+    if (req.contains(key) && req.contains("gpu_instance"))
+      throw Failure{std::string(key) + " belongs to the whole GPU, not a GPU instance"};
+  for (const char* key :
+       {"gpu_util", "memory_util", "sm_util", "sm_occupancy", "dram_bw_util", "graphics_util", "tensor_util"})
     if (req.contains(key) && (req[key].get<double>() < 0 || req[key].get<double>() > 100))
       throw Failure{std::string(key) + " must be a percentage, 0 to 100"};
   activity->sm_util = req.value("sm_util", activity->sm_util);
   activity->sm_occupancy = req.value("sm_occupancy", activity->sm_occupancy);
   activity->dram_bw_util = req.value("dram_bw_util", activity->dram_bw_util);
+  activity->graphics_util = req.value("graphics_util", activity->graphics_util);
+  activity->tensor_util = req.value("tensor_util", activity->tensor_util);
 }
 
 void add_event(Node& node, const json& req) {
@@ -107,10 +117,13 @@ void add_event(Node& node, const json& req) {
   int64_t gi = req.value("gpu_instance", int64_t{-1}), ci = req.value("compute_instance", int64_t{-1});
   if (kind == "xid")
     push_event(node, gpu, nvmlEventTypeXidCriticalError, req.at("xid").get<uint64_t>(), gi, ci);
-  else if (kind == "ecc-single")
+  else if (kind == "ecc-single") {
     push_event(node, gpu, nvmlEventTypeSingleBitEccError, 0, gi, ci);
-  else if (kind == "ecc-double")
+    ++node.gpus[gpu].ecc_corrected;
+  } else if (kind == "ecc-double") {
     push_event(node, gpu, nvmlEventTypeDoubleBitEccError, 0, gi, ci);
+    ++node.gpus[gpu].ecc_uncorrected;
+  }
   else if (kind == "lost") {
     // Fallen off the bus: XID 79, then silence; calls on it fail until a reset.
     push_event(node, gpu, nvmlEventTypeXidCriticalError, 79, -1, -1);

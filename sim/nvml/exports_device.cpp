@@ -280,6 +280,70 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t 
   });
 }
 
+// Sensors and ECC counters belong to the whole GPU: MIG device handles get
+// NOT_SUPPORTED, as on real drivers.
+namespace {
+
+template <class Read>
+nvmlReturn_t whole_gpu_value(const char* function, nvmlDevice_t device, Read&& read) {
+  return call(function, [&](Driver&, const Node& node) {
+    DeviceRef ref;
+    if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
+    if (ref.is_mig()) return NVML_ERROR_NOT_SUPPORTED;
+    return read(node.gpus[ref.gpu]);
+  });
+}
+
+}  // namespace
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
+                                                         unsigned int* temp) {
+  return whole_gpu_value("nvmlDeviceGetTemperature", device, [&](const SimGpu& g) {
+    if (!temp || sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+    *temp = g.temperature_c;
+    return NVML_SUCCESS;
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power) {
+  return whole_gpu_value("nvmlDeviceGetPowerUsage", device, [&](const SimGpu& g) {
+    if (!power) return NVML_ERROR_INVALID_ARGUMENT;
+    *power = g.power_mw;
+    return NVML_SUCCESS;
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                                       unsigned int* clock) {
+  return whole_gpu_value("nvmlDeviceGetClockInfo", device, [&](const SimGpu& g) {
+    if (!clock) return NVML_ERROR_INVALID_ARGUMENT;
+    switch (type) {
+      case NVML_CLOCK_GRAPHICS:
+      case NVML_CLOCK_SM: *clock = g.sm_clock_mhz; return NVML_SUCCESS;
+      case NVML_CLOCK_MEM: *clock = g.mem_clock_mhz; return NVML_SUCCESS;
+      case NVML_CLOCK_VIDEO: return NVML_ERROR_NOT_SUPPORTED;
+    }
+    return NVML_ERROR_INVALID_ARGUMENT;
+  });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                                            nvmlEccCounterType_t counterType,
+                                                            unsigned long long* eccCounts) {
+  return whole_gpu_value("nvmlDeviceGetTotalEccErrors", device, [&](const SimGpu& g) {
+    if (!eccCounts || counterType < NVML_VOLATILE_ECC || counterType > NVML_AGGREGATE_ECC)
+      return NVML_ERROR_INVALID_ARGUMENT;
+    // No reboots here: aggregate equals volatile.
+    if (errorType == NVML_MEMORY_ERROR_TYPE_CORRECTED)
+      *eccCounts = g.ecc_corrected;
+    else if (errorType == NVML_MEMORY_ERROR_TYPE_UNCORRECTED)
+      *eccCounts = g.ecc_uncorrected;
+    else
+      return NVML_ERROR_INVALID_ARGUMENT;
+    return NVML_SUCCESS;
+  });
+}
+
 namespace {
 
 nvmlReturn_t running_processes(const char* function, nvmlDevice_t device, unsigned int* infoCount,

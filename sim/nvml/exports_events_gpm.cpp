@@ -182,7 +182,7 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* metricsGe
     // The activity level is what was set when the later sample was taken:
     // the simulated counters advance at that rate over the interval.
     static char sm_util[] = "SM utilization", sm_occ[] = "SM occupancy", dram[] = "DRAM bandwidth utilization",
-                percent[] = "%";
+                graphics[] = "Graphics utilization", tensor[] = "Any tensor utilization", percent[] = "%";
     for (unsigned int i = 0; i < metricsGet->numMetrics; ++i) {
       auto& m = metricsGet->metrics[i];
       m.nvmlReturn = NVML_SUCCESS;
@@ -199,6 +199,14 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* metricsGe
         case NVML_GPM_METRIC_DRAM_BW_UTIL:
           m.value = b->activity.dram_bw_util;
           m.metricInfo.shortName = m.metricInfo.longName = dram;
+          break;
+        case NVML_GPM_METRIC_GRAPHICS_UTIL:
+          m.value = b->activity.graphics_util;
+          m.metricInfo.shortName = m.metricInfo.longName = graphics;
+          break;
+        case NVML_GPM_METRIC_ANY_TENSOR_UTIL:
+          m.value = b->activity.tensor_util;
+          m.metricInfo.shortName = m.metricInfo.longName = tensor;
           break;
         default:
           m.value = 0;

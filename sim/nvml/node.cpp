@@ -5,13 +5,15 @@
 
 namespace tessera::sim {
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Activity, sm_util, sm_occupancy, dram_bw_util)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Activity, sm_util, sm_occupancy, dram_bw_util, graphics_util,
+                                                tensor_util)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimComputeInstance, uid, id, profile_id, start, size, uuid)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimGpuInstance, uid, id, profile_id, start, size, activity,
                                                 compute_instances)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimGpu, model, uuid, bus, minor, nvlink_peers, mig_current, mig_pending,
                                                 gpu_util, memory_util, activity, gpu_instances, lost,
-                                                reserved_mib)
+                                                reserved_mib, temperature_c, power_mw, sm_clock_mhz, mem_clock_mhz,
+                                                ecc_corrected, ecc_uncorrected)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimProcess, pid, gpu, gpu_instance, compute_instance, memory_bytes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimEvent, seq, gpu, type, data, gpu_instance, compute_instance)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimFault, function, nth, times, calls, error)

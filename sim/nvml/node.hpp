@@ -18,6 +18,8 @@ struct Activity {
   double sm_util = 0;
   double sm_occupancy = 0;
   double dram_bw_util = 0;
+  double graphics_util = 0;
+  double tensor_util = 0;
 };
 
 struct SimComputeInstance {
@@ -58,6 +60,15 @@ struct SimGpu {
   // `reserved` (and inside `used`) by nvmlDeviceGetMemoryInfo_v2, as real
   // drivers report hundreds of MiB (R510+).
   uint64_t reserved_mib = 0;
+  // Sensors of the whole GPU (idle values of an A100 SXM; set with the
+  // control call's "activity").
+  uint32_t temperature_c = 33;
+  uint32_t power_mw = 62000;
+  uint32_t sm_clock_mhz = 1410;
+  uint32_t mem_clock_mhz = 1593;
+  // Volatile ECC error counts: each ECC event raised adds one.
+  uint64_t ecc_corrected = 0;
+  uint64_t ecc_uncorrected = 0;
 };
 
 // Instance ids are -1 for a process on a whole GPU.

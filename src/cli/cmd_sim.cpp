@@ -38,6 +38,8 @@ struct SimArgs {
   uint32_t times = 1;
   int64_t gpu_instance = -1;
   double gpu_util = -1, memory_util = -1, sm_util = -1, sm_occupancy = -1, dram_bw = -1;
+  double graphics_util = -1, tensor_util = -1;
+  int64_t temperature = -1, power_mw = -1, sm_clock = -1, mem_clock = -1;
 };
 
 int report(const char* what, const Result<nlohmann::json>& r) {
@@ -106,6 +108,15 @@ int run_activity(const SimArgs& a) {
   put("sm_util", a.sm_util);
   put("sm_occupancy", a.sm_occupancy);
   put("dram_bw_util", a.dram_bw);
+  put("graphics_util", a.graphics_util);
+  put("tensor_util", a.tensor_util);
+  auto put_int = [&](const char* key, int64_t v) {
+    if (v >= 0) req[key] = static_cast<uint32_t>(v);
+  };
+  put_int("temperature_c", a.temperature);
+  put_int("power_mw", a.power_mw);
+  put_int("sm_clock_mhz", a.sm_clock);
+  put_int("mem_clock_mhz", a.mem_clock);
   return report("activity", sim_control(req));
 }
 
@@ -193,6 +204,16 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   activity->add_option("--sm-occupancy", a->sm_occupancy, "GPM SM occupancy, percent")->check(CLI::Range(0.0, 100.0));
   activity->add_option("--dram-bw", a->dram_bw, "GPM DRAM bandwidth utilisation, percent")
       ->check(CLI::Range(0.0, 100.0));
+  activity->add_option("--graphics-util", a->graphics_util, "GPM graphics engine utilisation, percent")
+      ->check(CLI::Range(0.0, 100.0));
+  activity->add_option("--tensor-util", a->tensor_util, "GPM tensor pipe utilisation, percent")
+      ->check(CLI::Range(0.0, 100.0));
+  activity->add_option("--temperature", a->temperature, "GPU temperature, degrees C (whole GPU only)")
+      ->check(CLI::Range(0, 200));
+  activity->add_option("--power-mw", a->power_mw, "Power draw, milliwatts (whole GPU only)")
+      ->check(CLI::Range(0, 5000000));
+  activity->add_option("--sm-clock", a->sm_clock, "SM clock, MHz (whole GPU only)")->check(CLI::Range(0, 10000));
+  activity->add_option("--mem-clock", a->mem_clock, "Memory clock, MHz (whole GPU only)")->check(CLI::Range(0, 20000));
   activity->callback([a, &exit_code] { exit_code = run_activity(*a); });
 
   auto* fault = sim->add_subcommand("fault", "Make the Nth call of an NVML function return an error");

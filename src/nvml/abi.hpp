@@ -72,6 +72,12 @@ enum nvmlGpuTopologyLevel_t : int {
   NVML_TOPOLOGY_SYSTEM = 50,
 };
 
+// Sensors, clocks and ECC counters (nvml.h; values unchanged since R256).
+enum nvmlTemperatureSensors_t : int { NVML_TEMPERATURE_GPU = 0 };
+enum nvmlClockType_t : int { NVML_CLOCK_GRAPHICS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2, NVML_CLOCK_VIDEO = 3 };
+enum nvmlMemoryErrorType_t : int { NVML_MEMORY_ERROR_TYPE_CORRECTED = 0, NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1 };
+enum nvmlEccCounterType_t : int { NVML_VOLATILE_ECC = 0, NVML_AGGREGATE_ECC = 1 };
+
 // NVML_STRUCT_VERSION(data, ver): sizeof in the low 24 bits, the version in
 // the top byte; never the plain integer (facts 1.1, nvidia-settings #78).
 constexpr unsigned int struct_version(std::size_t size, unsigned int version) {
@@ -130,6 +136,7 @@ constexpr unsigned int kGpmMetricSlots = 98;
 constexpr unsigned int NVML_GPM_METRIC_GRAPHICS_UTIL = 1;
 constexpr unsigned int NVML_GPM_METRIC_SM_UTIL = 2;
 constexpr unsigned int NVML_GPM_METRIC_SM_OCCUPANCY = 3;
+constexpr unsigned int NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5;
 constexpr unsigned int NVML_GPM_METRIC_DRAM_BW_UTIL = 10;
 
 struct nvmlMemory_t {

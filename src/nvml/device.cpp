@@ -351,6 +351,45 @@ Result<unsigned long long> Device::supported_event_types() const {
   return types;
 }
 
+Result<uint32_t> Device::temperature_c() const {
+  if (!api_->nvmlDeviceGetTemperature) return fail(NVML_ERROR_FUNCTION_NOT_FOUND, "nvmlDeviceGetTemperature");
+  unsigned int value = 0;
+  if (auto r = api_->nvmlDeviceGetTemperature(handle_, NVML_TEMPERATURE_GPU, &value); r != NVML_SUCCESS)
+    return fail(r, "nvmlDeviceGetTemperature", describe());
+  return value;
+}
+
+Result<uint32_t> Device::power_mw() const {
+  if (!api_->nvmlDeviceGetPowerUsage) return fail(NVML_ERROR_FUNCTION_NOT_FOUND, "nvmlDeviceGetPowerUsage");
+  unsigned int value = 0;
+  if (auto r = api_->nvmlDeviceGetPowerUsage(handle_, &value); r != NVML_SUCCESS)
+    return fail(r, "nvmlDeviceGetPowerUsage", describe());
+  return value;
+}
+
+Result<uint32_t> Device::clock_mhz(nvmlClockType_t type) const {
+  if (!api_->nvmlDeviceGetClockInfo) return fail(NVML_ERROR_FUNCTION_NOT_FOUND, "nvmlDeviceGetClockInfo");
+  unsigned int value = 0;
+  if (auto r = api_->nvmlDeviceGetClockInfo(handle_, type, &value); r != NVML_SUCCESS)
+    return fail(r, "nvmlDeviceGetClockInfo", describe() + ", clock " + std::to_string(static_cast<int>(type)));
+  return value;
+}
+
+Result<EccCounts> Device::ecc_volatile() const {
+  if (!api_->nvmlDeviceGetTotalEccErrors) return fail(NVML_ERROR_FUNCTION_NOT_FOUND, "nvmlDeviceGetTotalEccErrors");
+  EccCounts out;
+  unsigned long long n = 0;
+  if (auto r = api_->nvmlDeviceGetTotalEccErrors(handle_, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC, &n);
+      r != NVML_SUCCESS)
+    return fail(r, "nvmlDeviceGetTotalEccErrors", describe() + ", corrected");
+  out.corrected = n;
+  if (auto r = api_->nvmlDeviceGetTotalEccErrors(handle_, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &n);
+      r != NVML_SUCCESS)
+    return fail(r, "nvmlDeviceGetTotalEccErrors", describe() + ", uncorrected");
+  out.uncorrected = n;
+  return out;
+}
+
 Result<bool> Device::gpm_supported() const {
   if (!api_->nvmlGpmQueryDeviceSupport) return false;  // a driver before R520
   nvmlGpmSupport_t support{};

@@ -29,6 +29,12 @@ class Device {
   [[nodiscard]] Result<MemoryInfo> memory_info() const;
   [[nodiscard]] Result<Utilization> utilization() const;
   [[nodiscard]] Result<abi::nvmlDeviceArchitecture_t> architecture() const;
+  // Sensors of a whole GPU (MIG device handles get NOT_SUPPORTED), each
+  // FUNCTION_NOT_FOUND when the driver lacks the call.
+  [[nodiscard]] Result<uint32_t> temperature_c() const;    // the GPU die, degrees C
+  [[nodiscard]] Result<uint32_t> power_mw() const;         // draw, milliwatts
+  [[nodiscard]] Result<uint32_t> clock_mhz(abi::nvmlClockType_t type) const;  // current
+  [[nodiscard]] Result<EccCounts> ecc_volatile() const;    // NOT_SUPPORTED with ECC off
   // CUDA compute capability as major * 10 + minor (8.0 -> 80).
   [[nodiscard]] Result<uint32_t> compute_capability() const;
 

@@ -30,6 +30,13 @@
   REQUIRED(nvmlReturn_t, nvmlDeviceGetMemoryInfo, (nvmlDevice_t device, nvmlMemory_t* memory))                  \
   OPTIONAL(nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2, (nvmlDevice_t device, nvmlMemory_v2_t* memory))            \
   REQUIRED(nvmlReturn_t, nvmlDeviceGetUtilizationRates, (nvmlDevice_t device, nvmlUtilization_t* utilization))  \
+  OPTIONAL(nvmlReturn_t, nvmlDeviceGetTemperature,                                                              \
+           (nvmlDevice_t device, nvmlTemperatureSensors_t sensorType, unsigned int* temp))                      \
+  OPTIONAL(nvmlReturn_t, nvmlDeviceGetPowerUsage, (nvmlDevice_t device, unsigned int* power))                   \
+  OPTIONAL(nvmlReturn_t, nvmlDeviceGetClockInfo, (nvmlDevice_t device, nvmlClockType_t type, unsigned int* clock)) \
+  OPTIONAL(nvmlReturn_t, nvmlDeviceGetTotalEccErrors,                                                           \
+           (nvmlDevice_t device, nvmlMemoryErrorType_t errorType, nvmlEccCounterType_t counterType,              \
+            unsigned long long* eccCounts))                                                                     \
   REQUIRED(nvmlReturn_t, nvmlDeviceGetArchitecture, (nvmlDevice_t device, nvmlDeviceArchitecture_t* arch))      \
   REQUIRED(nvmlReturn_t, nvmlDeviceGetCudaComputeCapability, (nvmlDevice_t device, int* major, int* minor))     \
   REQUIRED(nvmlReturn_t, nvmlDeviceGetMigMode,                                                                  \

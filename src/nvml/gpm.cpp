@@ -34,15 +34,18 @@ Result<GpmMetrics> gpm_metrics(const Api& api, const GpmSample& earlier, const G
   request->version = NVML_GPM_METRICS_GET_VERSION;
   request->sample1 = earlier.handle();
   request->sample2 = later.handle();
-  const unsigned int ids[] = {NVML_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_SM_OCCUPANCY, NVML_GPM_METRIC_DRAM_BW_UTIL};
-  request->numMetrics = 3;
-  for (unsigned int i = 0; i < 3; ++i) request->metrics[i].metricId = ids[i];
+  const unsigned int ids[] = {NVML_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_SM_OCCUPANCY, NVML_GPM_METRIC_DRAM_BW_UTIL,
+                              NVML_GPM_METRIC_GRAPHICS_UTIL, NVML_GPM_METRIC_ANY_TENSOR_UTIL};
+  constexpr unsigned int count = sizeof ids / sizeof ids[0];
+  static_assert(count <= kGpmMetricSlots);
+  request->numMetrics = count;  // the driver reads and writes metrics[0..count) only
+  for (unsigned int i = 0; i < count; ++i) request->metrics[i].metricId = ids[i];
   if (auto r = api.nvmlGpmMetricsGet(request.get()); r != NVML_SUCCESS) return fail(r, "nvmlGpmMetricsGet");
   auto value = [&](unsigned int i) -> std::optional<double> {
     if (request->metrics[i].nvmlReturn != NVML_SUCCESS) return std::nullopt;
     return request->metrics[i].value;
   };
-  return GpmMetrics{value(0), value(1), value(2)};
+  return GpmMetrics{value(0), value(1), value(2), value(3), value(4)};
 }
 
 }  // namespace tessera::nvml

@@ -29,7 +29,8 @@ class GpmSample {
   abi::nvmlGpmSample_t handle_;
 };
 
-// SM utilisation, SM occupancy and DRAM bandwidth utilisation between two
+// SM utilisation, SM occupancy, DRAM bandwidth, graphics engine and tensor
+// pipe utilisation between two
 // samples of the same GPU or GPU instance, `earlier` first.
 [[nodiscard]] Result<GpmMetrics> gpm_metrics(const Api& api, const GpmSample& earlier, const GpmSample& later);
 

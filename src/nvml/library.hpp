@@ -40,6 +40,10 @@ struct Api {
   using nvmlEventData_t = abi::nvmlEventData_t;
   using nvmlGpmSupport_t = abi::nvmlGpmSupport_t;
   using nvmlGpmMetricsGet_t = abi::nvmlGpmMetricsGet_t;
+  using nvmlTemperatureSensors_t = abi::nvmlTemperatureSensors_t;
+  using nvmlClockType_t = abi::nvmlClockType_t;
+  using nvmlMemoryErrorType_t = abi::nvmlMemoryErrorType_t;
+  using nvmlEccCounterType_t = abi::nvmlEccCounterType_t;
 
 #define TESSERA_NVML_MEMBER(ret, name, params) ret(*name) params = nullptr;
   TESSERA_NVML_FUNCTIONS(TESSERA_NVML_MEMBER, TESSERA_NVML_MEMBER)

@@ -82,6 +82,14 @@ struct GpmMetrics {
   std::optional<double> sm_util;
   std::optional<double> sm_occupancy;
   std::optional<double> dram_bw_util;
+  std::optional<double> graphics_util;
+  std::optional<double> tensor_util;  // any tensor pipe
+};
+
+// ECC error counts since the driver loaded (volatile), a whole GPU's.
+struct EccCounts {
+  uint64_t corrected = 0;    // single-bit
+  uint64_t uncorrected = 0;  // double-bit
 };
 
 }  // namespace tessera::nvml
