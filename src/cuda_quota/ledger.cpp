@@ -136,6 +136,63 @@ std::uint64_t Ledger::quota(std::uint32_t device) const {
   return device < device_count_ ? quota_[device] : 0;
 }
 
+bool read_ledger(const char* directory, Reading& out) {
+  out.device_count = 0;
+  out.message[0] = '\0';
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/%s", directory, kFileName) >= static_cast<int>(sizeof path)) {
+    snprintf(out.message, sizeof out.message, "ledger path under %.200s: too long", directory);
+    return false;
+  }
+  char buffer[128];
+  const int fd = ::open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    snprintf(out.message, sizeof out.message, "ledger %s: %s", path, error_text(errno, buffer, sizeof buffer));
+    return false;
+  }
+  struct stat st{};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < static_cast<off_t>(kLedgerFileBytes)) {
+    snprintf(out.message, sizeof out.message, "ledger %s: not a regular file of %zu bytes", path, kLedgerFileBytes);
+    ::close(fd);
+    return false;
+  }
+  void* map = mmap(nullptr, kHeaderBytes, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);  // the mapping keeps the file
+  if (map == MAP_FAILED) {
+    snprintf(out.message, sizeof out.message, "ledger %s: mmap: %s", path, error_text(errno, buffer, sizeof buffer));
+    return false;
+  }
+  const Header& h = *static_cast<const Header*>(map);
+  const char* problem = nullptr;
+  if (memcmp(h.magic, kLedgerMagic, sizeof h.magic) != 0)
+    problem = "bad magic, not a tessera ledger";
+  else if (h.version != kLedgerVersion)
+    problem = "another layout version";
+  else if (h.header_bytes != kHeaderBytes || h.slot_bytes != kSlotBytes || h.slot_count != kSlotCount ||
+           h.file_bytes != kLedgerFileBytes || h.device_count == 0 || h.device_count > kMaxDevices)
+    problem = "its geometry is not this version's";
+  else if (header_crc(h) != h.crc)
+    problem = "CRC mismatch";
+  if (problem != nullptr) {
+    snprintf(out.message, sizeof out.message, "ledger %s: %s", path, problem);
+    munmap(map, kHeaderBytes);
+    return false;
+  }
+  memcpy(out.key, h.key, kKeyBytes);
+  out.key[kKeyBytes - 1] = '\0';
+  for (std::uint32_t d = 0; d < h.device_count; ++d) {
+    DeviceReading& r = out.devices[d];
+    memcpy(r.uuid, h.devices[d].uuid, kUuidBytes);
+    r.uuid[kUuidBytes - 1] = '\0';
+    r.quota = h.devices[d].quota;
+    r.memory = h.devices[d].memory;
+    r.charged = load(h.charged[d]);
+  }
+  out.device_count = h.device_count;
+  munmap(map, kHeaderBytes);
+  return true;
+}
+
 std::uint64_t Ledger::usage(std::uint32_t device) const {
   if (header_ == nullptr || device >= device_count_) return 0;
   return load(header_->charged[device]);

@@ -142,6 +142,30 @@ struct Audit {
   std::uint64_t repairs = 0;
 };
 
+// What an observer (the metrics exporter) reads of a container's ledger
+// without joining it.
+struct DeviceReading {
+  char uuid[kUuidBytes];
+  std::uint64_t quota;    // bytes
+  std::uint64_t memory;   // the device's memory in bytes
+  std::uint64_t charged;  // bytes charged when read
+};
+
+struct Reading {
+  std::uint32_t device_count = 0;
+  char key[kKeyBytes] = {};
+  DeviceReading devices[kMaxDevices] = {};
+  char message[PATH_MAX + 256] = {};  // why read_ledger returned false
+};
+
+// Maps `<directory>/ledger` read-only (its header page only), checks magic,
+// version, geometry and CRC, copies each device's UUID, quota and charged
+// bytes, and unmaps. Takes no lock, claims no slot and writes nothing, so it
+// never waits on the container's processes; `charged` is a relaxed load, as
+// Ledger::usage reads it. False with out.message naming the path and the
+// problem when the file is absent, not a regular file or not a valid ledger.
+bool read_ledger(const char* directory, Reading& out);
+
 class Ledger {
  public:
   Ledger();
