@@ -15,6 +15,7 @@ void add_sim_command(CLI::App& app, int& exit_code);        // tessera sim ...
 void add_plan_command(CLI::App& app, int& exit_code);       // tessera plan
 void add_plugin_command(CLI::App& app, int& exit_code);     // tessera plugin
 void add_pods_command(CLI::App& app, int& exit_code);       // tessera pods
+void add_exporter_command(CLI::App& app, int& exit_code);   // tessera exporter
 void add_alerts_command(CLI::App& app, int& exit_code);     // tessera alerts
 
 }  // namespace tessera::cli

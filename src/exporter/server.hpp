@@ -1,0 +1,48 @@
+// The exporter's HTTP endpoint (cpp-httplib): GET /metrics answers the
+// sampler's last rendered sample, GET /healthz says whether samples are
+// recent. Neither calls NVML.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "core/error.hpp"
+#include "exporter/sampler.hpp"
+
+namespace tessera::exporter {
+
+// "127.0.0.1:9400", "[::1]:9400", ":9400" (every address) -> host and port;
+// errors name what is wrong.
+struct ListenAddress {
+  std::string host;
+  int port = 0;
+};
+[[nodiscard]] Result<ListenAddress> parse_listen(const std::string& text);
+
+class Server {
+ public:
+  // Binds now, so a port in use is an error here (Errc::conflict, naming the
+  // address and the system's reason). `stale_after`: /healthz fails once the
+  // last complete sample is older than this.
+  [[nodiscard]] static Result<std::unique_ptr<Server>> bind(const ListenAddress& address, const Sampler& sampler,
+                                                            std::chrono::milliseconds stale_after);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  int port() const { return port_; }
+  // Serves until stop(); returns at once after stop.
+  void run();
+  bool running() const;
+  void stop();
+
+  class Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl, int port);
+  std::unique_ptr<Impl> impl_;
+  int port_;
+};
+
+}  // namespace tessera::exporter
