@@ -38,7 +38,7 @@ while (($#)); do
   esac
 done
 
-readonly SCENARIOS=(manifests mig-capacity mig-pods pod-resources kubelet-restart xid-79 time-slicing quota mps)
+readonly SCENARIOS=(manifests mig-capacity mig-pods pod-resources kubelet-restart xid-79 time-slicing quota mps metrics)
 if ((list)); then printf '%s\n' "${SCENARIOS[@]}"; exit 0; fi
 [[ -n $build_dir ]] || { usage >&2; exit 2; }
 build_dir=$(cd "$build_dir" && pwd)
@@ -111,6 +111,7 @@ created=()
 for p in "${HOST_PATHS[@]}"; do [[ -e $p ]] || created+=("$p"); done
 declare -A pid_of=()
 order=()
+exporter_port=  # the metrics scenario's, picked when it starts
 current=setup
 
 export DOCKER_HOST=unix://$run/docker.sock
@@ -234,7 +235,7 @@ teardown() {
     [[ -n ${pid_of[$name]:-} ]] && kill -0 "${pid_of[$name]}" 2>/dev/null && left+=("process $name")
   done
   while read -r m; do [[ -n $m ]] && left+=("mount $m"); done <<<"$still"
-  for port in "${PORTS[@]}"; do ss -Hltn "sport = :$port" | grep -q . && left+=("listener on port $port"); done
+  for port in "${PORTS[@]}" $exporter_port; do ss -Hltn "sport = :$port" | grep -q . && left+=("listener on port $port"); done
   for p in "${created[@]}"; do [[ -e $p ]] && left+=("path $p"); done
   [[ $(kube_chains) == "$chains_before" ]] || left+=("iptables chains $(comm -13 <(echo "$chains_before") <(kube_chains) | tr '\n' ' ')")
   pgrep -f "$run" >/dev/null && left+=("processes naming $run: $(pgrep -f "$run" | tr '\n' ' ')")
@@ -361,8 +362,9 @@ say "cluster up in $cluster_s s ($("$kube_bin/kubelet" --version), $(etcd --vers
 # period, and the host's network (the test node has no CNI). For mps, also the
 # daemons' mpsRoot under the run (in the config, the hostPaths and the plugin's
 # mount) and the simulated control program the image carries.
+# `overlay NAME metrics` also adds the metrics Component (see metrics_patch).
 overlay() {
-  local name=$1 dir=$run/overlays/$1 mps_args= mps_mounts= mps_volumes=
+  local name=$1 with=${2:-} dir=$run/overlays/$1${2:++$2} mps_args= mps_mounts= mps_volumes=
   mkdir -p "$dir"
   cat >"$dir/kustomization.yaml" <<EOF
 resources:
@@ -370,6 +372,16 @@ resources:
 patches:
 - path: simulated-node.yaml
 EOF
+  if [[ $with == metrics ]]; then
+    cat >>"$dir/kustomization.yaml" <<EOF
+- path: metrics.yaml
+- path: no-servicemonitor.yaml
+- path: no-prometheusrule.yaml
+components:
+- $(realpath --relative-to="$dir" "$repo/deploy/overlays/metrics/component")
+EOF
+    metrics_patches "$dir"
+  fi
   if [[ $name == mps ]]; then
     sed "s|^\(  mpsRoot:\) /run/nvidia/mps\$|\1 $run/mps|" "$repo/deploy/overlays/mps/device-plugin-config.yaml" \
       >"$dir/device-plugin-config.yaml"
@@ -422,6 +434,55 @@ $mps_mounts
 $mps_volumes
 EOF
   echo "$dir"
+}
+
+# The metrics Component on the test node: the exporter beside the plugin, given
+# the simulated node as the plugin is (TESSERA_SIM and the node's directory),
+# the kubelet's pod-resources directory under the run, on 127.0.0.1 and a port
+# picked when the scenario starts (the host's network: 0.0.0.0:9400 would
+# listen beyond loopback), probed there, sampling every second.
+# The cluster has no Prometheus Operator, so no ServiceMonitor or
+# PrometheusRule kind: both objects are deleted from the render here rather
+# than stand-in CRDs installed, since a CRD with a permissive schema would
+# accept anything and prove nothing about them (tests/deploy renders and checks
+# the ServiceMonitor; tests/alerts and tests/prometheus_live run the rules in
+# promtool and a real Prometheus). The DaemonSet and the Service are applied.
+# (One patch per file: kustomize 5.5 crashes on a file whose second document
+# deletes an object.)
+metrics_patches() {  # metrics_patches DIR
+  cat >"$1/metrics.yaml" <<EOF
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: tessera, namespace: tessera}
+spec:
+  template:
+    spec:
+      containers:
+      - name: exporter
+        command: ["tessera", "exporter", "--listen", "127.0.0.1:$exporter_port", "--interval", "1", "--gpm-window", "0.5",
+                  "--pod-resources", "/var/lib/kubelet/pod-resources/kubelet.sock", "--ledger-root", "/var/lib/tessera/ledgers"]
+        env: [{name: TESSERA_SIM, value: /var/lib/tessera-sim}]
+        ports:
+        - {containerPort: 9400, protocol: TCP, \$patch: delete}
+        - {name: metrics, containerPort: $exporter_port, protocol: TCP}
+        readinessProbe: {httpGet: {host: 127.0.0.1}}
+        livenessProbe: {httpGet: {host: 127.0.0.1}}
+        volumeMounts: [{name: sim, mountPath: /var/lib/tessera-sim}]
+      volumes:
+      - {name: pod-resources, hostPath: {path: "$run/kubelet/pod-resources", type: Directory}}
+EOF
+  cat >"$1/no-servicemonitor.yaml" <<EOF
+\$patch: delete
+apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata: {name: tessera-exporter, namespace: tessera}
+EOF
+  cat >"$1/no-prometheusrule.yaml" <<EOF
+\$patch: delete
+apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata: {name: tessera-alerts, namespace: tessera}
+EOF
 }
 
 node_field() {  # node_field capacity|allocatable RESOURCE
@@ -499,8 +560,8 @@ container_mounts() {  # container_mounts POD: "SOURCE DESTINATION RW" per bind m
 
 pods_in_phase() { kc get pods -l app=e2e-consumer --field-selector="status.phase=$1" -o name | wc -l; }
 
-deploy_overlay() {  # deploy_overlay NAME: apply it and restart tessera's pod so it reads the new configs
-  kc apply -k "$(overlay "$1")" >/dev/null || fail "kubectl apply -k of overlay $1 failed"
+deploy_overlay() {  # deploy_overlay NAME [metrics]: apply it and restart tessera's pod so it reads the new configs
+  kc apply -k "$(overlay "$@")" >/dev/null || fail "kubectl apply -k of overlay $* failed"
   kc -n tessera delete pod -l app.kubernetes.io/name=tessera --wait=false >/dev/null 2>&1 || true
 }
 
@@ -935,10 +996,127 @@ scenario_mps() {
   echo "  the plugin's log: $(docker logs "$plugin" 2>&1 | grep -c "MPS daemon for $gpu .* is down") 'down', $(docker logs "$plugin" 2>&1 | grep -c "MPS daemon for $gpu .* is up") 'up' lines for $gpu; last: $(docker logs "$plugin" 2>&1 | grep "MPS daemon for $gpu .* is down" | tail -1 | sed 's/.*is down: //')"
 }
 
+# The exporter beside the plugin (the metrics Component over the mig-mixed
+# overlay, see metrics_patches): Ready through its /healthz, on loopback only,
+# behind the Service's endpoint. Three pods in their own namespace get a
+# 1g.20gb MIG device each; /metrics, scraped from the host, shows each pod's
+# device (its GPU's UUID and its GPU_I_ID, as inventory maps its MIG UUID)
+# with that pod's pod, namespace and container labels, on every series of
+# that device; no other series has a pod label (the other five MIG devices
+# and both GPUs carry none), and Hostname is the Node's name.
+readonly METRICS_NS=e2e-metrics
+metrics_text() {  # metrics_text: the exporter's /metrics, scraped from the host
+  python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \
+    "http://127.0.0.1:$exporter_port/metrics"
+}
+
+# check_attribution EXPECTED-FILE METRICS-FILE: EXPECTED holds "UUID GPU_I_ID
+# POD" per held MIG device. Prints one line per device's memory series; exits
+# 1 naming the first series that breaks the rules above.
+check_attribution() {
+  python3 - "$1" "$2" "$METRICS_NS" "$NODE" <<'PY'
+import re, sys
+expected_file, metrics_file, ns, node = sys.argv[1:]
+held = {}
+for line in open(expected_file):
+    uuid, gi, pod = line.split()
+    held[(uuid, gi)] = pod
+label_re = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+series = []
+for line in open(metrics_file):
+    m = re.match(r'^(\w+)\{(.*)\} (\S+)$', line.strip())
+    if m:
+        series.append((m.group(1), dict(label_re.findall(m.group(2))), m.group(3)))
+problems, fb, labelled = [], [], set()
+for name, labels, value in series:
+    if "UUID" not in labels:
+        continue
+    key = (labels["UUID"], labels.get("GPU_I_ID", ""))
+    where = f'{name}{{UUID="{key[0]}", GPU_I_ID="{key[1]}"}}'
+    if labels.get("Hostname") != node:
+        problems.append(f'{where}: Hostname="{labels.get("Hostname")}", expected the Node\'s name {node}')
+    pod = held.get(key)
+    got = (labels.get("pod"), labels.get("namespace"), labels.get("container"))
+    if pod is not None:
+        if got != (pod, ns, "cuda"):
+            problems.append(f"{where}: pod, namespace, container {got}, expected {(pod, ns, 'cuda')}")
+        labelled.add(key)
+    elif any(got):
+        problems.append(f"{where}: no pod holds this device, yet it has pod, namespace, container {got}")
+    if name == "DCGM_FI_DEV_FB_USED":
+        fb.append(f'  {labels.get("GPU_I_PROFILE", "whole GPU"):10} UUID={key[0]} GPU_I_ID={key[1] or "-"}: '
+                  + (f"pod={got[0]} namespace={got[1]} container={got[2]}" if any(got) else "no pod label")
+                  + f" ({value} MiB used)")
+for key, pod in held.items():
+    if key not in labelled:
+        problems.append(f"no series of UUID={key[0]} GPU_I_ID={key[1]} (pod {pod})")
+print("\n".join(sorted(fb)))
+print(f"labelled devices: {len(labelled)}")
+if problems:
+    print("\n".join(problems[:10]), file=sys.stderr)
+    sys.exit(1)
+PY
+}
+
+scenario_metrics() {
+  kc delete pods -l app=e2e-consumer --wait=false >/dev/null
+  no_consumers() { [[ -z $(kc get pods -l app=e2e-consumer -o name) ]]; }
+  wait_for 60 "the consumer pods to go away" no_consumers
+  exporter_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  local t=$SECONDS
+  deploy_overlay mig-mixed metrics
+  expect_resource 120 nvidia.com/mig-1g.20gb 8
+  exporter_ready() {
+    [[ $(kc -n tessera get pods -l app.kubernetes.io/name=tessera \
+           -o jsonpath='{.items[*].status.containerStatuses[?(@.name=="exporter")].ready}') == true ]]
+  }
+  wait_for 90 "tessera's exporter container to be Ready (its /healthz)" exporter_ready
+  local wide
+  wide=$(ss -Hltn "sport = :$exporter_port" | awk '$4 !~ /^127\.0\.0\.1:/')
+  [[ -z $wide && -n $(ss -Hltn "sport = :$exporter_port") ]] ||
+    fail "the exporter should listen on 127.0.0.1:$exporter_port alone: $(ss -Hltn "sport = :$exporter_port" | tr '\n' ' ')"
+  endpoint_port() { [[ $(kc -n tessera get endpoints tessera-exporter -o jsonpath='{.subsets[0].ports[0].port}') == "$exporter_port" ]]; }
+  wait_for 30 "the tessera-exporter Service's endpoint on port $exporter_port" endpoint_port
+  echo "  exporter Ready $((SECONDS - t)) s after the deploy on 127.0.0.1:$exporter_port, the Service's endpoint $(kc -n tessera get endpoints tessera-exporter -o jsonpath='{.subsets[0].addresses[0].ip}'):$exporter_port"
+
+  kc apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: $METRICS_NS}
+EOF
+  local i p env uuid where expected=$run/metrics-expected.txt scraped=$run/metrics.txt
+  for i in 0 1 2; do pod "metrics-$i" nvidia.com/mig-1g.20gb 1 | sed "s/namespace: default/namespace: $METRICS_NS/"; echo ---; done |
+    kc apply -f - >/dev/null
+  three_running() { [[ $(kc -n $METRICS_NS get pods --field-selector=status.phase=Running -o name | wc -l) == 3 ]]; }
+  wait_for 90 "3 pods Running in $METRICS_NS" three_running
+  : >"$expected"
+  for p in metrics-0 metrics-1 metrics-2; do
+    env=$(container_env "$p")
+    uuid=$(env_var "$env" NVIDIA_VISIBLE_DEVICES)
+    where=$(inventory | jq -r --arg u "$uuid" '.gpus[] | .uuid as $g | .mig_devices[] | select(.uuid == $u) | "\($g) \(.gpu_instance)"')
+    [[ -n $where ]] || fail "$p: NVIDIA_VISIBLE_DEVICES='$uuid' is not a MIG device in tessera inventory"
+    echo "$where $p" >>"$expected"
+    echo "  $METRICS_NS/$p: $uuid = GPU $(cut -d' ' -f1 <<<"$where") GPU instance $(cut -d' ' -f2 <<<"$where")"
+  done
+  # The exporter reads pod-resources every interval (1 s here).
+  attributed() { metrics_text >"$scraped" && check_attribution "$expected" "$scraped" >/dev/null; }
+  local deadline=$((SECONDS + 30))
+  until attributed; do
+    ((SECONDS < deadline)) || { check_attribution "$expected" "$scraped" >&2; fail "the exporter's series do not name the pods as expected after 30 s"; }
+    sleep 0.5
+  done
+  local out
+  out=$(check_attribution "$expected" "$scraped")
+  grep -v '^labelled devices:' <<<"$out"
+  [[ $(sed -n 's/^labelled devices: //p' <<<"$out") == "$(want 3)" ]] ||
+    fail "$(sed -n 's/^labelled devices: //p' <<<"$out") devices have pod labels, expected $(want 3)"
+  echo "  $(grep -c . "$scraped") lines scraped; every series of a held device names its pod, no other has a pod label"
+}
+
 # What each scenario needs done before it, for --only.
 declare -A NEEDS=([mig-pods]=mig-capacity [pod-resources]="mig-capacity mig-pods"
                   [kubelet-restart]=mig-capacity [xid-79]=mig-capacity [quota]=time-slicing)
-# mps deploys its own overlay and needs nothing before it.
+# mps and metrics deploy their own overlays and need nothing before them.
 selected=" ${only//,/ } "
 for s in ${only//,/ }; do selected+="${NEEDS[$s]:-} "; done
 for s in "${SCENARIOS[@]}"; do
