@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <thread>
 
@@ -26,6 +27,20 @@ size_t open_fds() {
   size_t n = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
   return n;
+}
+
+// What each open descriptor is ("socket:[123]", "anon_inode:[eventfd]", a path): for a failure message.
+std::string describe_fds() {
+  std::map<std::string, int> kinds;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    std::string target = std::filesystem::read_symlink(e.path(), ec).string();
+    if (target.starts_with("socket:")) target = "socket";
+    ++kinds[target];
+  }
+  std::string out;
+  for (const auto& [k, n] : kinds) out += "  " + std::to_string(n) + " x " + k + "\n";
+  return out;
 }
 
 struct Node {
@@ -310,13 +325,15 @@ TEST(Plugin, ReRegistersAfterKubeletRestartsWithoutLeaking) {
     ASSERT_TRUE(node.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 2; }, 2s));
     if (i == 9) fds_before = open_fds();
   }
-  // No growth in open files across the last 90 restarts: once connections in
-  // flight settle, the count is back near where it was. A leak of even one
-  // descriptor per restart would add 90; gRPC's pollers and connections being
-  // torn down account for a few either way, more on a loaded machine.
+  // No growth in open files across the last 90 restarts: a leak of even one
+  // descriptor per restart would add 90. What does stay open is bounded:
+  // client sockets whose server end already closed (ss shows them ESTAB with
+  // peer 0), up to about 20 under ASan in 1 of 2 runs, fewer and rarer in the
+  // dev build; gRPC's connection cache lets go of them late or not at all
+  // (a follow-up to chase), so the bound is 30, far below a per-restart leak.
   auto settled = std::chrono::steady_clock::now() + 5s;
-  while (open_fds() > fds_before + 12 && std::chrono::steady_clock::now() < settled) std::this_thread::sleep_for(50ms);
-  EXPECT_LE(open_fds(), fds_before + 12);
+  while (open_fds() > fds_before + 30 && std::chrono::steady_clock::now() < settled) std::this_thread::sleep_for(50ms);
+  EXPECT_LE(open_fds(), fds_before + 30) << "open descriptors:\n" << describe_fds();
 }
 
 TEST(Plugin, MissingKubeletIsRetriedWhenItAppears) {
