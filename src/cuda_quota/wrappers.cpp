@@ -456,9 +456,11 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, std::size_t* pPitch, std::
   if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0) return call();
   const std::uint64_t asked = mul(WidthInBytes, Height);
   CUdevice ordinal = 0;
-  const Device dev = charged_device(ordinal);
+  CUcontext ctx = nullptr;
+  const Device dev = charged_device(ordinal, ctx);
   if (!dev.known) return call();
-  const CUresult r = allocate(asked, asked, call, *dptr);
+  const CUresult r = charge_and_call(dev, asked, asked, record_of(Space::pointer, Kind::context_bound, ctx), call,
+                                     [&] { return *dptr; });
   if (r != CUDA_SUCCESS) return r;
   const std::uint64_t actual = mul(*pPitch, Height);
   if (actual <= asked) {
@@ -471,7 +473,7 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, std::size_t* pPitch, std::
     return r;
   }
   Record rec;
-  if (charge(dev, actual - asked, actual) ) {
+  if (charge(dev, actual - asked, actual)) {
     if (find(Space::pointer, *dptr, rec)) {
       rec.bytes = actual;
       update(rec);
