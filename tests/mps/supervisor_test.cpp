@@ -59,20 +59,7 @@ nlohmann::json state(const DaemonSpec& s) {
 
 pid_t pid_of(const DaemonSpec& s) { return tessera::mps::daemon_pid(s.dirs); }
 
-// Alive and not a zombie (an exited daemon whose parent has not reaped it).
-bool alive(pid_t pid) {
-  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
-}
-
-// A daemon killed or quit may take a moment to be gone.
-bool gone(pid_t pid) {
-  for (int i = 0; i < 300 && alive(pid); ++i) std::this_thread::sleep_for(10ms);
-  return !alive(pid);
-}
+bool gone(pid_t pid) { return tessera::testing::process_stops(pid); }
 
 class MpsSupervisor : public ::testing::Test {
  protected:

@@ -397,19 +397,8 @@ pid_t daemon_pid(const std::string& pipe_dir) {
   return in >> pid ? pid : -1;
 }
 
-// Alive and not a zombie.
-bool running(pid_t pid) {
-  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), {});
-  const auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
-}
-
-bool stops(pid_t pid) {
-  for (int i = 0; i < 300 && running(pid); ++i) std::this_thread::sleep_for(10ms);
-  return !running(pid);
-}
+bool running(pid_t pid) { return testing::process_running(pid); }
+bool stops(pid_t pid) { return testing::process_stops(pid); }
 
 std::string mps_config(const std::string& root) {
   return "version: v1\nflags: {mpsRoot: " + root + "}\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replicas: 4}]\n";

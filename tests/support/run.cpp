@@ -7,13 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
-#include <csignal>
 
 extern char** environ;
 
@@ -168,6 +168,19 @@ std::string TempDir::write(const std::string& name, const std::string& content) 
   std::string p = path_ + "/" + name;
   std::ofstream(p, std::ios::binary) << content;
   return p;
+}
+
+bool process_running(int pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+bool process_stops(int pid) {
+  for (int i = 0; i < 300 && process_running(pid); ++i) ::usleep(10000);
+  return !process_running(pid);
 }
 
 }  // namespace tessera::testing

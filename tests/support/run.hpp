@@ -41,6 +41,12 @@ class Process {
   std::string log_path_;
 };
 
+// Whether process `pid` runs: it exists and is not a zombie (one that exited
+// but that its parent has not reaped, as a daemonised child can stay).
+bool process_running(int pid);
+// Waits up to 3 s for `pid` to stop running; true once it has.
+bool process_stops(int pid);
+
 // A fresh temporary directory, removed with its contents on destruction.
 class TempDir {
  public:
