@@ -32,19 +32,22 @@ size_t operation_count(const std::vector<CurrentInstance>& current, uint32_t kee
   return ops;
 }
 
-// The largest set of current instances that the desired multiset can keep,
-// with placements for the rest around them; among equals, the fewest
-// operations; then the lowest mask (deterministic).
+// The set of current instances to keep that the desired multiset allows,
+// with placements for the rest around them: the most busy instances kept
+// (with `force`, the fewest users disturbed), then the most instances, then
+// the fewest operations, then the lowest mask (deterministic).
 std::optional<Choice> best_keep(const GpuModel& model, const std::vector<CurrentInstance>& current,
-                                const std::vector<uint32_t>& wanted, uint32_t must_keep) {
+                                const std::vector<uint32_t>& wanted, uint32_t must_keep, uint32_t busy) {
   const uint32_t n = static_cast<uint32_t>(current.size());
   std::optional<Choice> best;
+  int best_busy = -1;
   int best_kept = -1;
   size_t best_ops = 0;
   for (uint32_t mask = 0; mask < (1u << n); ++mask) {
     if ((mask & must_keep) != must_keep) continue;
     int kept = std::popcount(mask);
-    if (kept < best_kept) continue;
+    int busy_kept = std::popcount(mask & busy);
+    if (busy_kept < best_busy || (busy_kept == best_busy && kept < best_kept)) continue;
     std::map<uint32_t, int> remaining;
     for (uint32_t w : wanted) ++remaining[w];
     MigLayout fixed;
@@ -61,8 +64,9 @@ std::optional<Choice> best_keep(const GpuModel& model, const std::vector<Current
     auto placed = place_profiles(model, rest, fixed);
     if (!placed) continue;
     size_t ops = operation_count(current, mask, placed->size());
-    if (kept > best_kept || ops < best_ops) {
+    if (busy_kept > best_busy || kept > best_kept || ops < best_ops) {
       best = Choice{mask, std::move(*placed)};
+      best_busy = busy_kept;
       best_kept = kept;
       best_ops = ops;
     }
@@ -122,7 +126,7 @@ Result<GpuPlan> plan_gpu(const GpuState& state, const DesiredGpu& desired, const
 
   std::optional<Choice> choice;
   if (desired.mig_enabled) {
-    choice = best_keep(model, current, wanted, must_keep);
+    choice = best_keep(model, current, wanted, must_keep, busy_mask);
   } else if (must_keep == 0) {
     choice = Choice{0, {}};
   }

@@ -68,6 +68,31 @@ TEST(MigPlan, SevenOneGToFourOneGPlusThreeGKeepsFour) {
   EXPECT_EQ(plan->operations.size(), 8u);
 }
 
+// With force, instances may go, but as few users as possible are disturbed:
+// among layouts that keep the same number of instances, the one that keeps
+// the busy ones, even before the one that keeps more idle ones.
+TEST(MigPlan, ForceKeepsTheBusyInstancesWhereTheLayoutAllows) {
+  const auto& m = model("A100-SXM4-80GB");
+  auto s = state_with(m, *place_counts(m, {{"1g.10gb", 7}}));
+  // A 3g and three 1g: the 3g at 0 keeps the 1g at 4-6, the 3g at 4 keeps 0-2.
+  s.instances[1].processes = {"pod team-a/a"};
+  s.instances[4].processes = {"pod team-a/b"};
+  s.instances[6].processes = {"pod team-a/c"};
+  EXPECT_FALSE(plan_gpu(s, {true, {{"3g.40gb", 1}, {"1g.10gb", 3}}})) << "1, 4 and 6 cannot all stay";
+  auto forced = plan_gpu(s, {true, {{"3g.40gb", 1}, {"1g.10gb", 3}}}, {.force = true});
+  ASSERT_TRUE(forced);
+  EXPECT_EQ(forced->kept, (std::vector<uint32_t>{5, 6, 7})) << "the 1g at 4, 5 and 6 (GI 5-7): two busy kept, not one";
+  ASSERT_EQ(forced->created.size(), 1u);
+  EXPECT_EQ(forced->created[0].start, 0u);
+  // Two busy instances kept beat three idle ones kept.
+  auto t = state_with(m, *place_counts(m, {{"1g.10gb", 7}}));
+  t.instances[0].processes = {"pod x/0"};
+  t.instances[1].processes = {"pod x/1"};
+  auto fewer = plan_gpu(t, {true, {{"3g.40gb", 1}, {"1g.10gb", 1}}}, {.force = true});
+  ASSERT_TRUE(fewer);
+  EXPECT_EQ(fewer->kept, (std::vector<uint32_t>{1})) << "a 3g at 4 and one 1g: only one 1g stays, the busy one at 0";
+}
+
 TEST(MigPlan, SameLayoutTwiceDoesNothing) {
   const auto& m = model("H100-SXM5-80GB");
   auto layout = *place_counts(m, {{"2g.20gb", 3}, {"1g.20gb", 1}});
