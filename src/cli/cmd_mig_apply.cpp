@@ -150,7 +150,7 @@ int run(const ApplyArgs& args, bool apply) {
     return kExitInvalid;
   }
   reconciler::JournalFile journal_file(state_dir(args));
-  reconciler::ApplyRequest request{args.file, *name, mc, args.force, !apply || args.dry_run};
+  reconciler::ApplyRequest request{args.file, *name, mc, args.force, !apply || args.dry_run, {}};
   auto report = reconciler::apply_config(*session, request, journal_file);
   if (!report) {
     std::cerr << cmd << ": " << report.error().message << '\n';

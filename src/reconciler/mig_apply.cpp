@@ -91,6 +91,7 @@ Result<NodePlan> plan_node(const std::vector<NodeGpu>& node, const config::MigCo
   NodePlan out;
   out.config_name = config.name;
   std::vector<std::string> errors;
+  bool only_busy = true;  // every error is instances in use (Errc::conflict): --force would plan it
   for (const auto& g : node) {
     GpuOutcome o;
     o.gpu = g.state.index;
@@ -112,6 +113,7 @@ Result<NodePlan> plan_node(const std::vector<NodeGpu>& node, const config::MigCo
       continue;
     }
     if (!g.state.model) {
+      only_busy = false;
       errors.push_back(gpu_label(g) + ": the GPU catalog does not know this GPU (PCI id " +
                        format_pci_id(g.pci_device_id) + ")");
       continue;
@@ -119,6 +121,7 @@ Result<NodePlan> plan_node(const std::vector<NodeGpu>& node, const config::MigCo
     auto plan = mig::plan_gpu(g.state, {entry->mig_enabled, config::entry_counts(*entry)}, {.force = force});
     if (!plan) {
       errors.push_back(plan.error().message);
+      only_busy = only_busy && plan.error().code == Errc::conflict;
       continue;
     }
     o.plan = std::move(*plan);
@@ -131,7 +134,7 @@ Result<NodePlan> plan_node(const std::vector<NodeGpu>& node, const config::MigCo
   if (!errors.empty()) {
     std::string msg;
     for (const auto& e : errors) msg += (msg.empty() ? "" : "\n") + e;
-    return fail(Errc::validation, msg);
+    return fail(only_busy ? Errc::conflict : Errc::validation, msg);
   }
   return out;
 }
@@ -221,6 +224,13 @@ std::string_view to_string(Outcome outcome) {
   return "?";
 }
 
+void mark_in_use(std::vector<NodeGpu>& node, const std::map<std::string, std::vector<std::string>>& in_use) {
+  for (auto& g : node)
+    for (auto& inst : g.state.instances)
+      if (auto it = in_use.find(inst.uuid); !inst.uuid.empty() && it != in_use.end())
+        inst.processes.insert(inst.processes.end(), it->second.begin(), it->second.end());
+}
+
 Result<ApplyReport> apply_config(const nvml::Session& session, const ApplyRequest& request,
                                  const JournalFile& journal_file) {
   ApplyReport report;
@@ -252,6 +262,7 @@ Result<ApplyReport> apply_config(const nvml::Session& session, const ApplyReques
   if (!request.config) return fail(Errc::invalid_argument, "apply_config: no config given");
   auto node = read_node_state(session);
   if (!node) return refuse(node.error().message);
+  mark_in_use(*node, request.in_use);
   auto plan = plan_node(*node, *request.config, request.force);
   if (!plan) return refuse(plan.error().message);
   if (request.dry_run) {

@@ -4,6 +4,7 @@
 // and created.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,7 +39,8 @@ struct NodePlan {
 
 // Plans every GPU of the node for `config`. Errors (nothing changes): a GPU
 // no entry selects, a model the catalog lacks, an entry that cannot be
-// placed, busy instances in the way without `force` (naming the processes).
+// placed, busy instances in the way without `force` (naming the processes;
+// Errc::conflict when that is the only kind of error).
 [[nodiscard]] Result<NodePlan> plan_node(const std::vector<NodeGpu>& node, const config::MigConfig& config, bool force);
 
 struct ApplyResult {
@@ -65,7 +67,14 @@ struct ApplyRequest {
   const config::MigConfig* config = nullptr;
   bool force = false;
   bool dry_run = false;  // plan only: nothing is written or changed
+  // Users NVML does not see, per MIG device UUID ("pod ns/name"): the
+  // kubelet's allocations. They count as processes, so the plan keeps those
+  // instances, or refuses without `force`.
+  std::map<std::string, std::vector<std::string>> in_use;
 };
+
+// Adds `in_use` to the instances' processes (see ApplyRequest::in_use).
+void mark_in_use(std::vector<NodeGpu>& node, const std::map<std::string, std::vector<std::string>>& in_use);
 
 enum class Outcome {
   planned,        // dry run: the plan, nothing changed
