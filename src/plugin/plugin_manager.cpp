@@ -137,6 +137,25 @@ void PluginManager::set_mps_up(std::set<std::string> uuids) {
                     join(std::vector<std::string>(down.begin(), down.end())));
 }
 
+void PluginManager::withdraw(std::set<std::string> uuids) {
+  std::lock_guard lock(mutex_);
+  std::string names = join(std::vector<std::string>(uuids.begin(), uuids.end()));
+  if (!health_.set_withdrawn(std::move(uuids))) return;
+  state_->refresh_health(health_);
+  if (names.empty()) spdlog::info("every device is back in service");
+  else spdlog::info("taken out of service (Unhealthy to the kubelet): {}", names);
+}
+
+sharing::Inventory PluginManager::inventory() const {
+  std::lock_guard lock(mutex_);
+  return inventory_;
+}
+
+config::DevicePluginConfig PluginManager::config() const {
+  std::lock_guard lock(mutex_);
+  return options_.config;
+}
+
 std::vector<sharing::MpsDaemon> PluginManager::mps_daemons() const {
   std::lock_guard lock(mutex_);
   return sharing::mps_daemons(options_.config.mps_root, state_->snapshot()->resources);

@@ -55,6 +55,12 @@ class PluginManager {
   // The devices whose MPS control daemon is up and answering: only their MPS
   // shares are Healthy (an MPS share starts Unhealthy until named here).
   void set_mps_up(std::set<std::string> uuids);
+  // Takes GPU or MIG devices out of service (Unhealthy to the kubelet) until
+  // a later call leaves them out; an empty set puts every one back.
+  void withdraw(std::set<std::string> uuids);
+  // The inventory and config being served.
+  sharing::Inventory inventory() const;
+  config::DevicePluginConfig config() const;
   // The control daemons the current MPS resources need, one per device.
   std::vector<sharing::MpsDaemon> mps_daemons() const;
   void tick(sharing::Clock::time_point now);

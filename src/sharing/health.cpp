@@ -44,6 +44,7 @@ bool HealthTracker::recover(Clock::time_point now, const GpuProbe& probe) {
 }
 
 bool HealthTracker::healthy(const Device& d) const {
+  if (withdrawn_.contains(d.physical_uuid) || withdrawn_.contains(d.gpu_uuid)) return false;
   if (last_failure_.contains(Key{d.gpu_uuid, kAll, kAll})) return false;
   if (!d.is_mig) {
     // A whole GPU is unhealthy when any part of it failed.
@@ -52,6 +53,12 @@ bool HealthTracker::healthy(const Device& d) const {
   }
   return !last_failure_.contains(Key{d.gpu_uuid, d.gi_id, kAll}) &&
          !last_failure_.contains(Key{d.gpu_uuid, d.gi_id, d.ci_id});
+}
+
+bool HealthTracker::set_withdrawn(std::set<std::string> uuids) {
+  if (uuids == withdrawn_) return false;
+  withdrawn_ = std::move(uuids);
+  return true;
 }
 
 bool HealthTracker::set_services_up(std::set<std::string> uuids) {

@@ -63,6 +63,11 @@ class HealthTracker {
   // here. True when the set changed.
   bool set_services_up(std::set<std::string> uuids);
   bool service_up(const std::string& uuid) const { return services_up_.contains(uuid); }
+  // GPU or MIG devices taken out of service on purpose (a MIG change is about
+  // to destroy them): every device on them is Unhealthy, so the kubelet
+  // places nothing new there. True when the set changed.
+  bool set_withdrawn(std::set<std::string> uuids);
+  const std::set<std::string>& withdrawn() const { return withdrawn_; }
   const HealthPolicy& policy() const { return policy_; }
 
  private:
@@ -73,6 +78,7 @@ class HealthTracker {
   std::map<Key, Clock::time_point> last_failure_;
   std::map<std::string, Clock::time_point> next_probe_;  // GPUs that did not answer
   std::set<std::string> services_up_;
+  std::set<std::string> withdrawn_;
 };
 
 }  // namespace tessera::sharing

@@ -36,6 +36,25 @@ TEST(Health, CriticalXidMakesTheGpuAndItsMigDevicesUnhealthyThenRecovers) {
   EXPECT_TRUE(t.healthy(device(rs, "MIG-a")));
 }
 
+// Devices a MIG change is about to destroy are taken out of service, whole
+// GPUs by their UUID (every device on them) and MIG devices by theirs, and
+// come back when the set no longer names them.
+TEST(Health, WithdrawnDevicesAreUnhealthyUntilPutBack) {
+  auto rs = mixed();
+  HealthTracker t;
+  EXPECT_TRUE(t.set_withdrawn({"MIG-a"}));
+  EXPECT_FALSE(t.set_withdrawn({"MIG-a"})) << "unchanged";
+  EXPECT_FALSE(t.healthy(device(rs, "MIG-a")));
+  EXPECT_TRUE(t.healthy(device(rs, "MIG-c")));
+  EXPECT_TRUE(t.healthy(device(rs, "GPU-0000")));
+  EXPECT_TRUE(t.set_withdrawn({"GPU-1111"}));
+  EXPECT_TRUE(t.healthy(device(rs, "MIG-a")) == false && !t.healthy(device(rs, "MIG-c")));
+  EXPECT_TRUE(t.healthy(device(rs, "GPU-0000")));
+  EXPECT_TRUE(t.set_withdrawn({}));
+  EXPECT_TRUE(t.healthy(device(rs, "MIG-a")));
+  EXPECT_TRUE(t.healthy(device(rs, "MIG-c")));
+}
+
 // XID 79 and then silence: the clock alone never brings the GPU back; it
 // must answer the probe, which is asked at most once per probe interval.
 TEST(Health, RecoveryIsEarnedByAGpuThatAnswers) {
