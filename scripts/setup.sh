@@ -16,6 +16,7 @@ packages=(
   coinor-libcbc-dev                   # exact MILP solver for the planner
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # kubelet device-plugin API
   libcpp-httplib-dev                  # the exporter's /metrics endpoint
+  libssl-dev                          # TLS to the Kubernetes API server (src/kube)
   prometheus                          # promtool: the alert rules' tests
 )
 

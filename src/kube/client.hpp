@@ -1,0 +1,150 @@
+// A small client of the Kubernetes API: the calls the node agent makes (its
+// own Node, the pods on it, evictions, events), over HTTPS with Debian's
+// cpp-httplib and OpenSSL, JSON through nlohmann-json. Credentials come from
+// a kubeconfig or from the pod's service account (in-cluster).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/error.hpp"
+
+namespace tessera::kube {
+
+// Where the API server is and who we are to it.
+struct Credentials {
+  std::string server;             // https://host:port (http:// only for tests)
+  std::string ca_pem;             // PEM of the CA bundle to verify the server; empty: the system's
+  bool insecure_skip_verify = false;
+  std::string token;              // bearer token, or
+  std::string token_file;         // a file re-read when it changes (bound service-account tokens rotate);
+                                  // when both are set, token_file is used
+  std::string client_cert_pem;    // client certificate and key (both or neither)
+  std::string client_key_pem;
+  std::string source;             // where these came from, for messages ("kubeconfig /x, context y")
+};
+
+// The kubeconfig's current context (or `context` when given): server, CA
+// (certificate-authority file or -data), insecure-skip-tls-verify, and the
+// user's token, tokenFile, or client-certificate/-key (files or -data).
+// Errors name the file and field: unreadable, not YAML, no such context,
+// cluster or user, exec/auth-provider plugins (not supported).
+[[nodiscard]] Result<Credentials> from_kubeconfig(const std::string& path, const std::string& context = {});
+
+// The pod's service account: KUBERNETES_SERVICE_HOST and _PORT, and
+// <root>/token and <root>/ca.crt (root: /var/run/secrets/kubernetes.io/serviceaccount).
+[[nodiscard]] Result<Credentials> in_cluster(const std::string& root = "/var/run/secrets/kubernetes.io/serviceaccount");
+
+struct ClientOptions {
+  std::chrono::milliseconds request_timeout{10000};  // one request: connect, send, answer
+  int max_attempts = 5;                              // for idempotent requests on connection errors, 5xx and 429
+  std::chrono::milliseconds backoff_initial{200};    // doubled each attempt, with jitter
+  std::chrono::milliseconds backoff_max{5000};
+  std::string user_agent = "tessera";
+};
+
+// One HTTP answer that was not 2xx, as an error: the status, the Status
+// object's reason and message when the server sent one.
+struct ApiError {
+  int status = 0;        // HTTP status; 0 when no answer came (connection, TLS, timeout)
+  std::string reason;    // Status.reason (NotFound, Conflict, TooManyRequests, Expired, ...)
+  std::string message;   // what went wrong, naming the request
+};
+
+template <typename T>
+using ApiResult = expected<T, ApiError>;
+
+enum class EvictionResult {
+  evicted,       // the API accepted the eviction (the pod is terminating)
+  gone,          // the pod no longer exists
+  blocked,       // 429: a PodDisruptionBudget allows no disruption now; try again later
+};
+
+// One watch event on a Node.
+struct NodeEvent {
+  std::string type;      // ADDED, MODIFIED, DELETED, or BOOKMARK
+  nlohmann::json* object = nullptr;  // the Node; valid during the callback only
+};
+
+// Every call may come from any thread; each request opens its own connection
+// (a watch holds one until it ends), so a watch never delays the other calls.
+// A request is logged at debug level (method, path, status, milliseconds), a
+// retry at warn level.
+class Client {
+ public:
+  // Checks the credentials: the server URL (https://host[:port][/prefix], an
+  // IPv6 host in brackets), the CA bundle and client certificate and key as
+  // PEM (the key must match), the token file readable. The CA bundle, when
+  // given, is the only trust: the system's CAs are not added to it. Errors
+  // (Errc::invalid_argument, Errc::parse, Errc::io) name `source`.
+  // Sets SIGPIPE to be ignored when it has its default action, as OpenSSL
+  // writes to sockets the peer may have closed.
+  static Result<std::unique_ptr<Client>> create(Credentials credentials, ClientOptions options = {});
+  // Destroy the client only once no call is in progress (stop() a watch and let it return first).
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // GET /api/v1/nodes/{name}.
+  ApiResult<nlohmann::json> get_node(const std::string& name);
+
+  // Merge patch of metadata.labels: a value sets a label, nullopt removes it.
+  // Returns the Node as the server wrote it.
+  ApiResult<nlohmann::json> patch_node_labels(const std::string& name,
+                                              const std::map<std::string, std::optional<std::string>>& labels);
+
+  // Watches one Node from `resource_version` (fieldSelector metadata.name=name)
+  // until `on_event` returns false, the server ends the watch (after its
+  // timeout, `timeout_seconds`), or `stop()` is called from another thread.
+  // Returns the last resourceVersion seen (BOOKMARK events included), so the
+  // caller resumes from it; an ApiError with status 410 (Expired) means: list
+  // again. Opening the watch is retried as a GET is (no answer, 5xx, 429); a
+  // stream that breaks after it opened ends the watch like the server's
+  // timeout does, returning the last resourceVersion.
+  ApiResult<std::string> watch_node(const std::string& name, const std::string& resource_version,
+                                    const std::function<bool(const NodeEvent&)>& on_event, int timeout_seconds = 300);
+  // Ends a watch in progress from another thread (it returns soon after).
+  // How: an atomic flag, checked when the answer's headers arrive and with
+  // each piece of the stream, and httplib::ClientImpl::stop() on the watch's
+  // connection, which shuts its socket so that a blocked read returns at once.
+  // stop() does not wait for the watch to end, so it may be called from
+  // on_event or while holding locks on_event needs. It lasts: a watch_node
+  // called after stop() returns `resource_version` at once, and a watch in its
+  // backoff between attempts returns without another. Other calls are not
+  // affected.
+  void stop();
+
+  // GET /api/v1/pods?fieldSelector=spec.nodeName={node}: the PodList's items.
+  ApiResult<std::vector<nlohmann::json>> list_pods_on_node(const std::string& node);
+
+  // GET /api/v1/namespaces/{ns}/pods/{name}; status 404 when it is gone.
+  ApiResult<nlohmann::json> get_pod(const std::string& pod_namespace, const std::string& name);
+
+  // POST .../pods/{name}/eviction (policy/v1, or policy/v1beta1 on a server
+  // before 1.22, learned once). The API server applies PodDisruptionBudgets.
+  ApiResult<EvictionResult> evict_pod(const std::string& pod_namespace, const std::string& name,
+                                      std::optional<int64_t> grace_period_seconds = std::nullopt);
+
+  // Creates a core/v1 Event about the Node `node` (involvedObject kind Node,
+  // name and uid), in namespace "default", reporting component "tessera".
+  // type: Normal or Warning.
+  ApiResult<void> create_node_event(const std::string& node, const std::string& node_uid, const std::string& type,
+                                    const std::string& reason, const std::string& message);
+
+  const Credentials& credentials() const;
+
+ private:
+  struct Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::kube
