@@ -198,6 +198,37 @@ TEST(PluginCommand, SighupReloadsTheConfig) {
   EXPECT_EQ(plugin.wait(5000), 0);
 }
 
+// A mounted ConfigMap is updated by the kubelet without a signal: the new
+// files go into a fresh directory and the `..data` symlink is renamed over
+// (the atomic writer of kubelet's configmap volumes). The plugin reloads on
+// that; a touch that changes no text does not reload.
+TEST(PluginCommand, AConfigMapUpdateReloadsWithoutASignal) {
+  SimNode n;
+  namespace fs = std::filesystem;
+  const fs::path mount = n.dir.path() + "/configmap";
+  auto publish = [&](const std::string& version, const std::string& text) {
+    fs::create_directories(mount / version);
+    std::ofstream(mount / version / "config.yaml") << text;
+    fs::create_directory_symlink(version, mount / "..data_tmp");
+    fs::rename(mount / "..data_tmp", mount / "..data");
+  };
+  publish("..v1", "version: v1\n");
+  fs::create_symlink("..data/config.yaml", mount / "config.yaml");
+  Process plugin({kBin, "plugin", "--config", (mount / "config.yaml").string(), "--sim", n.node, "--kubelet-dir",
+                  n.kubelet_dir, "--quota-ledger-root", n.ledger_root, "--log-level", "info"},
+                 n.dir.path() + "/plugin.log");
+  ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 2; }, 5s));
+  publish("..v2", "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replicas: 3}]\n");
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 6; }, 5s)) << plugin.output();
+  EXPECT_EQ(occurrences(plugin.output(), "the config file changed"), 1u) << plugin.output();
+  publish("..v3", "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replicas: 3}]\n");
+  std::this_thread::sleep_for(700ms);
+  EXPECT_EQ(occurrences(plugin.output(), "the config file changed"), 1u) << "the same text again: " << plugin.output();
+  plugin.signal(SIGTERM);
+  EXPECT_EQ(plugin.wait(5000), 0);
+}
+
 // A ledger root the plugin cannot write fails Allocate for a replica with a
 // quota, naming the directory and why; --no-quota-library hands out the
 // limits alone and needs no directory. Run without the capability to

@@ -1,0 +1,262 @@
+#include "cli/plugin_host.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/output.hpp"
+#include "config/yaml_document.hpp"
+#include "core/file_read.hpp"
+#include "cuda_quota/env.h"
+#include "mps/supervisor.hpp"
+#include "plugin/event_watch.hpp"
+#include "plugin/node_inventory.hpp"
+#include "plugin/runtime.hpp"
+
+namespace tessera::cli {
+
+std::optional<config::DevicePluginConfig> load_plugin_config(const std::string& file, bool strict) {
+  config::Diagnostics diags;
+  if (file.empty()) return config::parse_device_plugin_config("version: v1\n", "<defaults>", diags);
+  auto c = config::load_device_plugin_config(file, diags);
+  if (strict) diags = config::warnings_as_errors(diags);
+  print_diagnostics(diags, std::cerr);
+  if (diags.has_errors()) return std::nullopt;
+  return c;
+}
+
+struct PluginHost::Parts {
+  int signal_fd = -1;
+  int mig_fd = -1;      // NVML's MIG events wake the loop for a fresh inventory
+  int inotify_fd = -1;  // the config file's directory (a ConfigMap update swaps a symlink there)
+  std::string config_text;  // what was last loaded, to tell a real change from a touch
+  std::unique_ptr<plugin::EventWatch> events;
+  std::unique_ptr<mps::Supervisor> daemons;
+  std::unique_ptr<plugin::Runtime> runtime;
+  ~Parts() {
+    for (int fd : {signal_fd, mig_fd, inotify_fd})
+      if (fd >= 0) close(fd);
+  }
+};
+
+namespace {
+
+std::string file_text(const std::string& path) {
+  auto text = read_whole_file(path, 16u << 20);
+  return text ? *text : std::string();
+}
+
+}  // namespace
+
+std::unique_ptr<PluginHost> PluginHost::start(const PluginArgs& args, const std::string& command) {
+  std::unique_ptr<PluginHost> host(new PluginHost());
+  host->args_ = args;
+  host->parts_ = std::make_unique<Parts>();
+  auto& parts = *host->parts_;
+  // Signals arrive on a descriptor: no async handlers. Blocked before any thread starts.
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+  parts.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
+  parts.mig_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+  auto config = load_plugin_config(args.config_file, args.strict);
+  if (!config) return nullptr;
+  if (!args.config_file.empty()) {
+    parts.config_text = file_text(args.config_file);
+    parts.inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    auto dir = std::filesystem::path(args.config_file).parent_path();
+    if (dir.empty()) dir = ".";
+    if (parts.inotify_fd < 0 ||
+        inotify_add_watch(parts.inotify_fd, dir.c_str(),
+                          IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_ATTRIB) < 0)
+      spdlog::warn("cannot watch {} for config changes: {} (SIGHUP still reloads)", dir.string(),
+                   std::strerror(errno));
+  }
+  auto session = open_nvml(args.driver);
+  if (!session) {
+    std::cerr << command << ": " << session.error().message << '\n';
+    return nullptr;
+  }
+  host->session_.emplace(std::move(*session));
+  auto inventory = plugin::read_node_inventory(*host->session_);
+  if (!inventory) {
+    std::cerr << command << ": " << inventory.error().message << '\n';
+    return nullptr;
+  }
+  plugin::PluginOptions opts;
+  opts.kubelet_dir = args.kubelet_dir;
+  opts.config = *config;
+  opts.health.ignored_xids = {args.ignored_xids.begin(), args.ignored_xids.end()};
+  opts.health.recovery = std::chrono::milliseconds(static_cast<int64_t>(args.recovery_seconds * 1000));
+  opts.gpu_answers = plugin::nvml_gpu_probe(*host->session_);
+  opts.quota = args.quota;
+  opts.quota.inject = !args.no_quota_library;
+  host->manager_ = std::make_unique<plugin::PluginManager>(opts);
+  auto& manager = *host->manager_;
+  if (auto started = manager.start(*inventory); !started) {
+    std::cerr << command << ": " << started.error().message << '\n';
+    return nullptr;
+  }
+  std::string names;
+  for (const auto& r : manager.resources()) names += (names.empty() ? "" : ", ") + r;
+  spdlog::info("serving {} resources from {} GPUs in {}: {}", manager.resources().size(), inventory->gpus.size(),
+               args.kubelet_dir, names);
+  std::cout << command << ": ready: " << names << std::endl;
+
+  std::vector<uint32_t> gpus;
+  for (const auto& g : inventory->gpus) gpus.push_back(g.index);
+  plugin::EventSinks sinks;
+  sinks.health = [&manager](const sharing::HealthEvent& e) { manager.on_event(e); };
+  sinks.mig_changed = [fd = parts.mig_fd] {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = write(fd, &one, sizeof one);
+  };
+  auto events = plugin::EventWatch::start(*host->session_, gpus, std::move(sinks));
+  if (events) parts.events = std::move(*events);
+  else spdlog::warn("no NVML events: {} (health stays as it is)", events.error().message);
+
+  // One MPS control daemon per device with MPS shares; a share is Healthy
+  // only while its daemon answers (docs/design-mps.md).
+  mps::SupervisorOptions mps_options;
+  mps_options.control.binary = args.mps_control;
+  mps_options.control.timeout = std::chrono::milliseconds(static_cast<int64_t>(args.mps_timeout_seconds * 1000));
+  parts.daemons = std::make_unique<mps::Supervisor>(mps_options);
+  plugin::RuntimeOptions runtime_options;
+  runtime_options.inventory_interval = std::chrono::milliseconds(static_cast<int64_t>(args.inventory_seconds * 1000));
+  parts.runtime = std::make_unique<plugin::Runtime>(
+      manager, [host = host.get()] { return plugin::read_node_inventory(*host->session_); }, parts.daemons.get(),
+      runtime_options, plugin::RuntimeClock::now());
+  return host;
+}
+
+PluginHost::~PluginHost() { stop(); }
+
+void PluginHost::refresh_inventory() {
+  auto inventory = plugin::read_node_inventory(*session_);
+  if (!inventory) {
+    spdlog::warn("cannot read the inventory: {}", inventory.error().message);
+    return;
+  }
+  if (auto r = manager_->update_inventory(std::move(*inventory)); !r)
+    spdlog::error("the new inventory cannot be served: {}", r.error().message);
+}
+
+void PluginHost::reload(const char* why) {
+  spdlog::info("{}: reloading {}", why, args_.config_file.empty() ? "the default config" : args_.config_file);
+  auto fresh = load_plugin_config(args_.config_file, args_.strict);
+  if (!fresh) {
+    spdlog::error("config not reloaded: it is invalid; still serving the previous one");
+    return;
+  }
+  if (auto r = parts_->runtime->reload(*fresh, plugin::RuntimeClock::now()); !r) {
+    spdlog::error("config not reloaded: {}", r.error().message);
+    return;
+  }
+  if (on_reload_) on_reload_();
+}
+
+void PluginHost::run(const std::function<void()>& on_reload) {
+  on_reload_ = on_reload;
+  auto& parts = *parts_;
+  while (true) {
+    pollfd p[3] = {{parts.signal_fd, POLLIN, 0}, {parts.mig_fd, POLLIN, 0}, {parts.inotify_fd, POLLIN, 0}};
+    int n = poll(p, parts.inotify_fd >= 0 ? 3 : 2, 250);
+    bool mig_changed = n > 0 && (p[1].revents & POLLIN);
+    if (mig_changed) {
+      uint64_t count = 0;
+      [[maybe_unused]] auto r = read(parts.mig_fd, &count, sizeof count);
+    }
+    parts.runtime->step(plugin::RuntimeClock::now(), mig_changed);
+    if (n > 0 && parts.inotify_fd >= 0 && (p[2].revents & POLLIN)) {
+      alignas(inotify_event) char buf[4096];
+      while (read(parts.inotify_fd, buf, sizeof buf) > 0) {
+      }
+      // Reload only when the text changed: a ConfigMap update touches several names.
+      if (auto text = file_text(args_.config_file); !text.empty() && text != parts.config_text) {
+        parts.config_text = text;
+        reload("the config file changed");
+      }
+    }
+    if (n <= 0 || !(p[0].revents & POLLIN)) continue;
+    signalfd_siginfo info{};
+    if (read(parts.signal_fd, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
+    if (info.ssi_signo == SIGHUP) {
+      if (!args_.config_file.empty()) parts.config_text = file_text(args_.config_file);
+      reload("SIGHUP");
+      continue;
+    }
+    spdlog::info("signal {}: stopping", info.ssi_signo);
+    break;
+  }
+}
+
+void PluginHost::stop() {
+  if (!parts_) return;
+  parts_->events.reset();
+  if (manager_) manager_->stop();
+  if (parts_->daemons) parts_->daemons->stop();  // after the kubelet stopped seeing the shares
+  parts_->runtime.reset();
+  parts_.reset();
+}
+
+void add_plugin_options(CLI::App& cmd, PluginArgs& args) {
+  cmd.add_option("-c,--config", args.config_file,
+                 "NVIDIA device-plugin config file (default: whole GPUs). Reloaded on SIGHUP and when the file\n"
+                 "changes (a mounted ConfigMap's update); an invalid one is reported and the previous one kept");
+  cmd.add_flag("--strict", args.strict, "Refuse a config file with warnings (as `tessera config validate --strict`)");
+  add_driver_options(cmd, args.driver);
+  cmd.add_option("--kubelet-dir", args.kubelet_dir, "The kubelet's device-plugin directory")->capture_default_str();
+  cmd.add_option("--health-recovery", args.recovery_seconds,
+                 "Seconds without a critical event before a device is Healthy again (once its GPU answers)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--ignore-xids", args.ignored_xids, "XIDs treated as application errors (NVIDIA's list by default)")
+      ->delimiter(',');
+  cmd.add_option("--inventory-interval", args.inventory_seconds,
+                 "Seconds between inventory refreshes (MIG changes also refresh it at once)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--quota-library-dir", args.quota.library_dir,
+                 "Host directory holding libtessera-cuda.so (the DaemonSet's init container puts it there). A shared\n"
+                 "replica with a memory quota gets it mounted read-only at " TESSERA_CONTAINER_LIBRARY_DIR "\n"
+                 "and LD_PRELOAD naming it")
+      ->capture_default_str();
+  cmd.add_option("--quota-ledger-root", args.quota.ledger_root,
+                 "Host directory of the quota ledgers: for each container with a quota the plugin creates\n"
+                 "<root>/<key> (mode 1777) before answering Allocate and mounts it read-write at\n"
+                 TESSERA_CONTAINER_LEDGER_DIR ". The plugin must see it at this same path")
+      ->capture_default_str();
+  cmd.add_option("--quota-preload", args.quota.preload,
+                 "How a container's ld.so is told to load the library: env (LD_PRELOAD; a pod that sets its own\n"
+                 "LD_PRELOAD replaces it and runs without a quota), file (<ledger root>/" TESSERA_PRELOAD_FILE_NAME
+                 " mounted read-only\n"
+                 "at " TESSERA_CONTAINER_PRELOAD_FILE ", which replaces an image's own), or both")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, sharing::Preload>{
+          {"env", sharing::Preload::env}, {"file", sharing::Preload::file}, {"both", sharing::Preload::both}}))
+      ->default_str("both");
+  cmd.add_option("--mps-control", args.mps_control,
+                 "NVIDIA's MPS control program (a path, or a name on PATH). With sharing.mps the plugin runs one\n"
+                 "control daemon per GPU or MIG device with MPS shares, under the config's mpsRoot, and a share is\n"
+                 "Healthy only while its daemon answers")
+      ->capture_default_str();
+  cmd.add_option("--mps-timeout", args.mps_timeout_seconds,
+                 "Seconds an MPS control command may take before its daemon counts as not answering")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_flag("--no-quota-library", args.no_quota_library,
+               "Hand shared replicas only their TESSERA_DEVICE_MEMORY_LIMIT_<k>: no library, ledger, mounts or LD_PRELOAD");
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,76 @@
+// The device plugin as a running service, shared by `tessera plugin` and
+// `tessera node`: the config, NVML, the inventory, the servers, NVML's event
+// watch, the MPS supervisor and the loop that turns plugin::Runtime on
+// signals, MIG events and config-file changes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/nvml_driver.hpp"
+#include "config/device_plugin.hpp"
+#include "core/error.hpp"
+#include "plugin/plugin_manager.hpp"
+#include "sharing/allocate.hpp"
+
+namespace tessera::cli {
+
+struct PluginArgs {
+  std::string config_file;
+  DriverOptions driver;
+  std::string kubelet_dir = plugin::kDefaultKubeletDir;
+  double recovery_seconds = 60;
+  std::vector<uint64_t> ignored_xids{13, 31, 43, 45, 68, 109};
+  double inventory_seconds = 30;
+  bool strict = false;
+  sharing::QuotaLibrarySettings quota;
+  bool no_quota_library = false;
+  std::string mps_control = "nvidia-cuda-mps-control";
+  double mps_timeout_seconds = 5;
+};
+
+// The options both commands take (everything in PluginArgs).
+void add_plugin_options(CLI::App& cmd, PluginArgs& args);
+
+// The device-plugin config in `file` (defaults when empty); diagnostics
+// printed; nullopt when invalid.
+std::optional<config::DevicePluginConfig> load_plugin_config(const std::string& file, bool strict);
+
+class PluginHost {
+ public:
+  // Blocks SIGTERM, SIGINT and SIGHUP (before any thread starts), loads the
+  // config, opens NVML, reads the inventory and starts serving. Errors are
+  // printed prefixed with `command`; nullptr then.
+  static std::unique_ptr<PluginHost> start(const PluginArgs& args, const std::string& command);
+  ~PluginHost();
+
+  // Turns the loop until SIGTERM or SIGINT. SIGHUP, and a change of the
+  // config file (a ConfigMap update replaces it), reload the config.
+  // `on_reload` is told of each config that was taken.
+  void run(const std::function<void()>& on_reload = {});
+  // Stops serving (sockets removed) and the MPS daemons.
+  void stop();
+
+  plugin::PluginManager& manager() { return *manager_; }
+  const nvml::Session& session() const { return *session_; }
+  // Reads the inventory now and serves what changed (any thread).
+  void refresh_inventory();
+
+ private:
+  PluginHost() = default;
+  void reload(const char* why);
+  struct Parts;
+  PluginArgs args_;
+  std::optional<nvml::Session> session_;
+  std::unique_ptr<plugin::PluginManager> manager_;
+  std::unique_ptr<Parts> parts_;
+  std::function<void()> on_reload_;
+};
+
+}  // namespace tessera::cli
