@@ -17,5 +17,6 @@ void add_plugin_command(CLI::App& app, int& exit_code);     // tessera plugin
 void add_pods_command(CLI::App& app, int& exit_code);       // tessera pods
 void add_exporter_command(CLI::App& app, int& exit_code);   // tessera exporter
 void add_alerts_command(CLI::App& app, int& exit_code);     // tessera alerts
+void add_node_command(CLI::App& app, int& exit_code);       // tessera node
 
 }  // namespace tessera::cli

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   tessera::cli::add_plugin_command(app, exit_code);
   tessera::cli::add_pods_command(app, exit_code);
   tessera::cli::add_exporter_command(app, exit_code);
+  tessera::cli::add_node_command(app, exit_code);
   tessera::cli::add_alerts_command(app, exit_code);
 
   try {

@@ -1,0 +1,146 @@
+// Label-driven MIG changes on one node, the way NVIDIA's mig-manager is
+// driven (the Node label nvidia.com/mig.config names a mig-parted config;
+// nvidia.com/mig.config.state says pending, success or failed), but
+// disturbing only what the new layout destroys:
+//
+//   1. `pending`; the config looked up; the change planned against the GPUs'
+//      state with the kubelet's allocations counted as users, so instances
+//      that hold pods are kept where the layout allows;
+//   2. the devices the plan destroys (and whole GPUs whose MIG mode changes)
+//      taken out of service, so nothing new lands there;
+//   3. the pods holding them evicted through the API (PodDisruptionBudgets
+//      apply: a blocked eviction is tried again) and waited for, until a
+//      deadline;
+//   4. applied (reconciler::apply_config, which refuses if a user is still
+//      there), the devices put back, the inventory read again;
+//   5. `success`, or `failed` with a Warning Event giving the reason and the
+//      previous devices advertised again. A deadline always ends in `failed`;
+//      nothing is left `pending`.
+//
+// Time is handed in (`step(now)`), and every peer is an interface, so tests
+// drive it over the simulated node without sleeping.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config/mig_parted.hpp"
+#include "core/error.hpp"
+#include "nvml/session.hpp"
+#include "plugin/pod_resources.hpp"
+#include "reconciler/journal.hpp"
+#include "sharing/resources.hpp"
+
+namespace tessera::agent {
+
+using Clock = std::chrono::steady_clock;
+
+inline constexpr const char* kMigConfigLabel = "nvidia.com/mig.config";
+inline constexpr const char* kMigStateLabel = "nvidia.com/mig.config.state";
+
+struct PodRef {
+  std::string pod_namespace;
+  std::string name;
+  std::string display() const { return pod_namespace + "/" + name; }
+  friend auto operator<=>(const PodRef&, const PodRef&) = default;
+};
+
+enum class Eviction { evicted, gone, blocked };
+
+// What the controller asks of the API server, about its own Node.
+class ClusterApi {
+ public:
+  virtual ~ClusterApi() = default;
+  virtual Result<void> set_label(const std::string& key, const std::string& value) = 0;
+  virtual Result<Eviction> evict(const PodRef& pod) = 0;
+  // type: "Normal" or "Warning".
+  virtual Result<void> event(const std::string& type, const std::string& reason, const std::string& message) = 0;
+};
+
+// What the controller asks of the node's device plugin and kubelet.
+struct NodeHooks {
+  // Pods with their devices, as the kubelet's pod-resources API lists them.
+  std::function<Result<std::vector<plugin::PodDevices>>()> pod_devices;
+  // The resources advertised now (to map a device id to the GPU or MIG
+  // device it runs on).
+  std::function<std::vector<sharing::Resource>()> advertised;
+  // Takes GPU or MIG devices out of service; an empty set puts all back.
+  std::function<void(std::set<std::string>)> withdraw;
+  // The layout changed: read the inventory again (and relabel).
+  std::function<void()> layout_changed;
+};
+
+struct MigControllerOptions {
+  std::string config_file;                      // for messages and the journal
+  const config::MigPartedConfig* configs = nullptr;
+  std::chrono::milliseconds eviction_timeout{std::chrono::minutes(5)};
+  std::chrono::milliseconds poll_interval{std::chrono::seconds(1)};  // while pods leave
+  std::chrono::milliseconds retry_interval{std::chrono::seconds(5)};  // a label write the API refused
+};
+
+enum class Phase { idle, draining };
+
+// One change, as it ended (for tests, logs and the benchmark).
+struct ChangeRecord {
+  std::string config;
+  std::string state;                 // success or failed
+  std::string reason;                // why it failed
+  std::set<std::string> destroyed;   // GPU or MIG devices the change took away
+  std::set<PodRef> evicted;          // pods asked to leave
+  Clock::time_point started{}, ended{};
+};
+
+class MigController {
+ public:
+  MigController(const nvml::Session& session, ClusterApi& api, NodeHooks hooks, reconciler::JournalFile journal,
+                MigControllerOptions options);
+
+  // The label's value as the Node has it now (nullopt: no label: the layout
+  // is left as it is). A change while pods are leaving abandons that change
+  // (nothing was applied) and starts the new one.
+  void set_desired(std::optional<std::string> config_name);
+  // One turn at `now`; returns when the next turn is due.
+  Clock::time_point step(Clock::time_point now);
+
+  Phase phase() const { return phase_; }
+  const std::vector<ChangeRecord>& history() const { return history_; }
+  // The config last applied with success (empty before any).
+  const std::string& applied() const { return applied_; }
+  // A state label the API server has not taken yet (written again each retry_interval).
+  const std::optional<std::string>& unwritten_state() const { return unwritten_state_; }
+
+ private:
+  void begin(Clock::time_point now);
+  void drain(Clock::time_point now);
+  void apply(Clock::time_point now);
+  void finish(Clock::time_point now, const std::string& state, const std::string& reason);
+  void write_state(const std::string& state, Clock::time_point now);
+  // Device ids advertised on `uuids`, and the pods holding them.
+  Result<std::map<PodRef, std::vector<std::string>>> holders(const std::set<std::string>& uuids);
+  // The kubelet's allocations per MIG device, as "pod ns/name".
+  Result<std::map<std::string, std::vector<std::string>>> in_use();
+
+  const nvml::Session& session_;
+  ClusterApi& api_;
+  NodeHooks hooks_;
+  reconciler::JournalFile journal_;
+  MigControllerOptions options_;
+
+  std::optional<std::string> desired_;
+  std::string applied_;
+  std::optional<std::string> attempted_;  // the last name acted on (success or failed): not retried until it changes
+  Phase phase_ = Phase::idle;
+  ChangeRecord current_;
+  Clock::time_point deadline_{};
+  std::map<PodRef, Clock::time_point> asked_;  // pods asked to leave, and when to ask again if blocked
+  std::optional<std::string> unwritten_state_;  // a state label the API has not taken yet
+  Clock::time_point next_state_write_{};
+  std::vector<ChangeRecord> history_;
+};
+
+}  // namespace tessera::agent

@@ -1,0 +1,304 @@
+// tessera node: the node agent. One process per GPU node that serves the
+// device plugin, applies the MIG config its Node's nvidia.com/mig.config
+// label names (evicting only the pods on devices the change destroys), keeps
+// GPU-feature-discovery-compatible labels on the Node, supervises MPS daemons
+// and, when asked, serves the metrics exporter. docs/design-node-agent.md.
+#include <spdlog/spdlog.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "agent/mig_controller.hpp"
+#include "agent/node_watch.hpp"
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "cli/plugin_host.hpp"
+#include "config/mig_parted.hpp"
+#include "exporter/sampler.hpp"
+#include "exporter/server.hpp"
+#include "kube/client.hpp"
+#include "plugin/pod_resources.hpp"
+#include "sharing/node_labels.hpp"
+
+namespace tessera::cli {
+namespace {
+
+struct NodeArgs {
+  PluginArgs plugin;
+  std::string node_name;
+  std::string kubeconfig;
+  std::string mig_config;
+  std::string state_dir = "/var/lib/tessera";
+  double eviction_timeout = 300;
+  bool no_node_labels = false;
+  std::string metrics_listen;
+  double metrics_interval = 10;
+  std::string pod_resources = plugin::kDefaultPodResourcesSocket;
+};
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+Result<kube::Credentials> credentials(const NodeArgs& args) {
+  std::string file = args.kubeconfig;
+  if (file.empty())
+    if (const char* env = std::getenv("KUBECONFIG"); env && *env) file = env;
+  if (!file.empty()) return kube::from_kubeconfig(file);
+  return kube::in_cluster();
+}
+
+// The labels tessera owns on the Node (GPU feature discovery's names), kept
+// equal to what the node has: docs/node-labels.md.
+class LabelSync {
+ public:
+  LabelSync(agent::KubeClusterApi& api, const nvml::Session& session, plugin::PluginManager& manager)
+      : api_(api), manager_(manager) {
+    if (auto v = session.driver_version(); v) driver_ = *v;
+    // nvmlSystemGetCudaDriverVersion_v2: 1000 * major + 10 * minor (12040 -> 12.4).
+    if (auto v = session.cuda_driver_version(); v && *v > 0) cuda_ = fmt::format("{}.{}", *v / 1000, *v % 1000 / 10);
+    auto count = session.device_count();
+    for (uint32_t i = 0; count && i < *count; ++i) {
+      auto dev = session.device(i);
+      if (!dev) continue;
+      auto uuid = dev->uuid();
+      if (!uuid) continue;
+      sharing::GpuFacts facts;
+      if (auto n = dev->name(); n) facts.name = *n;
+      if (auto m = dev->memory_info(); m) facts.memory_total_bytes = m->total;
+      if (auto mode = dev->mig_mode(); mode) facts.mig_capable = true;
+      else if (mode.error().code == nvml::abi::NVML_ERROR_NOT_SUPPORTED) facts.mig_capable = false;
+      facts_[*uuid] = std::move(facts);
+    }
+  }
+  // Patches what differs between the wanted labels and the Node's
+  // `current`, which is updated when the patch is taken.
+  void sync(std::map<std::string, std::string>& current) {
+    auto inventory = manager_.inventory();
+    auto config = manager_.config();
+    sharing::LabelInputs in(inventory, config);
+    in.gpu_facts = facts_;
+    in.driver_version = driver_;
+    in.cuda_driver_version = cuda_;
+    auto wanted = sharing::node_labels(in);
+    std::map<std::string, std::optional<std::string>> patch;
+    for (const auto& [k, v] : wanted.labels)
+      if (auto it = current.find(k); it == current.end() || it->second != v) patch[k] = v;
+    for (const auto& k : sharing::stale_labels(current, wanted.labels)) patch[k] = std::nullopt;
+    if (patch.empty() || patch == last_failed_) return;
+    for (const auto& d : wanted.dropped)
+      if (logged_dropped_.insert(d).second) spdlog::warn("Node label left out: {}", d);
+    if (auto r = api_.patch_labels(patch); !r) {
+      spdlog::warn("cannot update the Node's GPU labels: {}", r.error().message);
+      last_failed_ = patch;
+      return;
+    }
+    last_failed_.clear();
+    size_t set = 0;
+    for (const auto& [k, v] : patch) {
+      if (v) {
+        current[k] = *v;
+        ++set;
+      } else {
+        current.erase(k);
+      }
+    }
+    spdlog::info("Node labels updated: {} set, {} removed", set, patch.size() - set);
+  }
+
+ private:
+  agent::KubeClusterApi& api_;
+  plugin::PluginManager& manager_;
+  std::map<std::string, sharing::GpuFacts> facts_;
+  std::string driver_;
+  std::string cuda_;
+  std::map<std::string, std::optional<std::string>> last_failed_;
+  std::set<std::string> logged_dropped_;
+};
+
+int run_node(NodeArgs args) {
+  const char* cmd = "tessera node";
+  if (args.node_name.empty())
+    if (const char* env = std::getenv("NODE_NAME"); env) args.node_name = env;
+  if (args.node_name.empty()) {
+    std::cerr << cmd << ": no Node name: pass --node-name or set NODE_NAME (from the downward API's spec.nodeName)\n";
+    return kExitUsage;
+  }
+  std::optional<config::MigPartedConfig> mig_configs;
+  if (!args.mig_config.empty()) {
+    config::Diagnostics diags;
+    mig_configs = config::load_mig_parted(args.mig_config, diags);
+    print_diagnostics(diags, std::cerr);
+    if (!mig_configs || diags.has_errors()) return kExitInvalid;
+  }
+  auto creds = credentials(args);
+  if (!creds) {
+    std::cerr << cmd << ": " << creds.error().message << '\n';
+    return kExitInvalid;
+  }
+  // Two clients: the watch holds one connection open.
+  auto watch_client = kube::Client::create(*creds);
+  if (!watch_client) {
+    std::cerr << cmd << ": " << watch_client.error().message << '\n';
+    return kExitInvalid;
+  }
+  auto api_client = kube::Client::create(*creds);
+  if (!api_client) {
+    std::cerr << cmd << ": " << api_client.error().message << '\n';
+    return kExitInvalid;
+  }
+  auto host = PluginHost::start(args.plugin, cmd);
+  if (!host) return kExitInvalid;
+  spdlog::info("the node agent of Node {} talks to {} ({})", args.node_name, creds->server, creds->source);
+
+  agent::KubeClusterApi api(std::move(*api_client), args.node_name);
+  std::unique_ptr<agent::MigController> controller;
+  if (mig_configs) {
+    agent::NodeHooks hooks;
+    hooks.pod_devices = [socket = args.pod_resources] {
+      return plugin::list_pod_resources(socket, std::chrono::seconds(5));
+    };
+    hooks.advertised = [&host] { return host->manager().state()->snapshot()->resources; };
+    hooks.withdraw = [&host](std::set<std::string> uuids) { host->manager().withdraw(std::move(uuids)); };
+    hooks.layout_changed = [&host] { host->refresh_inventory(); };
+    agent::MigControllerOptions options;
+    options.config_file = args.mig_config;
+    options.configs = &*mig_configs;
+    options.eviction_timeout = millis(args.eviction_timeout);
+    controller = std::make_unique<agent::MigController>(host->session(), api, std::move(hooks),
+                                                        reconciler::JournalFile(args.state_dir), options);
+  }
+  LabelSync labels(api, host->session(), host->manager());
+
+  // The agent's thread: the Node as last seen, MIG changes, labels.
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::optional<agent::NodeView> seen;  // a newer Node from the watch, not yet taken
+  bool poked = false, stopping = false;
+  agent::NodeWatch watch(std::move(*watch_client), args.node_name, [&](const agent::NodeView& v) {
+    std::lock_guard lock(mutex);
+    seen = v;
+    wake.notify_all();
+  });
+  std::thread worker([&] {
+    std::map<std::string, std::string> current;
+    bool have_node = false;
+    auto next = agent::Clock::now();
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+      // At least every 5 s: labels follow inventory changes the plugin saw.
+      wake.wait_until(lock, std::min(next, agent::Clock::now() + std::chrono::seconds(5)),
+                      [&] { return stopping || seen || poked; });
+      if (stopping) break;
+      auto view = std::exchange(seen, std::nullopt);
+      poked = false;
+      lock.unlock();
+      if (view) {
+        current = view->labels;
+        have_node = true;
+        api.set_node_uid(view->uid);
+        if (controller) {
+          auto it = current.find(agent::kMigConfigLabel);
+          controller->set_desired(it == current.end() ? std::nullopt : std::optional<std::string>(it->second));
+        }
+      }
+      next = controller ? controller->step(agent::Clock::now()) : agent::Clock::time_point::max();
+      if (have_node && !args.no_node_labels) labels.sync(current);
+      lock.lock();
+    }
+  });
+
+  std::unique_ptr<exporter::Sampler> sampler;
+  std::unique_ptr<exporter::Server> server;
+  std::thread http;
+  if (!args.metrics_listen.empty()) {
+    auto address = exporter::parse_listen(args.metrics_listen);
+    auto session = address ? open_nvml(args.plugin.driver) : Result<nvml::Session>(unexpected(address.error()));
+    if (!session) {
+      spdlog::error("no metrics: {}", session.error().message);
+    } else {
+      exporter::SamplerOptions options;
+      options.interval = millis(args.metrics_interval);
+      options.pod_resources_socket = args.pod_resources;
+      options.ledger_root = args.plugin.quota.ledger_root;
+      options.hostname = args.node_name;
+      options.version = TESSERA_VERSION;
+      sampler = std::make_unique<exporter::Sampler>(std::move(*session), options);
+      auto stale_after = 3 * options.interval + options.gpm_window + options.pod_resources_timeout;
+      auto bound = exporter::Server::bind(*address, *sampler, stale_after);
+      if (!bound) {
+        spdlog::error("no metrics: {}", bound.error().message);
+        sampler.reset();
+      } else {
+        server = std::move(*bound);
+        sampler->sample_once();
+        sampler->start(false);
+        http = std::thread([&server] { server->run(); });
+        spdlog::info("metrics on http://{}:{}/metrics", address->host, address->port);
+      }
+    }
+  }
+
+  host->run([&] {
+    std::lock_guard lock(mutex);
+    poked = true;
+    wake.notify_all();
+  });
+
+  {
+    std::lock_guard lock(mutex);
+    stopping = true;
+    wake.notify_all();
+  }
+  worker.join();
+  watch.stop();
+  if (server) {
+    server->stop();
+    http.join();
+  }
+  if (sampler) sampler->stop();
+  host->stop();
+  std::cout << cmd << ": stopped" << std::endl;
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_node_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<NodeArgs>();
+  auto* cmd = app.add_subcommand(
+      "node",
+      "The node agent: one process per GPU node. Serves the device plugin (as `tessera plugin`), applies the\n"
+      "MIG config its Node's nvidia.com/mig.config label names (with --mig-config) and reports it in\n"
+      "nvidia.com/mig.config.state (pending, success, failed), evicting through the API only the pods on\n"
+      "devices the change destroys (PodDisruptionBudgets apply; past --eviction-timeout the change ends\n"
+      "failed with an Event and the previous devices served), keeps GPU feature discovery's labels\n"
+      "(nvidia.com/gpu.product, gpu.count, mig-<profile>.count, ...) on the Node, supervises MPS daemons,\n"
+      "and with --metrics-listen serves the exporter. Talks to the API server with the pod's service account,\n"
+      "or a kubeconfig.");
+  add_plugin_options(*cmd, args->plugin);
+  cmd->add_option("--node-name", args->node_name, "This node's Node object (default: $NODE_NAME)");
+  cmd->add_option("--kubeconfig", args->kubeconfig,
+                  "kubeconfig file (default: $KUBECONFIG, else the pod's service account)");
+  cmd->add_option("--mig-config", args->mig_config,
+                  "mig-parted config file (v1, or the GPU Operator's ConfigMap). With it, the Node label\n"
+                  "nvidia.com/mig.config names the entry to apply; without it MIG is left as it is");
+  cmd->add_option("--state-dir", args->state_dir, "Directory of the MIG journal")->capture_default_str();
+  cmd->add_option("--eviction-timeout", args->eviction_timeout,
+                  "Seconds the pods on destroyed devices get to leave before the change ends failed")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--no-node-labels", args->no_node_labels, "Do not write GPU feature discovery's labels on the Node");
+  cmd->add_option("--metrics-listen", args->metrics_listen,
+                  "Serve the exporter's /metrics and /healthz on HOST:PORT (default: no exporter)");
+  cmd->add_option("--metrics-interval", args->metrics_interval, "Seconds between metric samples")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--pod-resources", args->pod_resources, "The kubelet's pod-resources socket")->capture_default_str();
+  cmd->callback([args, &exit_code] { exit_code = run_node(*args); });
+}
+
+}  // namespace tessera::cli
