@@ -258,6 +258,12 @@ Result<Allocation> FakeKubelet::allocate(const ContainerRef& container, const st
   return a;
 }
 
+void FakeKubelet::remove_pod(const std::string& pod_namespace, const std::string& pod) {
+  std::lock_guard lock(impl_->mutex_);
+  std::erase_if(impl_->assigned_,
+                [&](const auto& kv) { return kv.first.pod_namespace == pod_namespace && kv.first.pod == pod; });
+}
+
 Result<void> FakeKubelet::serve_pod_resources(const std::string& socket) {
   namespace fs = std::filesystem;
   if (impl_->pod_resources_server_) return fail(Errc::conflict, "fake kubelet already serves pod-resources");

@@ -77,6 +77,10 @@ class FakeKubelet {
   [[nodiscard]] Result<Allocation> allocate(const ContainerRef& container, const std::string& resource,
                                             const std::vector<std::string>& ids);
 
+  // The pod is gone (deleted from the API, its containers stopped): its
+  // devices are free again and pod-resources List no longer reports it.
+  void remove_pod(const std::string& pod_namespace, const std::string& pod);
+
   // Serves PodResourcesLister on `socket` until stop(), as a 1.20 kubelet
   // does: List answers, GetAllocatableResources is UNIMPLEMENTED.
   [[nodiscard]] Result<void> serve_pod_resources(const std::string& socket);
