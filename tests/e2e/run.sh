@@ -38,7 +38,7 @@ while (($#)); do
   esac
 done
 
-readonly SCENARIOS=(manifests mig-capacity mig-pods pod-resources kubelet-restart xid-79 time-slicing quota mps metrics)
+readonly SCENARIOS=(manifests mig-capacity mig-pods pod-resources kubelet-restart xid-79 time-slicing quota mps metrics node-agent)
 if ((list)); then printf '%s\n' "${SCENARIOS[@]}"; exit 0; fi
 [[ -n $build_dir ]] || { usage >&2; exit 2; }
 build_dir=$(cd "$build_dir" && pwd)
@@ -148,8 +148,10 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...: poll until COMMAND succ
   done
 }
 
-plugin_container() {
-  docker ps -q --filter label=io.kubernetes.container.name=device-plugin --filter label=io.kubernetes.pod.namespace=tessera | head -1
+plugin_container() {  # tessera plugin's container, or tessera node's
+  { docker ps -q --filter label=io.kubernetes.container.name=device-plugin --filter label=io.kubernetes.pod.namespace=tessera
+    docker ps -q --filter label=io.kubernetes.container.name=node-agent --filter label=io.kubernetes.pod.namespace=tessera
+  } | head -1
 }
 
 show_logs() {
@@ -302,25 +304,39 @@ start etcd etcd --name e2e --data-dir "$run/etcd" \
   --listen-peer-urls "http://127.0.0.1:${ETCD_PORTS[1]}" --initial-advertise-peer-urls "http://127.0.0.1:${ETCD_PORTS[1]}" \
   --initial-cluster "e2e=http://127.0.0.1:${ETCD_PORTS[1]}" --listen-metrics-urls "http://127.0.0.1:${ETCD_PORTS[2]}"
 openssl genrsa -out "$run/sa.key" 2048 2>/dev/null
+# The API server's serving certificate, from a CA of the run's own: pods that
+# talk to the API server (tessera node, through its service account) verify
+# it against the CA the token controller puts beside their token.
+mkdir -p "$run/pki"
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=tessera-e2e-ca \
+  -keyout "$run/pki/ca.key" -out "$run/pki/ca.crt" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -subj /CN=kube-apiserver \
+  -keyout "$run/pki/apiserver.key" -out "$run/pki/apiserver.csr" 2>/dev/null
+openssl x509 -req -in "$run/pki/apiserver.csr" -CA "$run/pki/ca.crt" -CAkey "$run/pki/ca.key" -CAcreateserial \
+  -days 2 -out "$run/pki/apiserver.crt" -extfile <(printf '%s\n' \
+  'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes.default.svc' \
+  'basicConstraints=CA:FALSE' 'keyUsage=digitalSignature,keyEncipherment' 'extendedKeyUsage=serverAuth') 2>/dev/null
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 echo "$token,admin,admin,system:masters" >"$run/tokens.csv"
 cat >"$KUBECONFIG" <<EOF
 apiVersion: v1
 kind: Config
-clusters: [{name: e2e, cluster: {server: "https://127.0.0.1:16443", insecure-skip-tls-verify: true}}]
+clusters: [{name: e2e, cluster: {server: "https://127.0.0.1:16443", certificate-authority: "$run/pki/ca.crt"}}]
 users: [{name: admin, user: {token: "$token"}}]
 contexts: [{name: e2e, context: {cluster: e2e, user: admin}}]
 current-context: e2e
 EOF
-start kube-apiserver "$kube_bin/kube-apiserver" --etcd-servers="$etcd_url" \
+apiserver_args=(--etcd-servers="$etcd_url" \
   --bind-address=127.0.0.1 --secure-port=16443 --insecure-port=0 \
-  --cert-dir="$run/apiserver" --token-auth-file="$run/tokens.csv" --authorization-mode=AlwaysAllow \
+  --cert-dir="$run/apiserver" --tls-cert-file="$run/pki/apiserver.crt" --tls-private-key-file="$run/pki/apiserver.key" \
+  --token-auth-file="$run/tokens.csv" --authorization-mode=AlwaysAllow --allow-privileged=true \
   --service-account-key-file="$run/sa.key" --service-account-signing-key-file="$run/sa.key" \
-  --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range=10.0.0.0/24
+  --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range=10.0.0.0/24)
+start kube-apiserver "$kube_bin/kube-apiserver" "${apiserver_args[@]}"
 wait_for 60 "the API server" kc get --raw /readyz
 start kube-controller-manager "$kube_bin/kube-controller-manager" --kubeconfig="$KUBECONFIG" \
   --bind-address=127.0.0.1 --port=0 --leader-elect=false --service-account-private-key-file="$run/sa.key" \
-  --use-service-account-credentials=false
+  --root-ca-file="$run/pki/ca.crt" --use-service-account-credentials=false
 start kube-scheduler "$kube_bin/kube-scheduler" --kubeconfig="$KUBECONFIG" \
   --bind-address=127.0.0.1 --port=0 --leader-elect=false
 
@@ -572,7 +588,7 @@ scenario_manifests() {
   # The API server validates every overlay (unknown fields, types, admission).
   kc apply -f "$repo/deploy/base/namespace.yaml" >/dev/null
   local o
-  for o in base overlays/mig-mixed overlays/time-slicing overlays/mps; do
+  for o in base overlays/mig-mixed overlays/time-slicing overlays/mps overlays/gpu-node overlays/gpu-node-mig; do
     kc apply --dry-run=server -k "$repo/deploy/$o" >"$run/logs/dry-run.log" 2>&1 ||
       { cat "$run/logs/dry-run.log"; fail "the API server refused deploy/$o"; }
     echo "  deploy/$o: accepted ($(grep -c 'server dry run' "$run/logs/dry-run.log") objects)"
@@ -1111,6 +1127,200 @@ EOF
   [[ $(sed -n 's/^labelled devices: //p' <<<"$out") == "$(want 3)" ]] ||
     fail "$(sed -n 's/^labelled devices: //p' <<<"$out") devices have pod labels, expected $(want 3)"
   echo "  $(grep -c . "$scraped") lines scraped; every series of a held device names its pod, no other has a pod label"
+}
+
+# ------------------------------------------------------------ node agent
+# tessera node from deploy/overlays/gpu-node-mig (the agent with the
+# mig-manager component), with what the test node needs instead of a GPU and
+# the NVIDIA runtime: the simulated node, the host's network, the API server
+# at 127.0.0.1:16443 for its service account (KUBERNETES_SERVICE_HOST/_PORT;
+# the token and the CA come from the service account's secret), no privileges
+# and no runtime class, the kubelet's directories under the run, and a MIG
+# config of the scenario's own.
+readonly AGENT_EVICTION_TIMEOUT=20
+agent_overlay() {
+  local dir=$run/overlays/node-agent
+  mkdir -p "$dir"
+  cat >"$dir/mig-config.yaml" <<'EOF'
+version: v1
+mig-configs:
+  all-1g.20gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"1g.20gb": 4}
+  # GPU 0: a 3g.40gb where two 1g.20gb were; GPU 1 as it is.
+  e2e-mixed:
+    - devices: [0]
+      mig-enabled: true
+      mig-devices: {"3g.40gb": 1, "1g.20gb": 2}
+    - devices: [1]
+      mig-enabled: true
+      mig-devices: {"1g.20gb": 4}
+  # Five 1g.20gb do not fit an A100-80GB (four memory pairs).
+  e2e-impossible:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"1g.20gb": 5}
+EOF
+  cat >"$dir/kustomization.yaml" <<EOF
+resources:
+- $(realpath --relative-to="$dir" "$repo/deploy/overlays/gpu-node-mig")
+patches:
+- path: simulated-node.yaml
+generatorOptions:
+  disableNameSuffixHash: true
+configMapGenerator:
+- name: tessera-mig-config
+  namespace: tessera
+  behavior: replace
+  files:
+  - config.yaml=mig-config.yaml
+EOF
+  cat >"$dir/simulated-node.yaml" <<EOF
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: tessera, namespace: tessera}
+spec:
+  template:
+    spec:
+      hostNetwork: true  # the test node has no CNI
+      runtimeClassName: null  # no NVIDIA runtime: the simulated node is mounted
+      containers:
+      - name: node-agent
+        command: ["tessera", "node", "--config", "/etc/tessera/device-plugin/config.yaml",
+                  "--mig-config", "/etc/tessera/mig/config.yaml", "--state-dir", "/var/lib/tessera",
+                  "--kubelet-dir", "/var/lib/kubelet/device-plugins",
+                  "--pod-resources", "$run/kubelet/pod-resources/kubelet.sock",
+                  "--health-recovery", "5", "--eviction-timeout", "$AGENT_EVICTION_TIMEOUT",
+                  "--quota-library-dir", "$run/quota/lib", "--quota-ledger-root", "$run/quota/ledgers"]
+        securityContext:
+          \$patch: replace
+          allowPrivilegeEscalation: false
+          capabilities: {drop: ["ALL"]}
+        env:
+        - {name: TESSERA_SIM, value: /var/lib/tessera-sim}
+        - {name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}
+        - {name: KUBERNETES_SERVICE_PORT, value: "16443"}
+        volumeMounts:
+        - {name: sim, mountPath: /var/lib/tessera-sim}
+        - {name: quota-ledgers, mountPath: "$run/quota/ledgers"}
+        - {mountPath: /var/lib/tessera/ledgers, \$patch: delete}
+        - {name: pod-resources, mountPath: "$run/kubelet/pod-resources", readOnly: true}
+        - {mountPath: /var/lib/kubelet/pod-resources, \$patch: delete}
+      volumes:
+      - {name: sim, hostPath: {path: "$run/node", type: Directory}}
+      - {name: state, hostPath: {path: "$run/state", type: DirectoryOrCreate}}
+      - {name: quota-library, hostPath: {path: "$run/quota/lib", type: DirectoryOrCreate}}
+      - {name: quota-ledgers, hostPath: {path: "$run/quota/ledgers", type: DirectoryOrCreate}}
+      - {name: pod-resources, hostPath: {path: "$run/kubelet/pod-resources", type: Directory}}
+EOF
+  echo "$dir"
+}
+
+node_label() { kc get node $NODE -o jsonpath="{.metadata.labels.${1//./\\.}}"; }
+relabel() { kc label node $NODE --overwrite "nvidia.com/mig.config=$1" >/dev/null; }
+state_is() { [[ $(node_label nvidia.com/mig.config.state) == "$1" ]]; }
+label_is() { [[ $(node_label "$1") == "$2" ]]; }
+agent_container_restarts() {
+  kc -n tessera get pods -l app.kubernetes.io/name=tessera \
+    -o jsonpath='{.items[0].status.containerStatuses[?(@.name=="node-agent")].restartCount}'
+}
+consumer_pods() {  # "name uid restarts" per e2e pod, sorted
+  kc get pods -l app=e2e-consumer \
+    -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.uid} {.status.containerStatuses[0].restartCount}{"\n"}{end}' | sort
+}
+node_events() {  # node_events REASON: the messages of the Node's Events with REASON
+  kc get events -n default --field-selector "involvedObject.name=$NODE,reason=$1" -o jsonpath='{.items[*].message}'
+}
+pod_gone() { [[ -z $(kc get pod "$1" -o name 2>/dev/null) ]]; }
+no_consumers() { [[ -z $(kc get pods -l app=e2e-consumer -o name) ]]; }
+
+scenario_node-agent() {
+  kc delete pods -l app=e2e-consumer --wait=false >/dev/null
+  kc delete namespace "$METRICS_NS" --wait=false >/dev/null 2>&1 || true
+  wait_for 60 "no e2e pods" no_consumers
+  kc -n tessera delete daemonset tessera --wait=true >/dev/null 2>&1 || true
+  relabel all-1g.20gb
+  kc label node $NODE nvidia.com/mig.config.state- >/dev/null 2>&1 || true
+  kc apply -k "$(agent_overlay)" >/dev/null || fail "kubectl apply -k of the node-agent overlay failed"
+  wait_for 120 "the agent to apply all-1g.20gb (mig.config.state=success)" state_is success
+  expect_resource 60 nvidia.com/mig-1g.20gb 8
+  # GPU feature discovery's labels, written by the agent.
+  wait_for 30 "Node label nvidia.com/mig.strategy=mixed" label_is nvidia.com/mig.strategy mixed
+  wait_for 30 "Node label nvidia.com/mig-1g.20gb.count=8" label_is nvidia.com/mig-1g.20gb.count 8
+  local product
+  product=$(node_label nvidia.com/gpu.product)
+  [[ -n $product ]] || fail "the agent wrote no nvidia.com/gpu.product label"
+  echo "  all-1g.20gb: success; labels mig.strategy=mixed, mig-1g.20gb.count=8, gpu.product=$product"
+
+  # One pod on each 1g.20gb device. e2e-mixed puts a 3g.40gb on GPU 0 where
+  # two of them are: the pods on those two must leave, the other six stay.
+  local i
+  for i in $(seq 0 7); do pod "agent-$i" nvidia.com/mig-1g.20gb 1; echo ---; done | kc apply -f - >/dev/null
+  wait_for 120 "8 pods Running" eval '[[ $(pods_in_phase Running) == 8 ]]'
+  local before holders restarts watcher t0 took
+  before=$(consumer_pods)
+  holders=$(pod_resources | jq -r '.[] | "\(.pod) \(.devices[0])"')
+  restarts=$(agent_container_restarts)
+  kubectl --request-timeout=0 get node $NODE -w -o jsonpath='{.metadata.labels.nvidia\.com/mig\.config\.state}{"\n"}' \
+    >"$run/logs/state-watch.log" 2>/dev/null &
+  watcher=$!
+  t0=$(now_ms)
+  relabel e2e-mixed
+  wait_for 90 "mig.config.state=success after relabelling to e2e-mixed" eval 'grep -qx pending "$run/logs/state-watch.log" && state_is success'
+  expect_resource 60 nvidia.com/mig-3g.40gb 1
+  expect_resource 60 nvidia.com/mig-1g.20gb "$(want 6)"
+  took=$(($(now_ms) - t0))
+  kill "$watcher" 2>/dev/null || true
+  [[ $(grep -v '^$' "$run/logs/state-watch.log" | tr '\n' ' ') == *pending*success* ]] ||
+    fail "mig.config.state went '$(tr '\n' ' ' <"$run/logs/state-watch.log")', expected pending, then success"
+  # The pods whose devices the change destroyed: exactly two, and gone.
+  local present doomed=() p uuid
+  present=$(inventory | jq -r '.gpus[].mig_devices[].uuid')
+  while read -r p uuid; do grep -qx "$uuid" <<<"$present" || doomed+=("$p"); done <<<"$holders"
+  ((${#doomed[@]} == 2)) || fail "expected the change to destroy the devices of 2 pods, it destroyed those of: ${doomed[*]}"
+  for p in "${doomed[@]}"; do wait_for 60 "evicted pod $p to go" pod_gone "$p"; done
+  local after expected
+  after=$(consumer_pods)
+  expected=$(grep -v -E "^($(IFS='|'; echo "${doomed[*]}")) " <<<"$before")
+  [[ $after == "$expected" ]] || fail "the pods on kept devices changed: expected '$expected', found '$after'"
+  [[ $(agent_container_restarts) == "$restarts" ]] || fail "tessera node's container restarted during the change"
+  wait_for 30 "Node label nvidia.com/mig-3g.40gb.count=1" label_is nvidia.com/mig-3g.40gb.count 1
+  wait_for 30 "Node label nvidia.com/mig-1g.20gb.count=6" label_is nvidia.com/mig-1g.20gb.count 6
+  node_events MigConfigApplied | grep -q "e2e-mixed applied" || fail "no MigConfigApplied Event on the Node for e2e-mixed"
+  echo "  e2e-mixed: pending -> success, new capacity in $took ms; evicted ${doomed[*]}; 6 pods untouched (UIDs, restarts)"
+
+  # A config the GPUs cannot hold: failed, an Event saying why, capacity as it was.
+  relabel e2e-impossible
+  wait_for 60 "mig.config.state=failed for e2e-impossible" state_is failed
+  node_events MigConfigFailed | grep -q "e2e-impossible" || fail "no MigConfigFailed Event on the Node naming e2e-impossible"
+  expect_resource 30 nvidia.com/mig-3g.40gb 1
+  expect_resource 30 nvidia.com/mig-1g.20gb 6
+  [[ $(consumer_pods) == "$after" ]] || fail "a change that failed disturbed pods"
+  echo "  e2e-impossible: failed, with an Event; capacity and pods as they were"
+
+  # An unknown name: failed at once, the Event naming it.
+  relabel all-1g.2gb
+  wait_for 60 "mig.config.state=failed for an unknown name" eval 'node_events MigConfigFailed | grep -q "no config named .all-1g.2gb"'
+  state_is failed || fail "mig.config.state is '$(node_label nvidia.com/mig.config.state)' for an unknown name, expected failed"
+  echo "  all-1g.2gb (unknown): failed, with an Event naming it"
+
+  # The API server dies (SIGKILL: no goodbye to the agent's watch) and comes
+  # back; the agent carries on and takes the next label.
+  kill -KILL "${pid_of[kube-apiserver]}"
+  wait "${pid_of[kube-apiserver]}" 2>/dev/null || true
+  unset "pid_of[kube-apiserver]"
+  sleep 3
+  start kube-apiserver "$kube_bin/kube-apiserver" "${apiserver_args[@]}"
+  wait_for 60 "the API server again" kc get --raw /readyz
+  kc delete pods -l app=e2e-consumer --wait=false >/dev/null
+  wait_for 60 "no e2e pods" no_consumers
+  relabel all-1g.20gb
+  wait_for 120 "mig.config.state=success after the API server restarted" state_is success
+  expect_resource 60 nvidia.com/mig-1g.20gb 8
+  [[ $(agent_container_restarts) == "$restarts" ]] || fail "tessera node's container restarted with the API server"
+  wait_for 30 "Node label nvidia.com/mig-3g.40gb.count gone" label_is nvidia.com/mig-3g.40gb.count ""
+  echo "  API server killed and restarted: the agent applied all-1g.20gb after it, without restarting; stale labels removed"
 }
 
 # What each scenario needs done before it, for --only.
