@@ -1,0 +1,221 @@
+// `tessera node` as a process: a simulated node, the kubelet peer and a fake
+// API server in this process. The label on the fake Node drives MIG changes;
+// evicted pods leave the kubelet's pod-resources list once the API server has
+// deleted them, as a kubelet's do.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "kube/fake_apiserver.hpp"
+#include "kubelet/fake_kubelet.hpp"
+#include "support/run.hpp"
+
+namespace tessera {
+namespace {
+
+using namespace std::chrono_literals;
+using kube::testing::FakeApiServer;
+using testing::Process;
+using testing::run;
+using testing::TempDir;
+
+const std::string kBin = TESSERA_BIN;
+const std::string kNode = "gpu-node-1";
+
+const char* kMigConfigs = R"(version: v1
+mig-configs:
+  all-1g.10gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 7}
+  gpu0-two-3g:
+    - devices: [0]
+      mig-enabled: true
+      mig-devices: {"3g.40gb": 2}
+    - devices: [1]
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 7}
+)";
+
+struct Node {
+  TempDir dir;
+  std::string node = dir.path() + "/node";
+  std::string kubelet_dir = dir.path() + "/device-plugins";
+  std::string pod_resources = dir.path() + "/pod-resources/kubelet.sock";
+  sim::FakeKubelet kubelet{kubelet_dir};
+
+  Node() {
+    auto r = run({kBin, "sim", "create", node, "--gpu", "A100-SXM4-80GB", "--count", "2"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::filesystem::create_directories(kubelet_dir);
+    EXPECT_TRUE(kubelet.start());
+    EXPECT_TRUE(kubelet.serve_pod_resources(pod_resources));
+    dir.write("dp.yaml", "version: v1\nflags:\n  migStrategy: mixed\n");
+    dir.write("mig.yaml", kMigConfigs);
+  }
+  std::string kubeconfig(const std::string& server) {
+    return dir.write("kubeconfig", "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"" + server +
+                                       "\"}}]\nusers: [{name: u, user: {token: t0k3n}}]\n"
+                                       "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n");
+  }
+  std::unique_ptr<Process> start(const std::string& kubeconfig_file, std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv{kBin, "node", "--node-name", kNode, "--kubeconfig", kubeconfig_file,
+                                  "--sim", node, "--kubelet-dir", kubelet_dir, "--pod-resources", pod_resources,
+                                  "--config", dir.path() + "/dp.yaml", "--mig-config", dir.path() + "/mig.yaml",
+                                  "--state-dir", dir.path() + "/state", "--quota-ledger-root", dir.path() + "/ledgers",
+                                  "--quota-library-dir", dir.path() + "/lib", "--log-level", "info"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return std::make_unique<Process>(argv, dir.path() + "/node.log");
+  }
+};
+
+std::string label(const FakeApiServer& api, const std::string& key) {
+  auto n = api.node(kNode);
+  const auto& labels = n["metadata"]["labels"];
+  return labels.contains(key) ? labels[key].get<std::string>() : std::string();
+}
+
+// Polls `pred` for up to `limit`.
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return pred();
+}
+
+bool has_event(const FakeApiServer& api, const std::string& reason, const std::string& text) {
+  for (const auto& e : api.events())
+    if (e.value("reason", "") == reason && e.value("message", "").find(text) != std::string::npos) return true;
+  return false;
+}
+
+TEST(NodeCommand, TheLabelDrivesMigChangesThatEvictOnlyThePodsInTheWay) {
+  Node n;
+  FakeApiServer api;
+  api.require_token("t0k3n");
+  api.add_node(kNode, {{"nvidia.com/mig.config", "all-1g.10gb"}});
+  auto agent = n.start(n.kubeconfig(api.url()));
+  ASSERT_TRUE(eventually([&] { return label(api, "nvidia.com/mig.config.state") == "success"; })) << agent->output();
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/mig-1g.10gb", [](const auto& d) { return d.size() == 14; }, 10s))
+      << agent->output();
+  // GPU feature discovery's labels.
+  EXPECT_TRUE(eventually([&] { return label(api, "nvidia.com/mig-1g.10gb.count") == "14"; })) << agent->output();
+  EXPECT_EQ(label(api, "nvidia.com/mig.strategy"), "mixed");
+  EXPECT_EQ(label(api, "nvidia.com/gpu.count"), "2");
+
+  // A pod on every 1g.10gb: allocated through the kubelet, known to the API server.
+  auto devices = n.kubelet.devices("nvidia.com/mig-1g.10gb");
+  ASSERT_EQ(devices.size(), 14u);
+  std::map<std::string, std::string> pod_device;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    std::string pod = "p" + std::to_string(i);
+    ASSERT_TRUE(n.kubelet.allocate({"team", pod, "main"}, "nvidia.com/mig-1g.10gb", {devices[i].id}));
+    api.add_pod("team", pod, kNode);
+    pod_device[pod] = devices[i].id;
+  }
+  api.set_node_label(kNode, "nvidia.com/mig.config", "gpu0-two-3g");
+  // The kubelet lets evicted pods go.
+  auto kubelet_turn = [&] {
+    for (const auto& [pod, id] : pod_device)
+      if (!api.has_pod("team", pod)) n.kubelet.remove_pod("team", pod);
+  };
+  ASSERT_TRUE(eventually([&] {
+    kubelet_turn();
+    return label(api, "nvidia.com/mig.config.state") == "success" && label(api, "nvidia.com/mig-3g.40gb.count") == "2";
+  }, 20s)) << agent->output();
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/mig-3g.40gb", [](const auto& d) { return d.size() == 2; }, 5s));
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/mig-1g.10gb", [](const auto& d) { return d.size() == 7; }, 5s));
+  // Exactly GPU 0's seven pods were evicted; GPU 1's are where they were.
+  size_t evicted = 0;
+  for (const auto& [pod, id] : pod_device) evicted += !api.has_pod("team", pod);
+  EXPECT_EQ(evicted, 7u);
+  EXPECT_TRUE(has_event(api, "MigConfigApplied", "gpu0-two-3g applied")) << agent->output();
+  EXPECT_EQ(label(api, "nvidia.com/mig-1g.10gb.count"), "7");
+
+  const std::string socket = n.kubelet_dir + "/tessera-nvidia.com_mig-1g.10gb.sock";
+  EXPECT_TRUE(std::filesystem::exists(socket));
+  agent->signal(SIGTERM);
+  EXPECT_EQ(agent->wait(10000), 0) << agent->output();
+  EXPECT_FALSE(std::filesystem::exists(socket)) << "SIGTERM removes the sockets";
+}
+
+TEST(NodeCommand, AnUnknownConfigEndsFailedWithAnEvent) {
+  Node n;
+  FakeApiServer api;
+  api.add_node(kNode, {{"nvidia.com/mig.config", "all-1g.10gbb"}});
+  auto agent = n.start(n.kubeconfig(api.url()));
+  ASSERT_TRUE(eventually([&] { return label(api, "nvidia.com/mig.config.state") == "failed"; })) << agent->output();
+  EXPECT_TRUE(has_event(api, "MigConfigFailed", "no config named")) << agent->output();
+  // The device plugin serves the node as it is meanwhile.
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 2; }, 5s));
+  agent->signal(SIGTERM);
+  EXPECT_EQ(agent->wait(10000), 0);
+}
+
+// Started while the API server is away: devices are served at once, the
+// agent waits with backoff (no busy loop, one warning), and once the API
+// server is up it takes the label.
+TEST(NodeCommand, AnApiServerThatIsAwayIsWaitedForWithoutSpinning) {
+  Node n;
+  int port = 0;
+  {
+    FakeApiServer probe;
+    port = probe.port();
+  }
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  auto agent = n.start(n.kubeconfig(url));
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 2; }, 10s))
+      << agent->output();
+  std::this_thread::sleep_for(3s);
+  const std::string out = agent->output();
+  EXPECT_NE(out.find("cannot read Node " + kNode), std::string::npos) << out;
+  size_t warnings = 0;
+  for (auto at = out.find("cannot read Node"); at != std::string::npos; at = out.find("cannot read Node", at + 1))
+    ++warnings;
+  EXPECT_EQ(warnings, 1u) << "one warning per outage: " << out;
+  kube::testing::FakeOptions options;
+  options.port = port;
+  FakeApiServer api(options);
+  api.add_node(kNode, {{"nvidia.com/mig.config", "all-1g.10gb"}});
+  EXPECT_TRUE(eventually([&] { return label(api, "nvidia.com/mig.config.state") == "success"; }, 40s))
+      << agent->output();
+  EXPECT_LT(api.request_count(), 60u) << "requests while the API server was back for a few seconds";
+  agent->signal(SIGTERM);
+  EXPECT_EQ(agent->wait(10000), 0);
+}
+
+TEST(NodeCommand, BadInputIsRefusedBeforeAnythingIsServed) {
+  Node n;
+  FakeApiServer api;
+  api.add_node(kNode);
+  auto kubeconfig = n.kubeconfig(api.url());
+  // No Node name.
+  auto r = run({kBin, "node", "--kubeconfig", kubeconfig, "--sim", n.node, "--kubelet-dir", n.kubelet_dir},
+               "", {"NODE_NAME="});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("no Node name"), std::string::npos) << r.err;
+  // A kubeconfig that is not there, named with the reason.
+  r = run({kBin, "node", "--node-name", kNode, "--kubeconfig", n.dir.path() + "/missing", "--sim", n.node,
+           "--kubelet-dir", n.kubelet_dir});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(n.dir.path() + "/missing"), std::string::npos) << r.err;
+  // A mig-parted config with an error, with its line.
+  auto broken = n.dir.write("broken.yaml", "version: v1\nmig-configs:\n  x:\n    - devices: all\n      mig-enabled: maybe\n");
+  r = run({kBin, "node", "--node-name", kNode, "--kubeconfig", kubeconfig, "--mig-config", broken, "--sim", n.node,
+           "--kubelet-dir", n.kubelet_dir});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("broken.yaml:5"), std::string::npos) << r.err;
+  // Nothing was served, and the API server was not asked to change anything.
+  EXPECT_TRUE(n.kubelet.registrations().empty());
+  for (const auto& req : api.requests()) EXPECT_EQ(req.method, "GET") << req.path;
+}
+
+}  // namespace
+}  // namespace tessera
