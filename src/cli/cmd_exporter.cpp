@@ -9,7 +9,6 @@
 #include <csignal>
 #include <ctime>
 #include <iostream>
-#include <thread>
 
 #include "cli/commands.hpp"
 #include "cli/nvml_driver.hpp"
@@ -48,7 +47,7 @@ std::string default_hostname() {
 int run_exporter(const ExporterArgs& args) {
   auto address = exporter::parse_listen(args.listen);
   if (!address) {
-    std::cerr << "tessera exporter: " << address.error().message << '\n';
+    std::cerr << "tessera exporter: --listen " << address.error().message << '\n';
     return kExitUsage;
   }
   // SIGTERM and SIGINT are taken by sigtimedwait below; blocked before any thread starts.
@@ -72,20 +71,12 @@ int run_exporter(const ExporterArgs& args) {
   options.ledger_root = args.ledger_root;
   options.hostname = args.hostname.empty() ? default_hostname() : args.hostname;
   options.version = TESSERA_VERSION;
-  exporter::Sampler sampler(std::move(*session), options);
-
-  // /healthz fails after three intervals without a complete sample.
-  auto stale_after = 3 * options.interval + options.gpm_window + options.pod_resources_timeout;
-  auto server = exporter::Server::bind(*address, sampler, stale_after);
-  if (!server) {
-    std::cerr << "tessera exporter: " << server.error().message << '\n';
+  auto service = exporter::Service::start(std::move(*session), options, *address);
+  if (!service) {
+    std::cerr << "tessera exporter: " << service.error().message << '\n';
     return kExitInvalid;
   }
-  sampler.sample_once();  // the first sample before the first scrape
-  sampler.start(false);
-  std::thread http([&] { (*server)->run(); });
-  for (int i = 0; i < 500 && !(*server)->running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  std::cout << "tessera exporter: listening on http://" << address->host << ":" << (*server)->port()
+  std::cout << "tessera exporter: listening on http://" << address->host << ":" << (*service)->port()
             << "/metrics (every " << args.interval << " s)" << std::endl;
 
   int signal = 0;
@@ -95,9 +86,7 @@ int run_exporter(const ExporterArgs& args) {
     if (signal < 0 && errno != EAGAIN && errno != EINTR) break;
   }
   spdlog::info("tessera exporter: signal {}: stopping", signal);
-  (*server)->stop();
-  http.join();
-  sampler.stop();
+  (*service)->stop();
   std::cout << "tessera exporter: stopped" << std::endl;
   return kExitOk;
 }

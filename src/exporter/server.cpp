@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "core/text.hpp"
 #include "exporter/render.hpp"
 
 namespace tessera::exporter {
@@ -58,7 +59,7 @@ std::string bind_problem(const ListenAddress& a) {
 Result<ListenAddress> parse_listen(const std::string& text) {
   auto colon = text.rfind(':');
   if (colon == std::string::npos)
-    return fail(Errc::invalid_argument, "--listen " + text + ": expected HOST:PORT, e.g. 127.0.0.1:9400");
+    return fail(Errc::invalid_argument, quote(text) + ": expected HOST:PORT, e.g. 127.0.0.1:9400");
   ListenAddress out;
   out.host = text.substr(0, colon);
   if (out.host.size() >= 2 && out.host.front() == '[' && out.host.back() == ']')
@@ -66,7 +67,7 @@ Result<ListenAddress> parse_listen(const std::string& text) {
   std::string port = text.substr(colon + 1);
   auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), out.port);
   if (port.empty() || ec != std::errc() || end != port.data() + port.size() || out.port < 0 || out.port > 65535)
-    return fail(Errc::invalid_argument, "--listen " + text + ": the port must be a number from 0 to 65535");
+    return fail(Errc::invalid_argument, quote(text) + ": the port must be a number from 0 to 65535");
   if (out.host.empty()) out.host = "0.0.0.0";
   return out;
 }
@@ -137,6 +138,29 @@ bool Server::running() const { return impl_->http.is_running(); }
 
 void Server::stop() {
   if (impl_) impl_->http.stop();
+}
+
+Result<std::unique_ptr<Service>> Service::start(nvml::Session session, SamplerOptions options,
+                                                const ListenAddress& address) {
+  std::unique_ptr<Service> service(new Service());
+  auto stale_after = 3 * options.interval + options.gpm_window + options.pod_resources_timeout;
+  service->sampler_ = std::make_unique<Sampler>(std::move(session), std::move(options));
+  auto server = Server::bind(address, *service->sampler_, stale_after);
+  if (!server) return unexpected(server.error());
+  service->server_ = std::move(*server);
+  service->sampler_->sample_once();  // the first sample before the first scrape
+  service->sampler_->start(false);
+  service->http_ = std::thread([s = service->server_.get()] { s->run(); });
+  for (int i = 0; i < 500 && !service->server_->running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  return service;
+}
+
+Service::~Service() { stop(); }
+
+void Service::stop() {
+  if (server_) server_->stop();
+  if (http_.joinable()) http_.join();
+  if (sampler_) sampler_->stop();
 }
 
 }  // namespace tessera::exporter

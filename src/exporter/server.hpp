@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "core/error.hpp"
 #include "exporter/sampler.hpp"
@@ -43,6 +44,29 @@ class Server {
   explicit Server(std::unique_ptr<Impl> impl, int port);
   std::unique_ptr<Impl> impl_;
   int port_;
+};
+
+// The sampler and its server running, each on its own thread: what
+// `tessera exporter` serves and `tessera node --metrics-listen` runs beside
+// the plugin. /healthz fails after three intervals without a complete sample.
+class Service {
+ public:
+  // Takes the first sample, then starts sampling and serving. Errors: the
+  // address cannot be bound (as Server::bind).
+  [[nodiscard]] static Result<std::unique_ptr<Service>> start(nvml::Session session, SamplerOptions options,
+                                                              const ListenAddress& address);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+  int port() const { return server_->port(); }
+  // Stops serving, then sampling (also on destruction).
+  void stop();
+
+ private:
+  Service() = default;
+  std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<Server> server_;
+  std::thread http_;
 };
 
 }  // namespace tessera::exporter
