@@ -258,6 +258,12 @@ void MigController::apply(Clock::time_point now) {
   }
 }
 
+void MigController::abandon(Clock::time_point now, const std::string& why) {
+  if (phase_ != Phase::draining) return;
+  hooks_.withdraw({});
+  finish(now, "failed", why + " before the change was applied; nothing was changed");
+}
+
 void MigController::finish(Clock::time_point now, const std::string& state, const std::string& reason) {
   phase_ = Phase::idle;
   current_.state = state;

@@ -107,6 +107,11 @@ class MigController {
   // One turn at `now`; returns when the next turn is due.
   Clock::time_point step(Clock::time_point now);
 
+  // The agent is stopping: a change still waiting for pods ends `failed`
+  // (nothing was applied) and its devices are put back, so the Node is never
+  // left `pending` by an agent that went away.
+  void abandon(Clock::time_point now, const std::string& why);
+
   Phase phase() const { return phase_; }
   const std::vector<ChangeRecord>& history() const { return history_; }
   // The config last applied with success (empty before any).

@@ -150,8 +150,37 @@ int run_node(NodeArgs args) {
     std::cerr << cmd << ": " << api_client.error().message << '\n';
     return kExitInvalid;
   }
+  std::optional<exporter::ListenAddress> metrics_address;
+  if (!args.metrics_listen.empty()) {
+    auto address = exporter::parse_listen(args.metrics_listen);
+    if (!address) {
+      std::cerr << cmd << ": --metrics-listen " << address.error().message << '\n';
+      return kExitUsage;
+    }
+    metrics_address = *address;
+  }
   auto host = PluginHost::start(args.plugin, cmd);
   if (!host) return kExitInvalid;
+  // The exporter, on its own NVML session so its calls never wait on the plugin's.
+  std::unique_ptr<exporter::Service> metrics;
+  if (metrics_address) {
+    auto session = open_nvml(args.plugin.driver);
+    exporter::SamplerOptions options;
+    options.interval = millis(args.metrics_interval);
+    options.pod_resources_socket = args.pod_resources;
+    options.ledger_root = args.plugin.quota.ledger_root;
+    options.hostname = args.node_name;
+    options.version = TESSERA_VERSION;
+    auto started = session ? exporter::Service::start(std::move(*session), options, *metrics_address)
+                           : Result<std::unique_ptr<exporter::Service>>(unexpected(session.error()));
+    if (!started) {
+      std::cerr << cmd << ": no metrics: " << started.error().message << '\n';
+      host->stop();
+      return kExitInvalid;
+    }
+    metrics = std::move(*started);
+    spdlog::info("metrics on http://{}:{}/metrics", metrics_address->host, metrics->port());
+  }
   spdlog::info("the node agent of Node {} talks to {} ({})", args.node_name, creds->server, creds->source);
 
   agent::KubeClusterApi api(std::move(*api_client), args.node_name);
@@ -211,37 +240,6 @@ int run_node(NodeArgs args) {
     }
   });
 
-  std::unique_ptr<exporter::Sampler> sampler;
-  std::unique_ptr<exporter::Server> server;
-  std::thread http;
-  if (!args.metrics_listen.empty()) {
-    auto address = exporter::parse_listen(args.metrics_listen);
-    auto session = address ? open_nvml(args.plugin.driver) : Result<nvml::Session>(unexpected(address.error()));
-    if (!session) {
-      spdlog::error("no metrics: {}", session.error().message);
-    } else {
-      exporter::SamplerOptions options;
-      options.interval = millis(args.metrics_interval);
-      options.pod_resources_socket = args.pod_resources;
-      options.ledger_root = args.plugin.quota.ledger_root;
-      options.hostname = args.node_name;
-      options.version = TESSERA_VERSION;
-      sampler = std::make_unique<exporter::Sampler>(std::move(*session), options);
-      auto stale_after = 3 * options.interval + options.gpm_window + options.pod_resources_timeout;
-      auto bound = exporter::Server::bind(*address, *sampler, stale_after);
-      if (!bound) {
-        spdlog::error("no metrics: {}", bound.error().message);
-        sampler.reset();
-      } else {
-        server = std::move(*bound);
-        sampler->sample_once();
-        sampler->start(false);
-        http = std::thread([&server] { server->run(); });
-        spdlog::info("metrics on http://{}:{}/metrics", address->host, address->port);
-      }
-    }
-  }
-
   host->run([&] {
     std::lock_guard lock(mutex);
     poked = true;
@@ -254,12 +252,9 @@ int run_node(NodeArgs args) {
     wake.notify_all();
   }
   worker.join();
+  if (controller) controller->abandon(agent::Clock::now(), "tessera node was stopped");
   watch.stop();
-  if (server) {
-    server->stop();
-    http.join();
-  }
-  if (sampler) sampler->stop();
+  if (metrics) metrics->stop();
   host->stop();
   std::cout << cmd << ": stopped" << std::endl;
   return kExitOk;

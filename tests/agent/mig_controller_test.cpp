@@ -379,6 +379,28 @@ TEST(MigController, ALabelChangedWhilePodsLeaveAbandonsThatChangeForTheNewOne) {
   EXPECT_EQ(f.instances(1).size(), 7u) << "GPU 1 was never changed";
 }
 
+TEST(MigController, AnAgentThatStopsMidChangeLeavesFailedNotPending) {
+  Fixture f;
+  ASSERT_TRUE(f.session);
+  f.label("all-1g.10gb");
+  const auto before = f.mig_uuids();
+  f.add_pod("slow", f.at(0, 0));
+  f.grace_turns = 100;
+  f.controller->set_desired("all-3g.40gb");
+  f.controller->step(f.now);
+  ASSERT_EQ(f.controller->phase(), Phase::draining);
+  ASSERT_FALSE(f.withdrawn.empty());
+  f.controller->abandon(f.now, "tessera node was stopped");
+  EXPECT_EQ(f.api.state_history.back(), "failed");
+  EXPECT_TRUE(f.withdrawn.empty());
+  EXPECT_EQ(f.mig_uuids(), before);
+  EXPECT_NE(f.api.events.back().second.find("tessera node was stopped"), std::string::npos) << f.api.events.back().second;
+  // Idle: nothing to abandon.
+  const auto changes = f.controller->history().size();
+  f.controller->abandon(f.now, "again");
+  EXPECT_EQ(f.controller->history().size(), changes);
+}
+
 TEST(MigController, AStateTheApiRefusesIsWrittenWhenItIsBack) {
   Fixture f;
   ASSERT_TRUE(f.session);

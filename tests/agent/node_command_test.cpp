@@ -191,6 +191,31 @@ TEST(NodeCommand, AnApiServerThatIsAwayIsWaitedForWithoutSpinning) {
   EXPECT_EQ(agent->wait(10000), 0);
 }
 
+// With --metrics-listen the exporter runs in the agent: /metrics names the Node as Hostname.
+TEST(NodeCommand, MetricsListenServesTheExporter) {
+  Node n;
+  FakeApiServer api;
+  api.add_node(kNode);
+  auto agent = n.start(n.kubeconfig(api.url()), {"--metrics-listen", "127.0.0.1:0", "--metrics-interval", "0.2"});
+  ASSERT_TRUE(agent->wait_for_output("/metrics", 10000)) << agent->output();
+  auto out = agent->output();
+  auto at = out.find("metrics on http://127.0.0.1:");
+  ASSERT_NE(at, std::string::npos) << out;
+  int port = std::atoi(out.c_str() + at + std::string("metrics on http://127.0.0.1:").size());
+  ASSERT_GT(port, 0) << out;
+  httplib::Client client("127.0.0.1", port);
+  auto res = client.Get("/metrics");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_NE(res->body.find("DCGM_FI_DEV_FB_USED{"), std::string::npos) << res->body.substr(0, 400);
+  EXPECT_NE(res->body.find("Hostname=\"" + kNode + "\""), std::string::npos) << res->body.substr(0, 400);
+  auto health = client.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  agent->signal(SIGTERM);
+  EXPECT_EQ(agent->wait(10000), 0) << agent->output();
+}
+
 TEST(NodeCommand, BadInputIsRefusedBeforeAnythingIsServed) {
   Node n;
   FakeApiServer api;
@@ -212,6 +237,11 @@ TEST(NodeCommand, BadInputIsRefusedBeforeAnythingIsServed) {
            "--kubelet-dir", n.kubelet_dir});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("broken.yaml:5"), std::string::npos) << r.err;
+  // A listen address that is not one.
+  r = run({kBin, "node", "--node-name", kNode, "--kubeconfig", kubeconfig, "--metrics-listen", "localhost", "--sim",
+           n.node, "--kubelet-dir", n.kubelet_dir});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--metrics-listen 'localhost': expected HOST:PORT"), std::string::npos) << r.err;
   // Nothing was served, and the API server was not asked to change anything.
   EXPECT_TRUE(n.kubelet.registrations().empty());
   for (const auto& req : api.requests()) EXPECT_EQ(req.method, "GET") << req.path;
