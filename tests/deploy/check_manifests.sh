@@ -30,7 +30,7 @@
 # probes only on the exporter's /healthz when it serves metrics; the
 # namespace at Pod Security's privileged level. In every overlay, the
 # ClusterRole the DaemonSet's service account is bound to grants exactly what
-# the agent uses: its Node, the pods on it, evictions, events.
+# the agent uses: its Node, evictions, events.
 # Usage: check_manifests.sh TESSERA_BIN DEPLOY_DIR
 set -euo pipefail
 bin=$1
@@ -366,8 +366,8 @@ HOST_PATHS = {
     "/var/lib/tessera": "mig", "/run/nvidia/mps": "mps", "/run/nvidia/mps/shm": "mps",
 }
 # What the agent asks of the API server: (API group, resource) -> verbs.
-RBAC = {("", "nodes"): {"get", "list", "watch", "patch"}, ("", "pods"): {"get", "list"},
-        ("", "pods/eviction"): {"create"}, ("", "events"): {"create", "patch"}}
+RBAC = {("", "nodes"): {"get", "list", "watch", "patch"},
+        ("", "pods/eviction"): {"create"}, ("", "events"): {"create"}}
 docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
 ds = next(d for d in docs if d["kind"] == "DaemonSet")
 spec = ds["spec"]["template"]["spec"]
