@@ -141,12 +141,14 @@ int main(int argc, char** argv) {
       hooks.pod_devices = [&] { return plugin::list_pod_resources(pr_socket, 2s); };
       hooks.advertised = [&] { return manager.state()->snapshot()->resources; };
       hooks.withdraw = [&](std::set<std::string> uuids) { manager.withdraw(std::move(uuids)); };
-      hooks.layout_changed = [&] {
-        if (auto inv = plugin::read_node_inventory(*session); inv) (void)manager.update_inventory(std::move(*inv));
+      hooks.layout_changed = [&]() -> Result<void> {
+        auto inv = plugin::read_node_inventory(*session);
+        if (!inv) return unexpected(inv.error());
+        return manager.update_inventory(std::move(*inv));
       };
       agent::MigControllerOptions options;
       options.config_file = "bench.yaml";
-      options.configs = &*configs;
+      options.configs = *configs;
       options.poll_interval = 1ms;
       agent::MigController controller(*session, api, hooks, reconciler::JournalFile((dir / "state").string()), options);
       auto settle = [&] {

@@ -39,13 +39,25 @@ void MigController::set_desired(std::optional<std::string> config_name) {
   desired_ = std::move(config_name);
 }
 
+void MigController::set_configs(config::MigPartedConfig configs) { next_configs_ = std::move(configs); }
+
+void MigController::idle(Clock::time_point now) {
+  if (next_configs_) {
+    options_.configs = std::move(*next_configs_);
+    next_configs_.reset();
+    attempted_.reset();  // the label is looked up again in the new file
+    spdlog::info("{}: reloaded ({} configs)", options_.config_file, options_.configs.configs.size());
+  }
+  if (desired_ && desired_ != attempted_) begin(now);
+}
+
 Clock::time_point MigController::step(Clock::time_point now) {
   if (unwritten_state_ && now >= next_state_write_) {
     const std::string state = *unwritten_state_;
     write_state(state, now);
   }
   if (phase_ == Phase::draining) drain(now);
-  if (phase_ == Phase::idle && desired_ && desired_ != attempted_) begin(now);
+  if (phase_ == Phase::idle) idle(now);
   Clock::time_point next = Clock::time_point::max();
   if (phase_ == Phase::draining) next = std::min(now + options_.poll_interval, deadline_);
   if (unwritten_state_) next = std::min(next, next_state_write_);
@@ -63,42 +75,70 @@ void MigController::write_state(const std::string& state, Clock::time_point now)
   unwritten_state_.reset();
 }
 
-Result<std::map<PodRef, std::vector<std::string>>> MigController::holders(const std::set<std::string>& uuids) {
-  std::map<PodRef, std::vector<std::string>> out;
-  if (uuids.empty()) return out;
-  // Advertised id -> whether it runs on one of `uuids`, per resource.
-  std::map<std::pair<std::string, std::string>, bool> affected;
+Result<std::vector<MigController::Held>> MigController::held() {
+  std::map<std::pair<std::string, std::string>, sharing::Device> advertised;
   for (const auto& r : hooks_.advertised())
-    for (const auto& d : r.devices)
-      affected[{r.name, d.id}] = uuids.contains(d.physical_uuid) || uuids.contains(d.gpu_uuid);
+    for (const auto& d : r.devices) advertised[{r.name, d.id}] = d;
   auto pods = hooks_.pod_devices();
   if (!pods) return unexpected(pods.error());
+  std::vector<Held> out;
   for (const auto& pod : *pods)
     for (const auto& c : pod.containers)
       for (const auto& rd : c.resources)
         for (const auto& id : rd.ids)
-          if (auto it = affected.find({rd.resource, id}); it != affected.end() && it->second)
-            out[{pod.pod_namespace, pod.name}].push_back(id);
+          if (auto it = advertised.find({rd.resource, id}); it != advertised.end())
+            out.push_back({{pod.pod_namespace, pod.name}, id, it->second});
+  return out;
+}
+
+Result<std::map<PodRef, std::vector<std::string>>> MigController::holders(const std::set<std::string>& uuids) {
+  std::map<PodRef, std::vector<std::string>> out;
+  if (uuids.empty()) return out;
+  auto devices = held();
+  if (!devices) return unexpected(devices.error());
+  for (const auto& h : *devices)
+    if (uuids.contains(h.device.physical_uuid) || uuids.contains(h.device.gpu_uuid)) out[h.pod].push_back(h.id);
   return out;
 }
 
 Result<std::map<std::string, std::vector<std::string>>> MigController::in_use() {
-  std::map<std::pair<std::string, std::string>, std::string> physical;
-  for (const auto& r : hooks_.advertised())
-    for (const auto& d : r.devices)
-      if (d.is_mig) physical[{r.name, d.id}] = d.physical_uuid;
-  auto pods = hooks_.pod_devices();
-  if (!pods) return unexpected(pods.error());
+  auto devices = held();
+  if (!devices) return unexpected(devices.error());
   std::map<std::string, std::vector<std::string>> out;
-  for (const auto& pod : *pods)
-    for (const auto& c : pod.containers)
-      for (const auto& rd : c.resources)
-        for (const auto& id : rd.ids)
-          if (auto it = physical.find({rd.resource, id}); it != physical.end()) {
-            auto user = "pod " + pod.pod_namespace + "/" + pod.name;
-            auto& users = out[it->second];
-            if (std::find(users.begin(), users.end(), user) == users.end()) users.push_back(user);
-          }
+  for (const auto& h : *devices) {
+    // A MIG device's users are its own; a whole GPU's (migStrategy none on a
+    // MIG GPU) use every instance on it.
+    auto& users = out[h.device.is_mig ? h.device.physical_uuid : h.device.gpu_uuid];
+    auto user = "pod " + h.pod.display();
+    if (std::find(users.begin(), users.end(), user) == users.end()) users.push_back(user);
+  }
+  return out;
+}
+
+sharing::Inventory predict_inventory(const sharing::Inventory& now, const reconciler::NodePlan& plan,
+                                     const config::MigConfig& config) {
+  sharing::Inventory out = now;
+  for (auto& gpu : out.gpus) {
+    auto it = std::find_if(plan.gpus.begin(), plan.gpus.end(), [&](const auto& g) { return g.uuid == gpu.uuid; });
+    if (it == plan.gpus.end() || !it->plan.changes() || !it->model || it->entry >= config.entries.size()) continue;
+    const auto& g = *it;
+    gpu.mig_enabled = config.entries[g.entry].mig_enabled;
+    std::erase_if(gpu.mig_devices, [&](const sharing::MigDevice& m) {
+      return std::find(g.plan.kept.begin(), g.plan.kept.end(), m.gi_id) == g.plan.kept.end();
+    });
+    uint32_t n = 0;
+    for (const auto& c : g.plan.created) {
+      const auto& profile = g.model->profiles[c.profile];
+      sharing::MigDevice m;
+      m.uuid = "MIG-planned-" + std::to_string(gpu.index) + "-" + std::to_string(n++);
+      m.profile = profile.name;
+      m.start = c.start;
+      m.memory_bytes = profile.memory_mib << 20;
+      gpu.mig_devices.push_back(std::move(m));
+    }
+    std::sort(gpu.mig_devices.begin(), gpu.mig_devices.end(),
+              [](const auto& a, const auto& b) { return a.start < b.start; });
+  }
   return out;
 }
 
@@ -108,14 +148,11 @@ void MigController::begin(Clock::time_point now) {
   current_ = ChangeRecord{};
   current_.config = name;
   current_.started = now;
-  spdlog::info("{}={}: applying it", kMigConfigLabel, name);
-  write_state("pending", now);
 
-  const config::MigConfig* config = options_.configs ? options_.configs->find(name) : nullptr;
+  const config::MigConfig* config = options_.configs.find(name);
   if (!config) {
     std::vector<std::string> names;
-    if (options_.configs)
-      for (const auto& c : options_.configs->configs) names.push_back(c.name);
+    for (const auto& c : options_.configs.configs) names.push_back(c.name);
     finish(now, "failed",
            options_.config_file + " has no config named " + quote(name) +
                (names.empty() ? std::string() : " (nearest: " + escape_control(join(nearest(name, names, 3))) + ")"));
@@ -141,14 +178,32 @@ void MigController::begin(Clock::time_point now) {
     return;
   }
   if (plan->operations() == 0) {
-    spdlog::info("the node already has the layout of {}", name);
+    spdlog::info("{}={}: the node already has that layout", kMigConfigLabel, name);
     applied_ = name;
-    finish(now, "success", "");
+    current_.state = "success";
+    current_.ended = now;
+    write_state("success", now);
+    history_.push_back(current_);
     return;
   }
+  if (hooks_.served_inventory && hooks_.can_serve) {
+    if (auto r = hooks_.can_serve(predict_inventory(hooks_.served_inventory(), *plan, *config)); !r) {
+      finish(now, "failed", "the device plugin could not serve the layout " + name + " leads to: " + r.error().message);
+      return;
+    }
+  }
+  spdlog::info("{}={}: applying it", kMigConfigLabel, name);
+  write_state("pending", now);
+  // What goes away: destroyed MIG devices; and a whole GPU whose MIG mode
+  // changes, or that is advertised whole while its instances change.
+  std::set<std::string> whole;
+  for (const auto& r : hooks_.advertised())
+    for (const auto& d : r.devices)
+      if (!d.is_mig) whole.insert(d.gpu_uuid);
   for (const auto& g : plan->gpus) {
+    if (!g.plan.changes()) continue;
     current_.destroyed.insert(g.destroyed.begin(), g.destroyed.end());
-    if (g.plan.mode_change) current_.destroyed.insert(g.uuid);
+    if (g.plan.mode_change || whole.contains(g.uuid)) current_.destroyed.insert(g.uuid);
   }
   if (!current_.destroyed.empty()) {
     hooks_.withdraw(current_.destroyed);
@@ -156,6 +211,7 @@ void MigController::begin(Clock::time_point now) {
   }
   phase_ = Phase::draining;
   deadline_ = now + options_.eviction_timeout;
+  settle_until_ = current_.destroyed.empty() ? now : now + options_.withdraw_settle;
   asked_.clear();
   drain(now);
 }
@@ -171,10 +227,11 @@ void MigController::drain(Clock::time_point now) {
     return;
   }
   auto pods = holders(current_.destroyed);
-  if (pods && pods->empty()) {
+  if (pods && pods->empty() && now >= settle_until_) {
     apply(now);
     return;
   }
+  if (pods && pods->empty()) return;  // the kubelet is still being told
   if (now >= deadline_) {
     hooks_.withdraw({});
     std::string reason =
@@ -219,7 +276,7 @@ void MigController::drain(Clock::time_point now) {
 }
 
 void MigController::apply(Clock::time_point now) {
-  const auto* config = options_.configs->find(current_.config);
+  const auto* config = options_.configs.find(current_.config);
   auto users = in_use();
   if (!users) {
     hooks_.withdraw({});
@@ -232,8 +289,12 @@ void MigController::apply(Clock::time_point now) {
   request.config = config;
   request.in_use = std::move(*users);
   auto report = reconciler::apply_config(session_, request, journal_);
-  // The new devices are served before the old ids come back into service.
-  hooks_.layout_changed();
+  // The new devices are served before the old ids come back into service;
+  // if they cannot be, the destroyed ones stay out of it.
+  if (auto served = hooks_.layout_changed(); !served) {
+    finish(now, "failed", "the device plugin cannot serve the node's new devices: " + served.error().message);
+    return;
+  }
   hooks_.withdraw({});
   if (!report) {
     finish(now, "failed", report.error().message);

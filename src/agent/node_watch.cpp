@@ -50,7 +50,13 @@ void NodeWatch::loop() {
     auto node = client_->get_node(node_);
     if (!node) {
       connected_ = false;
-      if (!logged) spdlog::warn("cannot read Node {}: {} (trying again, backing off up to 30 s)", node_, node.error().message);
+      if (node.error().status == 404) {
+        // Not an outage: a wrong --node-name or NODE_NAME. Said on every try.
+        spdlog::error("the API server has no Node named {} (check --node-name or NODE_NAME; trying again in {} s)",
+                      node_, backoff.count());
+      } else if (!logged) {
+        spdlog::warn("cannot read Node {}: {} (trying again, backing off up to 30 s)", node_, node.error().message);
+      }
       logged = true;
       wait(backoff);
       backoff = std::min(backoff * 2, std::chrono::seconds(30));

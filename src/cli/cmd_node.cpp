@@ -5,10 +5,12 @@
 // and, when asked, serves the metrics exporter. docs/design-node-agent.md.
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <condition_variable>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "agent/mig_controller.hpp"
@@ -16,6 +18,8 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/plugin_host.hpp"
+#include "core/file_read.hpp"
+#include "core/text.hpp"
 #include "config/mig_parted.hpp"
 #include "exporter/sampler.hpp"
 #include "exporter/server.hpp"
@@ -46,10 +50,51 @@ std::chrono::milliseconds millis(double seconds) {
 Result<kube::Credentials> credentials(const NodeArgs& args) {
   std::string file = args.kubeconfig;
   if (file.empty())
-    if (const char* env = std::getenv("KUBECONFIG"); env && *env) file = env;
+    if (const char* env = std::getenv("KUBECONFIG"); env && *env) {
+      file = env;
+      // kubectl merges a list of files; tessera reads one.
+      if (file.find(':') != std::string::npos)
+        return fail(Errc::invalid_argument, "KUBECONFIG names several files (" + quote(file) +
+                                                "); tessera reads one: pass --kubeconfig FILE");
+    }
   if (!file.empty()) return kube::from_kubeconfig(file);
   return kube::in_cluster();
 }
+
+// The mig-parted file as last read, read again when its text changes (a
+// mounted ConfigMap's update): a valid new one goes to the controller, an
+// invalid one is reported once and the previous one kept.
+class MigConfigFile {
+ public:
+  explicit MigConfigFile(std::string path) : path_(std::move(path)) {}
+  std::optional<config::MigPartedConfig> load(bool first) {
+    auto text = read_whole_file(path_, 16u << 20);
+    if (!text) {
+      if (first) std::cerr << "tessera node: " << path_ << ": " << text.error().message << '\n';
+      else if (text_ != "\0unreadable") spdlog::error("{}: {}; keeping the config read before", path_, text.error().message);
+      text_ = "\0unreadable";
+      return std::nullopt;
+    }
+    if (!first && *text == text_) return std::nullopt;
+    text_ = *text;
+    config::Diagnostics diags;
+    auto parsed = config::parse_mig_parted(*text, path_, diags);
+    if (first) {
+      print_diagnostics(diags, std::cerr);
+    } else if (diags.has_errors()) {
+      std::ostringstream out;
+      print_diagnostics(diags, out);
+      spdlog::error("{} changed but is invalid; keeping the config read before:\n{}", path_, out.str());
+    }
+    if (!parsed || diags.has_errors()) return std::nullopt;
+    if (!first) spdlog::info("{} changed", path_);
+    return parsed;
+  }
+
+ private:
+  std::string path_;
+  std::string text_;
+};
 
 // The labels tessera owns on the Node (GPU feature discovery's names), kept
 // equal to what the node has: docs/node-labels.md.
@@ -60,6 +105,11 @@ class LabelSync {
     if (auto v = session.driver_version(); v) driver_ = *v;
     // nvmlSystemGetCudaDriverVersion_v2: 1000 * major + 10 * minor (12040 -> 12.4).
     if (auto v = session.cuda_driver_version(); v && *v > 0) cuda_ = fmt::format("{}.{}", *v / 1000, *v % 1000 / 10);
+    // gpu.machine: what GFD reads, the board's DMI product name.
+    if (auto text = read_whole_file("/sys/class/dmi/id/product_name", 4096); text) {
+      machine_ = *text;
+      while (!machine_.empty() && std::isspace(static_cast<unsigned char>(machine_.back()))) machine_.pop_back();
+    }
     auto count = session.device_count();
     for (uint32_t i = 0; count && i < *count; ++i) {
       auto dev = session.device(i);
@@ -83,17 +133,22 @@ class LabelSync {
     in.gpu_facts = facts_;
     in.driver_version = driver_;
     in.cuda_driver_version = cuda_;
+    in.machine_type = machine_;
     auto wanted = sharing::node_labels(in);
     std::map<std::string, std::optional<std::string>> patch;
     for (const auto& [k, v] : wanted.labels)
       if (auto it = current.find(k); it == current.end() || it->second != v) patch[k] = v;
     for (const auto& k : sharing::stale_labels(current, wanted.labels)) patch[k] = std::nullopt;
-    if (patch.empty() || patch == last_failed_) return;
+    if (patch.empty()) return;
+    // The same patch the API refused is asked again after a while, not on every turn.
+    const auto now = std::chrono::steady_clock::now();
+    if (patch == last_failed_ && now < retry_at_) return;
     for (const auto& d : wanted.dropped)
       if (logged_dropped_.insert(d).second) spdlog::warn("Node label left out: {}", d);
     if (auto r = api_.patch_labels(patch); !r) {
-      spdlog::warn("cannot update the Node's GPU labels: {}", r.error().message);
+      if (patch != last_failed_) spdlog::warn("cannot update the Node's GPU labels: {} (trying again every 30 s)", r.error().message);
       last_failed_ = patch;
+      retry_at_ = now + std::chrono::seconds(30);
       return;
     }
     last_failed_.clear();
@@ -115,7 +170,9 @@ class LabelSync {
   std::map<std::string, sharing::GpuFacts> facts_;
   std::string driver_;
   std::string cuda_;
+  std::string machine_;
   std::map<std::string, std::optional<std::string>> last_failed_;
+  std::chrono::steady_clock::time_point retry_at_{};
   std::set<std::string> logged_dropped_;
 };
 
@@ -127,25 +184,32 @@ int run_node(NodeArgs args) {
     std::cerr << cmd << ": no Node name: pass --node-name or set NODE_NAME (from the downward API's spec.nodeName)\n";
     return kExitUsage;
   }
+  std::optional<MigConfigFile> mig_file;
   std::optional<config::MigPartedConfig> mig_configs;
   if (!args.mig_config.empty()) {
-    config::Diagnostics diags;
-    mig_configs = config::load_mig_parted(args.mig_config, diags);
-    print_diagnostics(diags, std::cerr);
-    if (!mig_configs || diags.has_errors()) return kExitInvalid;
+    mig_file.emplace(args.mig_config);
+    mig_configs = mig_file->load(true);
+    if (!mig_configs) return kExitInvalid;
   }
   auto creds = credentials(args);
   if (!creds) {
     std::cerr << cmd << ": " << creds.error().message << '\n';
     return kExitInvalid;
   }
-  // Two clients: the watch holds one connection open.
-  auto watch_client = kube::Client::create(*creds);
+  // Two clients: the watch holds one connection open. Neither retries much
+  // on its own: the watch has its backoff, the agent's calls are asked again
+  // on its next turn, and neither should hold up a stop.
+  kube::ClientOptions watch_options;
+  watch_options.max_attempts = 1;
+  kube::ClientOptions api_options;
+  api_options.max_attempts = 2;
+  api_options.request_timeout = std::chrono::seconds(5);
+  auto watch_client = kube::Client::create(*creds, watch_options);
   if (!watch_client) {
     std::cerr << cmd << ": " << watch_client.error().message << '\n';
     return kExitInvalid;
   }
-  auto api_client = kube::Client::create(*creds);
+  auto api_client = kube::Client::create(*creds, api_options);
   if (!api_client) {
     std::cerr << cmd << ": " << api_client.error().message << '\n';
     return kExitInvalid;
@@ -192,24 +256,34 @@ int run_node(NodeArgs args) {
     };
     hooks.advertised = [&host] { return host->manager().state()->snapshot()->resources; };
     hooks.withdraw = [&host](std::set<std::string> uuids) { host->manager().withdraw(std::move(uuids)); };
-    hooks.layout_changed = [&host] { host->refresh_inventory(); };
+    hooks.layout_changed = [&host] { return host->refresh_inventory(); };
+    hooks.served_inventory = [&host] { return host->manager().inventory(); };
+    hooks.can_serve = [&host](const sharing::Inventory& inventory) -> Result<void> {
+      auto resources = sharing::build_resources(inventory, host->manager().config());
+      if (!resources) return unexpected(resources.error());
+      return {};
+    };
     agent::MigControllerOptions options;
     options.config_file = args.mig_config;
-    options.configs = &*mig_configs;
+    options.configs = std::move(*mig_configs);
     options.eviction_timeout = millis(args.eviction_timeout);
     controller = std::make_unique<agent::MigController>(host->session(), api, std::move(hooks),
                                                         reconciler::JournalFile(args.state_dir), options);
   }
+  if (!controller)
+    spdlog::info("no --mig-config: the Node's {} label is not acted on; MIG stays as it is", agent::kMigConfigLabel);
   LabelSync labels(api, host->session(), host->manager());
 
   // The agent's thread: the Node as last seen, MIG changes, labels.
   std::mutex mutex;
   std::condition_variable wake;
   std::optional<agent::NodeView> seen;  // a newer Node from the watch, not yet taken
+  bool label_was_absent = false;        // a version without the label came by: "removed, then set again" counts
   bool poked = false, stopping = false;
   agent::NodeWatch watch(std::move(*watch_client), args.node_name, [&](const agent::NodeView& v) {
     std::lock_guard lock(mutex);
     seen = v;
+    if (!v.labels.contains(agent::kMigConfigLabel)) label_was_absent = true;
     wake.notify_all();
   });
   std::thread worker([&] {
@@ -223,6 +297,7 @@ int run_node(NodeArgs args) {
                       [&] { return stopping || seen || poked; });
       if (stopping) break;
       auto view = std::exchange(seen, std::nullopt);
+      bool was_absent = std::exchange(label_was_absent, false);
       poked = false;
       lock.unlock();
       if (view) {
@@ -230,10 +305,13 @@ int run_node(NodeArgs args) {
         have_node = true;
         api.set_node_uid(view->uid);
         if (controller) {
+          if (was_absent) controller->set_desired(std::nullopt);
           auto it = current.find(agent::kMigConfigLabel);
           controller->set_desired(it == current.end() ? std::nullopt : std::optional<std::string>(it->second));
         }
       }
+      if (controller && mig_file)
+        if (auto fresh = mig_file->load(false)) controller->set_configs(std::move(*fresh));
       next = controller ? controller->step(agent::Clock::now()) : agent::Clock::time_point::max();
       if (have_node && !args.no_node_labels) labels.sync(current);
       lock.lock();

@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "cli/output.hpp"
+#include "config/mig_parted.hpp"  // read_config_file
 #include "config/yaml_document.hpp"
 #include "core/file_read.hpp"
 #include "cuda_quota/env.h"
@@ -23,14 +24,30 @@
 
 namespace tessera::cli {
 
-std::optional<config::DevicePluginConfig> load_plugin_config(const std::string& file, bool strict) {
+namespace {
+
+// The config in `text`, read from `file`; diagnostics printed.
+std::optional<config::DevicePluginConfig> parse_plugin_config(const std::string& text, const std::string& file,
+                                                              bool strict) {
   config::Diagnostics diags;
-  if (file.empty()) return config::parse_device_plugin_config("version: v1\n", "<defaults>", diags);
-  auto c = config::load_device_plugin_config(file, diags);
+  auto c = config::parse_device_plugin_config(text, file, diags);
   if (strict) diags = config::warnings_as_errors(diags);
   print_diagnostics(diags, std::cerr);
   if (diags.has_errors()) return std::nullopt;
   return c;
+}
+
+}  // namespace
+
+std::optional<config::DevicePluginConfig> load_plugin_config(const std::string& file, bool strict) {
+  if (file.empty()) return parse_plugin_config("version: v1\n", "<defaults>", strict);
+  config::Diagnostics diags;
+  auto text = config::read_config_file(file, diags);
+  if (!text) {
+    print_diagnostics(diags, std::cerr);
+    return std::nullopt;
+  }
+  return parse_plugin_config(*text, file, strict);
 }
 
 struct PluginHost::Parts {
@@ -71,16 +88,27 @@ std::unique_ptr<PluginHost> PluginHost::start(const PluginArgs& args, const std:
   parts.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC);
   parts.mig_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 
-  auto config = load_plugin_config(args.config_file, args.strict);
+  std::optional<config::DevicePluginConfig> config;
+  if (args.config_file.empty()) {
+    config = load_plugin_config("", args.strict);
+  } else {
+    config::Diagnostics diags;
+    auto text = config::read_config_file(args.config_file, diags);
+    print_diagnostics(diags, std::cerr);
+    if (text) {
+      parts.config_text = *text;
+      config = parse_plugin_config(*text, args.config_file, args.strict);
+    }
+  }
   if (!config) return nullptr;
   if (!args.config_file.empty()) {
-    parts.config_text = file_text(args.config_file);
     parts.inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
     auto dir = std::filesystem::path(args.config_file).parent_path();
     if (dir.empty()) dir = ".";
-    if (parts.inotify_fd < 0 ||
-        inotify_add_watch(parts.inotify_fd, dir.c_str(),
-                          IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_ATTRIB) < 0)
+    // A writer closing a file, or a name renamed into place (the kubelet's
+    // ConfigMap volumes rename a new ..data symlink over the old): the file
+    // is complete by then.
+    if (parts.inotify_fd < 0 || inotify_add_watch(parts.inotify_fd, dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO) < 0)
       spdlog::warn("cannot watch {} for config changes: {} (SIGHUP still reloads)", dir.string(),
                    std::strerror(errno));
   }
@@ -143,19 +171,17 @@ std::unique_ptr<PluginHost> PluginHost::start(const PluginArgs& args, const std:
 
 PluginHost::~PluginHost() { stop(); }
 
-void PluginHost::refresh_inventory() {
+Result<void> PluginHost::refresh_inventory() {
   auto inventory = plugin::read_node_inventory(*session_);
-  if (!inventory) {
-    spdlog::warn("cannot read the inventory: {}", inventory.error().message);
-    return;
-  }
-  if (auto r = manager_->update_inventory(std::move(*inventory)); !r)
-    spdlog::error("the new inventory cannot be served: {}", r.error().message);
+  if (!inventory) return unexpected(inventory.error());
+  return manager_->update_inventory(std::move(*inventory));
 }
 
 void PluginHost::reload(const char* why) {
   spdlog::info("{}: reloading {}", why, args_.config_file.empty() ? "the default config" : args_.config_file);
-  auto fresh = load_plugin_config(args_.config_file, args_.strict);
+  // The text compared is the text parsed: a file being rewritten is read once.
+  auto fresh = args_.config_file.empty() ? load_plugin_config("", args_.strict)
+                                         : parse_plugin_config(parts_->config_text, args_.config_file, args_.strict);
   if (!fresh) {
     spdlog::error("config not reloaded: it is invalid; still serving the previous one");
     return;
@@ -193,7 +219,15 @@ void PluginHost::run(const std::function<void()>& on_reload) {
     signalfd_siginfo info{};
     if (read(parts.signal_fd, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
     if (info.ssi_signo == SIGHUP) {
-      if (!args_.config_file.empty()) parts.config_text = file_text(args_.config_file);
+      if (!args_.config_file.empty()) {
+        auto text = read_whole_file(args_.config_file, 16u << 20);
+        if (!text) {
+          spdlog::error("config not reloaded: {}: {}; still serving the previous one", args_.config_file,
+                        text.error().message);
+          continue;
+        }
+        parts.config_text = *text;
+      }
       reload("SIGHUP");
       continue;
     }

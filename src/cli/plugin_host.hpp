@@ -59,8 +59,9 @@ class PluginHost {
 
   plugin::PluginManager& manager() { return *manager_; }
   const nvml::Session& session() const { return *session_; }
-  // Reads the inventory now and serves what changed (any thread).
-  void refresh_inventory();
+  // Reads the inventory now and serves what changed (any thread). Errors:
+  // it cannot be read, or the config cannot serve it (the old one stays).
+  [[nodiscard]] Result<void> refresh_inventory();
 
  private:
   PluginHost() = default;

@@ -225,10 +225,14 @@ std::string_view to_string(Outcome outcome) {
 }
 
 void mark_in_use(std::vector<NodeGpu>& node, const std::map<std::string, std::vector<std::string>>& in_use) {
-  for (auto& g : node)
-    for (auto& inst : g.state.instances)
+  for (auto& g : node) {
+    auto whole = in_use.find(g.state.uuid);  // users of the whole GPU use every instance on it
+    for (auto& inst : g.state.instances) {
       if (auto it = in_use.find(inst.uuid); !inst.uuid.empty() && it != in_use.end())
         inst.processes.insert(inst.processes.end(), it->second.begin(), it->second.end());
+      if (whole != in_use.end()) inst.processes.insert(inst.processes.end(), whole->second.begin(), whole->second.end());
+    }
+  }
 }
 
 Result<ApplyReport> apply_config(const nvml::Session& session, const ApplyRequest& request,

@@ -67,9 +67,10 @@ struct ApplyRequest {
   const config::MigConfig* config = nullptr;
   bool force = false;
   bool dry_run = false;  // plan only: nothing is written or changed
-  // Users NVML does not see, per MIG device UUID ("pod ns/name"): the
-  // kubelet's allocations. They count as processes, so the plan keeps those
-  // instances, or refuses without `force`.
+  // Users NVML does not see, per MIG device UUID, or per GPU UUID for users
+  // of every instance on it ("pod ns/name"): the kubelet's allocations. They
+  // count as processes, so the plan keeps those instances, or refuses
+  // without `force`.
   std::map<std::string, std::vector<std::string>> in_use;
 };
 

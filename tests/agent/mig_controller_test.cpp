@@ -19,6 +19,8 @@
 #include "sharing/resources.hpp"
 #include "support/run.hpp"
 
+#include <string>
+
 namespace tessera::agent {
 namespace {
 
@@ -107,17 +109,18 @@ struct Fixture {
   std::set<std::string> withdrawn;
   std::vector<std::set<std::string>> withdraw_calls;
   int layout_changes = 0;
+  std::string serve_fails;  // the plugin cannot serve the new inventory, with this message
   std::unique_ptr<MigController> controller;
   Clock::time_point now = Clock::time_point{} + 1h;
 
-  explicit Fixture(std::chrono::milliseconds eviction_timeout = 60s) {
+  explicit Fixture(std::chrono::milliseconds eviction_timeout = 60s, const std::string& strategy = "mixed") {
     auto made = run({TESSERA_BIN, "sim", "create", node, "--gpu", "A100-SXM4-80GB", "--count", "2"});
     EXPECT_EQ(made.exit_code, 0) << made.err;
     config::Diagnostics diags;
     auto parsed = config::parse_mig_parted(kConfigs, "mig.yaml", diags);
     EXPECT_TRUE(parsed);
     if (parsed) configs = *parsed;
-    auto pc = config::parse_device_plugin_config("version: v1\nflags:\n  migStrategy: mixed\n", "dp.yaml", diags);
+    auto pc = config::parse_device_plugin_config("version: v1\nflags:\n  migStrategy: " + strategy + "\n", "dp.yaml", diags);
     EXPECT_TRUE(pc);
     if (pc) plugin_config = *pc;
     ::setenv("TESSERA_SIM_DIR", node.c_str(), 1);
@@ -141,10 +144,23 @@ struct Fixture {
       withdraw_calls.push_back(uuids);
       withdrawn = std::move(uuids);
     };
-    hooks.layout_changed = [this] { ++layout_changes; };
+    hooks.layout_changed = [this]() -> Result<void> {
+      ++layout_changes;
+      if (!serve_fails.empty()) return fail(Errc::validation, serve_fails);
+      return {};
+    };
+    hooks.served_inventory = [this] {
+      auto inventory = plugin::read_node_inventory(*session);
+      return inventory ? *inventory : sharing::Inventory{};
+    };
+    hooks.can_serve = [this](const sharing::Inventory& inventory) -> Result<void> {
+      auto r = sharing::build_resources(inventory, plugin_config);
+      if (!r) return unexpected(r.error());
+      return {};
+    };
     MigControllerOptions options;
     options.config_file = "mig.yaml";
-    options.configs = &configs;
+    options.configs = configs;
     options.eviction_timeout = eviction_timeout;
     options.poll_interval = 1s;
     options.retry_interval = 5s;
@@ -240,7 +256,9 @@ TEST(MigController, ALayoutAlreadyInPlaceIsSuccessWithoutTouchingAnything) {
   f.label(std::nullopt);
   f.label("all-1g.10gb");
   EXPECT_EQ(f.mig_uuids(), before);
-  EXPECT_EQ(f.api.state_history, (std::vector<std::string>{"pending", "success", "pending", "success"}));
+  // Only the state is written: no pending, no Event, nothing withdrawn.
+  EXPECT_EQ(f.api.state_history, (std::vector<std::string>{"pending", "success", "success"}));
+  EXPECT_EQ(f.api.events.size(), 1u);
   EXPECT_TRUE(f.last().destroyed.empty());
 }
 
@@ -405,15 +423,99 @@ TEST(MigController, AStateTheApiRefusesIsWrittenWhenItIsBack) {
   Fixture f;
   ASSERT_TRUE(f.session);
   f.api.label_failures = 2;  // pending and success are refused
-  f.controller->set_desired("all-1g.10gb");
-  auto next = f.controller->step(f.now);
+  f.label("all-1g.10gb");
+  EXPECT_EQ(f.controller->applied(), "all-1g.10gb");
   EXPECT_EQ(f.controller->unwritten_state(), std::optional<std::string>("success"));
   EXPECT_TRUE(f.api.state_history.empty());
-  EXPECT_EQ(next, f.now + 5s);
+  auto next = f.controller->step(f.now);
+  EXPECT_EQ(next, f.now + 5s) << "the next try is due after retry_interval";
+  EXPECT_TRUE(f.api.state_history.empty());
   f.now = next;
   f.controller->step(f.now);
   EXPECT_EQ(f.api.state_history, (std::vector<std::string>{"success"}));
   EXPECT_EQ(f.controller->unwritten_state(), std::nullopt);
+}
+
+TEST(MigController, TheGpusChangeOnlyAfterTheKubeletWasToldOfTheWithdrawal) {
+  Fixture f;
+  ASSERT_TRUE(f.session);
+  f.label("all-1g.10gb");
+  const auto before = f.mig_uuids();
+  f.controller->set_desired("all-3g.40gb");
+  f.controller->step(f.now);
+  EXPECT_EQ(f.controller->phase(), Phase::draining) << "no pod to wait for, but the withdrawal must reach the kubelet";
+  EXPECT_FALSE(f.withdrawn.empty());
+  EXPECT_EQ(f.mig_uuids(), before);
+  f.now += 1s;
+  f.controller->step(f.now);
+  EXPECT_EQ(f.controller->phase(), Phase::idle);
+  EXPECT_EQ(f.instances(0).size(), 2u);
+}
+
+// migStrategy none advertises a MIG GPU whole: its pods use every instance.
+TEST(MigController, UnderStrategyNoneThePodsOnAChangedGpuLeave) {
+  Fixture f(60s, "none");
+  ASSERT_TRUE(f.session);
+  f.label("all-1g.10gb");
+  auto resources = f.advertised();
+  ASSERT_EQ(resources.size(), 1u);
+  ASSERT_EQ(resources[0].name, "nvidia.com/gpu");
+  std::string gpu0, gpu1;
+  for (const auto& d : resources[0].devices) (d.gpu_index == 0 ? gpu0 : gpu1) = d.id;
+  f.add_pod("on-gpu0", gpu0, "nvidia.com/gpu");
+  f.add_pod("on-gpu1", gpu1, "nvidia.com/gpu");
+  f.withdraw_calls.clear();
+  f.label("mixed-gpu0");
+  EXPECT_EQ(f.api.state_history.back(), "success");
+  EXPECT_EQ(f.api.evicted, (std::set<PodRef>{{"team-a", "on-gpu0"}})) << "GPU 1 did not change";
+  ASSERT_FALSE(f.withdraw_calls.empty());
+  EXPECT_TRUE(f.withdraw_calls.front().contains(gpu0));
+  EXPECT_FALSE(f.withdraw_calls.front().contains(gpu1));
+}
+
+// migStrategy single serves one profile: a mixed layout is refused before any pod is touched.
+TEST(MigController, ALayoutThePluginCouldNotServeIsRefusedFirst) {
+  Fixture f(60s, "single");
+  ASSERT_TRUE(f.session);
+  f.label("all-1g.10gb");
+  const auto before = f.mig_uuids();
+  f.add_pod("p", f.advertised()[0].devices[0].id, f.advertised()[0].name);
+  f.label("mixed-gpu0");
+  EXPECT_EQ(f.api.state_history.back(), "failed");
+  EXPECT_NE(f.last().reason.find("could not serve"), std::string::npos) << f.last().reason;
+  EXPECT_TRUE(f.api.eviction_calls.empty());
+  EXPECT_EQ(f.mig_uuids(), before);
+}
+
+TEST(MigController, NewDevicesThatCannotBeServedKeepTheOldOnesOutOfService) {
+  Fixture f;
+  ASSERT_TRUE(f.session);
+  f.label("all-1g.10gb");
+  f.serve_fails = "the inventory cannot be read";
+  f.label("all-3g.40gb");
+  EXPECT_EQ(f.api.state_history.back(), "failed");
+  EXPECT_NE(f.last().reason.find("cannot serve"), std::string::npos) << f.last().reason;
+  EXPECT_EQ(f.withdrawn.size(), 14u) << "the destroyed 1g.10gb stay Unhealthy";
+}
+
+TEST(MigController, AReloadedConfigFileIsUsedAndTheLabelTriedAgain) {
+  Fixture f;
+  ASSERT_TRUE(f.session);
+  f.label("all-1g.10gb");
+  f.label("two-2g");
+  EXPECT_EQ(f.api.state_history.back(), "failed");
+  config::Diagnostics diags;
+  auto more = config::parse_mig_parted(std::string(kConfigs) + R"(  two-2g:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"2g.20gb": 2}
+)", "mig.yaml", diags);
+  ASSERT_TRUE(more);
+  f.controller->set_configs(*more);
+  f.settle();
+  EXPECT_EQ(f.api.state_history.back(), "success");
+  EXPECT_EQ(f.controller->applied(), "two-2g");
+  EXPECT_EQ(f.instances(0).size(), 2u);
 }
 
 TEST(MigController, AKubeletThatDoesNotAnswerFailsTheChangeBeforeAnyPodIsTouched) {
