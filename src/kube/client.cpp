@@ -276,6 +276,10 @@ struct Client::Impl {
   std::optional<Answer> headers_for(const Call& call, httplib::Headers& headers);
   std::string no_answer(httplib::Error err, httplib::SSLClient* ssl) const;
   Answer once(const Call& call);
+  // Sends `call`, and again while its answer is retryable and attempts
+  // remain, waiting a backoff between tries that stop() cuts short. Returns
+  // the last answer; `attempt` is how many tries were made.
+  Answer retrying(const Call& call, int& attempt);
   ApiResult<Answer> perform(const Call& call);
   ApiResult<json> perform_json(const Call& call);
 
@@ -434,17 +438,24 @@ Answer Client::Impl::once(const Call& call) {
   return a;
 }
 
-ApiResult<Answer> Client::Impl::perform(const Call& call) {
-  int attempts = std::max(1, opts.max_attempts);
-  for (int attempt = 1;; ++attempt) {
+Answer Client::Impl::retrying(const Call& call, int& attempt) {
+  const int attempts = std::max(1, opts.max_attempts);
+  for (attempt = 1;; ++attempt) {
     Answer a = once(call);
-    if (is_success(a.status)) return a;
-    if (attempt >= attempts || !retryable(call, a)) return unexpected(to_error(call, a, attempt));
+    if (is_success(a.status) || attempt >= attempts || !retryable(call, a)) return a;
     auto delay = backoff(opts, attempt, a);
     spdlog::warn("kube: {}: {}; try {} of {} in {} ms", describe(call), summary(a), attempt + 1, attempts,
                  delay.count());
-    std::this_thread::sleep_for(delay);
+    std::unique_lock lock(watch_mu);
+    if (watch_cv.wait_for(lock, delay, [&] { return stopped.load(); })) return a;
   }
+}
+
+ApiResult<Answer> Client::Impl::perform(const Call& call) {
+  int attempt = 0;
+  Answer a = retrying(call, attempt);
+  if (is_success(a.status)) return a;
+  return unexpected(to_error(call, a, attempt));
 }
 
 ApiResult<json> Client::Impl::perform_json(const Call& call) {
@@ -732,17 +743,8 @@ ApiResult<EvictionResult> Client::evict_pod(const std::string& pod_namespace, co
     // 429 is the answer, not a reason to try again: a PodDisruptionBudget allows no disruption now.
     Call call{"POST", "/api/v1/namespaces/" + escape(pod_namespace) + "/pods/" + escape(name) + "/eviction",
               body.dump(), "application/json", false};
-    int attempts = std::max(1, m.opts.max_attempts);
-    Answer a;
-    int attempt = 1;
-    for (;; ++attempt) {
-      a = m.once(call);
-      if (is_success(a.status) || attempt >= attempts || !retryable(call, a)) break;
-      auto delay = backoff(m.opts, attempt, a);
-      spdlog::warn("kube: {}: {}; try {} of {} in {} ms", describe(call), summary(a), attempt + 1, attempts,
-                   delay.count());
-      std::this_thread::sleep_for(delay);
-    }
+    int attempt = 0;
+    Answer a = m.retrying(call, attempt);
     bool known_version = !version_refused(a.status, a.body);
     if (v1beta1 && known_version && !m.eviction_v1beta1.exchange(true)) {
       spdlog::info("kube: the API server serves Eviction only as policy/v1beta1; using that from now on");

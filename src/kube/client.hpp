@@ -118,8 +118,9 @@ class Client {
   // stop() does not wait for the watch to end, so it may be called from
   // on_event or while holding locks on_event needs. It lasts: a watch_node
   // called after stop() returns `resource_version` at once, and a watch in its
-  // backoff between attempts returns without another. Other calls are not
-  // affected.
+  // backoff between attempts returns without another. Other calls are sent
+  // as before, but no longer retried: a call waiting to try again gives up
+  // at once with its last answer, so nothing holds a shutdown up for long.
   void stop();
 
   // GET /api/v1/pods?fieldSelector=spec.nodeName={node}: the PodList's items.
