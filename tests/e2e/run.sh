@@ -329,7 +329,7 @@ EOF
 apiserver_args=(--etcd-servers="$etcd_url" \
   --bind-address=127.0.0.1 --secure-port=16443 --insecure-port=0 \
   --cert-dir="$run/apiserver" --tls-cert-file="$run/pki/apiserver.crt" --tls-private-key-file="$run/pki/apiserver.key" \
-  --token-auth-file="$run/tokens.csv" --authorization-mode=AlwaysAllow --allow-privileged=true \
+  --token-auth-file="$run/tokens.csv" --authorization-mode=RBAC --allow-privileged=true \
   --service-account-key-file="$run/sa.key" --service-account-signing-key-file="$run/sa.key" \
   --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range=10.0.0.0/24)
 start kube-apiserver "$kube_bin/kube-apiserver" "${apiserver_args[@]}"
@@ -1252,6 +1252,17 @@ scenario_node-agent() {
   product=$(node_label nvidia.com/gpu.product)
   [[ -n $product ]] || fail "the agent wrote no nvidia.com/gpu.product label"
   echo "  all-1g.20gb: success; labels mig.strategy=mixed, mig-1g.20gb.count=8, gpu.product=$product"
+  # The API server authorizes with RBAC: the agent did all that with deploy/base/rbac.yaml, and
+  # that role grants no more than it uses.
+  local sa=system:serviceaccount:tessera:tessera verb
+  for verb in "patch nodes" "watch nodes" "create pods --subresource=eviction" "create events"; do
+    [[ $(kc auth can-i $verb --as=$sa 2>/dev/null) == yes ]] || fail "the agent's service account may not $verb"
+  done
+  for verb in "delete pods" "list pods" "get secrets" "patch nodes --subresource=status" "delete nodes"; do
+    [[ $(kc auth can-i $verb --as=$sa 2>/dev/null) == no ]] || fail "the agent's service account may $verb"
+  done
+  ! docker logs "$(plugin_container)" 2>&1 | grep -q 'HTTP 403' || fail "the API server refused the agent a call (403)"
+  echo "  RBAC: the agent's role allows its calls and not delete pods, list pods, secrets, nodes/status"
 
   # One pod on each 1g.20gb device. e2e-mixed puts a 3g.40gb on GPU 0 where
   # two of them are: the pods on those two must leave, the other six stay.
