@@ -18,6 +18,7 @@
 #include "reconciler/node_state.hpp"
 #include "sharing/resources.hpp"
 #include "support/run.hpp"
+#include "support/sim_nvml.hpp"
 
 #include <string>
 
@@ -123,12 +124,8 @@ struct Fixture {
     auto pc = config::parse_device_plugin_config("version: v1\nflags:\n  migStrategy: " + strategy + "\n", "dp.yaml", diags);
     EXPECT_TRUE(pc);
     if (pc) plugin_config = *pc;
-    ::setenv("TESSERA_SIM_DIR", node.c_str(), 1);
-    auto lib = nvml::Library::open(TESSERA_SIM_LIBRARY);
-    EXPECT_TRUE(lib);
-    if (!lib) return;
-    auto s = nvml::Session::open(std::move(*lib));
-    EXPECT_TRUE(s);
+    auto s = testing::open_simulated_nvml(TESSERA_SIM_LIBRARY, node);
+    EXPECT_TRUE(s) << s.error().message;
     if (!s) return;
     session.emplace(std::move(*s));
     NodeHooks hooks;

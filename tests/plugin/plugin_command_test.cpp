@@ -17,6 +17,7 @@
 
 #include "kubelet/fake_kubelet.hpp"
 #include "support/run.hpp"
+#include "support/sim_nvml.hpp"
 
 namespace tessera {
 namespace {
@@ -381,11 +382,8 @@ TEST(PluginCommand, IndexIdsNameTheNvmlMigDeviceOfTheAllocatedUuid) {
   ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/mig-3g.40gb", [](const auto& d) { return d.size() == 1; }, 5s));
 
   // The driver's own answer: MIG device UUID by NVML index, and by placement.
-  setenv("TESSERA_SIM_DIR", n.node.c_str(), 1);
-  auto lib = nvml::Library::open(TESSERA_SIM_LIBRARY);
-  ASSERT_TRUE(lib) << lib.error().message;
-  auto session = nvml::Session::open(std::move(*lib));
-  ASSERT_TRUE(session) << session.error().message();
+  auto session = testing::open_simulated_nvml(TESSERA_SIM_LIBRARY, n.node);
+  ASSERT_TRUE(session) << session.error().message;
   const auto& api = session->api();
   nvml::abi::nvmlDevice_t gpu = nullptr;
   ASSERT_EQ(api.nvmlDeviceGetHandleByIndex_v2(0, &gpu), nvml::abi::NVML_SUCCESS);

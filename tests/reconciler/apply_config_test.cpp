@@ -13,6 +13,7 @@
 #include "reconciler/mig_apply.hpp"
 #include "reconciler/node_state.hpp"
 #include "support/run.hpp"
+#include "support/sim_nvml.hpp"
 
 namespace tessera {
 namespace {
@@ -46,12 +47,8 @@ struct SimNode {
     auto parsed = config::parse_mig_parted(kConfigs, "configs.yaml", diags);
     EXPECT_TRUE(parsed) << "the test's configs parse";
     if (parsed) configs = *parsed;
-    ::setenv("TESSERA_SIM_DIR", node.c_str(), 1);
-    auto lib = nvml::Library::open(TESSERA_SIM_LIBRARY);
-    EXPECT_TRUE(lib);
-    if (!lib) return;
-    auto s = nvml::Session::open(std::move(*lib));
-    EXPECT_TRUE(s);
+    auto s = testing::open_simulated_nvml(TESSERA_SIM_LIBRARY, node);
+    EXPECT_TRUE(s) << s.error().message;
     if (s) session.emplace(std::move(*s));
   }
   reconciler::ApplyRequest request(const std::string& name, bool dry_run = false) const {
