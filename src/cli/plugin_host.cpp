@@ -179,6 +179,14 @@ Result<void> PluginHost::refresh_inventory() {
 
 void PluginHost::reload(const char* why) {
   spdlog::info("{}: reloading {}", why, args_.config_file.empty() ? "the default config" : args_.config_file);
+  // An empty file at start means the defaults; at a reload it is a file
+  // caught while being rewritten, or emptied by mistake: not a reason to drop
+  // every sharing setting.
+  if (!args_.config_file.empty() &&
+      parts_->config_text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    spdlog::warn("config not reloaded: {} is empty; still serving the previous one", args_.config_file);
+    return;
+  }
   // The text compared is the text parsed: a file being rewritten is read once.
   auto fresh = args_.config_file.empty() ? load_plugin_config("", args_.strict)
                                          : parse_plugin_config(parts_->config_text, args_.config_file, args_.strict);

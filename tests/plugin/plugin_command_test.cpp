@@ -195,6 +195,11 @@ TEST(PluginCommand, SighupReloadsTheConfig) {
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(n.kubelet.devices("nvidia.com/gpu").size(), 6u);
   EXPECT_TRUE(plugin.wait_for_output("unknown version 'v9'", 3000)) << plugin.output();
+  // Nor does an empty one (a file caught mid-write, or emptied by mistake).
+  n.dir.write("dp.yaml", "");
+  plugin.signal(SIGHUP);
+  EXPECT_TRUE(plugin.wait_for_output("is empty; still serving the previous one", 3000)) << plugin.output();
+  EXPECT_EQ(n.kubelet.devices("nvidia.com/gpu").size(), 6u);
   plugin.signal(SIGTERM);
   EXPECT_EQ(plugin.wait(5000), 0);
 }
