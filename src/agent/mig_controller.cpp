@@ -10,12 +10,6 @@
 namespace tessera::agent {
 namespace {
 
-std::string join_set(const std::set<std::string>& items) {
-  std::string out;
-  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
-  return out;
-}
-
 std::string join_pods(const auto& pods) {
   std::string out;
   for (const auto& p : pods) {
@@ -207,7 +201,7 @@ void MigController::begin(Clock::time_point now) {
   }
   if (!current_.destroyed.empty()) {
     hooks_.withdraw(current_.destroyed);
-    spdlog::info("the change to {} takes away {}", name, join_set(current_.destroyed));
+    spdlog::info("the change to {} takes away {}", name, join(std::vector<std::string>(current_.destroyed.begin(), current_.destroyed.end())));
   }
   phase_ = Phase::draining;
   deadline_ = now + options_.eviction_timeout;

@@ -33,10 +33,6 @@ struct ExporterArgs {
   std::string hostname;
 };
 
-std::chrono::milliseconds millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
 std::string default_hostname() {
   if (const char* node = std::getenv("NODE_NAME"); node && *node) return node;
   char buf[256] = {};

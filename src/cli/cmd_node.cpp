@@ -43,10 +43,6 @@ struct NodeArgs {
   std::string pod_resources = plugin::kDefaultPodResourcesSocket;
 };
 
-std::chrono::milliseconds millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
 Result<kube::Credentials> credentials(const NodeArgs& args) {
   std::string file = args.kubeconfig;
   if (file.empty())

@@ -4,7 +4,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include <chrono>
+#include <cstdint>
+
 namespace tessera::cli {
+
+// A flag given in seconds (fractions allowed), as a duration.
+inline std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
 
 void add_catalog_command(CLI::App& app, int& exit_code);
 void add_mig_command(CLI::App& app, int& exit_code);

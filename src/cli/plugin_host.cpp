@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "config/mig_parted.hpp"  // read_config_file
 #include "config/yaml_document.hpp"
@@ -127,7 +128,7 @@ std::unique_ptr<PluginHost> PluginHost::start(const PluginArgs& args, const std:
   opts.kubelet_dir = args.kubelet_dir;
   opts.config = *config;
   opts.health.ignored_xids = {args.ignored_xids.begin(), args.ignored_xids.end()};
-  opts.health.recovery = std::chrono::milliseconds(static_cast<int64_t>(args.recovery_seconds * 1000));
+  opts.health.recovery = millis(args.recovery_seconds);
   opts.gpu_answers = plugin::nvml_gpu_probe(*host->session_);
   opts.quota = args.quota;
   opts.quota.inject = !args.no_quota_library;
@@ -159,10 +160,10 @@ std::unique_ptr<PluginHost> PluginHost::start(const PluginArgs& args, const std:
   // only while its daemon answers (docs/design-mps.md).
   mps::SupervisorOptions mps_options;
   mps_options.control.binary = args.mps_control;
-  mps_options.control.timeout = std::chrono::milliseconds(static_cast<int64_t>(args.mps_timeout_seconds * 1000));
+  mps_options.control.timeout = millis(args.mps_timeout_seconds);
   parts.daemons = std::make_unique<mps::Supervisor>(mps_options);
   plugin::RuntimeOptions runtime_options;
-  runtime_options.inventory_interval = std::chrono::milliseconds(static_cast<int64_t>(args.inventory_seconds * 1000));
+  runtime_options.inventory_interval = millis(args.inventory_seconds);
   parts.runtime = std::make_unique<plugin::Runtime>(
       manager, [host = host.get()] { return plugin::read_node_inventory(*host->session_); }, parts.daemons.get(),
       runtime_options, plugin::RuntimeClock::now());
