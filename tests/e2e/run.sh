@@ -379,6 +379,26 @@ say "cluster up in $cluster_s s ($("$kube_bin/kubelet" --version), $(etcd --vers
 # daemons' mpsRoot under the run (in the config, the hostPaths and the plugin's
 # mount) and the simulated control program the image carries.
 # `overlay NAME metrics` also adds the metrics Component (see metrics_patch).
+# What every tessera container of the run is given instead of a GPU: the
+# simulated node, and the quota ledgers at their host path (the plugin creates
+# the containers' ledger directories there); as a container's volumeMounts and
+# the pod's volumes.
+sim_mounts() {
+  cat <<EOF
+        - {name: sim, mountPath: /var/lib/tessera-sim}
+        - {name: quota-ledgers, mountPath: "$run/quota/ledgers"}
+        - {mountPath: /var/lib/tessera/ledgers, \$patch: delete}
+EOF
+}
+sim_volumes() {
+  cat <<EOF
+      - {name: sim, hostPath: {path: "$run/node", type: Directory}}
+      - {name: state, hostPath: {path: "$run/state", type: DirectoryOrCreate}}
+      - {name: quota-library, hostPath: {path: "$run/quota/lib", type: DirectoryOrCreate}}
+      - {name: quota-ledgers, hostPath: {path: "$run/quota/ledgers", type: DirectoryOrCreate}}
+EOF
+}
+
 overlay() {
   local name=$1 with=${2:-} dir=$run/overlays/$1${2:++$2} mps_args= mps_mounts= mps_volumes=
   mkdir -p "$dir"
@@ -438,15 +458,10 @@ spec:
                   "--quota-library-dir", "$run/quota/lib", "--quota-ledger-root", "$run/quota/ledgers"$mps_args]
         env: [{name: TESSERA_SIM, value: /var/lib/tessera-sim}]
         volumeMounts:
-        - {name: sim, mountPath: /var/lib/tessera-sim}
-        - {name: quota-ledgers, mountPath: "$run/quota/ledgers"}
-        - {mountPath: /var/lib/tessera/ledgers, \$patch: delete}
+$(sim_mounts)
 $mps_mounts
       volumes:
-      - {name: sim, hostPath: {path: "$run/node", type: Directory}}
-      - {name: state, hostPath: {path: "$run/state", type: DirectoryOrCreate}}
-      - {name: quota-library, hostPath: {path: "$run/quota/lib", type: DirectoryOrCreate}}
-      - {name: quota-ledgers, hostPath: {path: "$run/quota/ledgers", type: DirectoryOrCreate}}
+$(sim_volumes)
 $mps_volumes
 EOF
   echo "$dir"
@@ -574,6 +589,7 @@ container_mounts() {  # container_mounts POD: "SOURCE DESTINATION RW" per bind m
   docker inspect -f '{{range .Mounts}}{{.Source}} {{.Destination}} {{.RW}}{{println}}{{end}}' "$id"
 }
 
+no_consumers() { [[ -z $(kc get pods -l app=e2e-consumer -o name) ]]; }
 pods_in_phase() { kc get pods -l app=e2e-consumer --field-selector="status.phase=$1" -o name | wc -l; }
 
 deploy_overlay() {  # deploy_overlay NAME [metrics]: apply it and restart tessera's pod so it reads the new configs
@@ -688,7 +704,6 @@ scenario_xid-79() {
 
 scenario_time-slicing() {
   kc delete pods -l app=e2e-consumer --wait=false >/dev/null
-  no_consumers() { [[ -z $(kc get pods -l app=e2e-consumer -o name) ]]; }
   wait_for 60 "the MIG consumer pods to go away" no_consumers
   deploy_overlay time-slicing
   expect_resource 120 nvidia.com/gpu 8
@@ -926,7 +941,6 @@ scenario_mps() {
   read -r resource replicas < <(mps_share) || true
   [[ -n $resource && $replicas -gt 0 ]] || fail "cannot read the mps overlay's resource and replicas from tessera config validate"
   kc delete pods -l app=e2e-consumer --wait=false >/dev/null
-  no_consumers() { [[ -z $(kc get pods -l app=e2e-consumer -o name) ]]; }
   wait_for 60 "the consumer pods to go away" no_consumers
   deploy_overlay mps
   local gpus total
@@ -1076,7 +1090,6 @@ PY
 
 scenario_metrics() {
   kc delete pods -l app=e2e-consumer --wait=false >/dev/null
-  no_consumers() { [[ -z $(kc get pods -l app=e2e-consumer -o name) ]]; }
   wait_for 60 "the consumer pods to go away" no_consumers
   exporter_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   local t=$SECONDS
@@ -1202,16 +1215,11 @@ spec:
         - {name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}
         - {name: KUBERNETES_SERVICE_PORT, value: "16443"}
         volumeMounts:
-        - {name: sim, mountPath: /var/lib/tessera-sim}
-        - {name: quota-ledgers, mountPath: "$run/quota/ledgers"}
-        - {mountPath: /var/lib/tessera/ledgers, \$patch: delete}
+$(sim_mounts)
         - {name: pod-resources, mountPath: "$run/kubelet/pod-resources", readOnly: true}
         - {mountPath: /var/lib/kubelet/pod-resources, \$patch: delete}
       volumes:
-      - {name: sim, hostPath: {path: "$run/node", type: Directory}}
-      - {name: state, hostPath: {path: "$run/state", type: DirectoryOrCreate}}
-      - {name: quota-library, hostPath: {path: "$run/quota/lib", type: DirectoryOrCreate}}
-      - {name: quota-ledgers, hostPath: {path: "$run/quota/ledgers", type: DirectoryOrCreate}}
+$(sim_volumes)
       - {name: pod-resources, hostPath: {path: "$run/kubelet/pod-resources", type: Directory}}
 EOF
   echo "$dir"
@@ -1233,7 +1241,6 @@ node_events() {  # node_events REASON: the messages of the Node's Events with RE
   kc get events -n default --field-selector "involvedObject.name=$NODE,reason=$1" -o jsonpath='{.items[*].message}'
 }
 pod_gone() { [[ -z $(kc get pod "$1" -o name 2>/dev/null) ]]; }
-no_consumers() { [[ -z $(kc get pods -l app=e2e-consumer -o name) ]]; }
 
 scenario_node-agent() {
   kc delete pods -l app=e2e-consumer --wait=false >/dev/null
