@@ -159,6 +159,41 @@ TEST(NodeCommand, AnUnknownConfigEndsFailedWithAnEvent) {
   EXPECT_EQ(agent->wait(10000), 0);
 }
 
+// The mig-parted file is read again when it changes (a ConfigMap update): a
+// name that failed because the file lacked it is applied once it is there;
+// an invalid file is reported and the one read before kept.
+TEST(NodeCommand, AChangedMigConfigFileIsReadAgain) {
+  Node n;
+  FakeApiServer api;
+  api.add_node(kNode, {{"nvidia.com/mig.config", "all-3g.40gb"}});
+  auto agent = n.start(n.kubeconfig(api.url()));
+  ASSERT_TRUE(eventually([&] { return label(api, "nvidia.com/mig.config.state") == "failed"; })) << agent->output();
+  n.dir.write("mig.yaml", "version: v1\nmig-configs:\n  broken: [\n");
+  EXPECT_TRUE(agent->wait_for_output("changed but is invalid; keeping the config read before", 10000))
+      << agent->output();
+  n.dir.write("mig.yaml", std::string(kMigConfigs) +
+                              "  all-3g.40gb:\n    - devices: all\n      mig-enabled: true\n"
+                              "      mig-devices: {\"3g.40gb\": 2}\n");
+  EXPECT_TRUE(eventually([&] { return label(api, "nvidia.com/mig.config.state") == "success"; }, 15s))
+      << agent->output();
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/mig-3g.40gb", [](const auto& d) { return d.size() == 4; }, 5s));
+  agent->signal(SIGTERM);
+  EXPECT_EQ(agent->wait(10000), 0);
+}
+
+// A Node name the API server does not know is an error said on every try,
+// not an outage reported once.
+TEST(NodeCommand, ANodeThatDoesNotExistIsSaid) {
+  Node n;
+  FakeApiServer api;
+  auto agent = n.start(n.kubeconfig(api.url()));
+  EXPECT_TRUE(agent->wait_for_output("the API server has no Node named " + kNode + " (check --node-name or NODE_NAME",
+                                     10000))
+      << agent->output();
+  agent->signal(SIGTERM);
+  EXPECT_EQ(agent->wait(10000), 0);
+}
+
 // Started while the API server is away: devices are served at once, the
 // agent waits with backoff (no busy loop, one warning), and once the API
 // server is up it takes the label.
@@ -216,6 +251,20 @@ TEST(NodeCommand, MetricsListenServesTheExporter) {
   EXPECT_EQ(agent->wait(10000), 0) << agent->output();
 }
 
+// A metrics port that cannot be bound stops the agent (its probes would ask there).
+TEST(NodeCommand, AMetricsPortInUseStopsTheAgent) {
+  Node n;
+  FakeApiServer api;  // holds a port
+  api.add_node(kNode);
+  auto r = run({kBin, "node", "--node-name", kNode, "--kubeconfig", n.kubeconfig(api.url()), "--sim", n.node,
+                "--kubelet-dir", n.kubelet_dir, "--metrics-listen", "127.0.0.1:" + std::to_string(api.port()),
+                "--quota-ledger-root", n.dir.path() + "/ledgers", "--quota-library-dir", n.dir.path() + "/lib"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("tessera node: no metrics: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(std::to_string(api.port())), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(n.kubelet_dir + "/tessera-nvidia.com_gpu.sock")) << "its sockets are removed";
+}
+
 TEST(NodeCommand, BadInputIsRefusedBeforeAnythingIsServed) {
   Node n;
   FakeApiServer api;
@@ -242,6 +291,12 @@ TEST(NodeCommand, BadInputIsRefusedBeforeAnythingIsServed) {
            n.node, "--kubelet-dir", n.kubelet_dir});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--metrics-listen 'localhost': expected HOST:PORT"), std::string::npos) << r.err;
+  // KUBECONFIG listing several files (kubectl merges them; tessera reads one).
+  r = run({kBin, "node", "--node-name", kNode, "--sim", n.node, "--kubelet-dir", n.kubelet_dir}, "",
+          {"KUBECONFIG=" + kubeconfig + ":" + kubeconfig});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("KUBECONFIG names several files"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pass --kubeconfig FILE"), std::string::npos) << r.err;
   // Nothing was served, and the API server was not asked to change anything.
   EXPECT_TRUE(n.kubelet.registrations().empty());
   for (const auto& req : api.requests()) EXPECT_EQ(req.method, "GET") << req.path;
