@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
-# Builds tessera's container image with no registry: a Debian bookworm base made
-# with debootstrap (holding exactly the packages whose libraries the binary
-# links) is imported once, then deploy/image/Dockerfile adds the binaries.
+# Builds tessera's container image with no registry and no container daemon,
+# as an OCI image archive that containerd (`ctr images import`), skopeo
+# (`skopeo copy oci-archive:FILE docker://...`) or podman (`podman load`) take.
 #
-#   deploy/image/build.sh --tessera BIN --sim-lib LIB [--cuda-lib LIB] [--mps-control BIN] [--tag tessera:latest]
+#   deploy/image/build.sh --tessera BIN --sim-lib LIB [--cuda-lib LIB] [--mps-control BIN]
+#                         [--name tessera:latest] --output FILE
+#   deploy/image/build.sh --base-only --tessera BIN --sim-lib LIB [...]   # print the base layer's path
 #
-# --cuda-lib: libtessera-cuda.so (CMake target tessera_cuda), the memory-quota
-# library; without it the image carries none and quotas go unenforced.
-# --mps-control: an MPS control program (the simulated one, for nodes with no
-# driver) put at /usr/local/tessera/bin/nvidia-cuda-mps-control, off PATH: the
-# plugin runs it only when told `--mps-control` that path. Without it the
-# plugin runs the driver's, which the NVIDIA container toolkit puts on PATH.
-#
-# Talks to the daemon named by DOCKER_HOST. The base image's tag carries a hash
-# of its package list, so it is rebuilt only when the binary's libraries change.
-# TESSERA_DEBIAN_MIRROR overrides the mirror debootstrap uses. Needs root.
+# Two layers: a Debian bookworm root filesystem made with debootstrap
+# (minbase, plus exactly the packages whose libraries the binaries load, found
+# with ldd and dpkg -S), cached by its package list under $TESSERA_IMAGE_CACHE
+# (default ~/.cache/tessera/images) so it is made once; then tessera's files:
+#   /usr/bin/tessera                               the program (the entrypoint)
+#   /usr/lib/tessera/sim/libnvidia-ml.so.1         the simulated NVML (used only with TESSERA_SIM)
+#   /usr/local/tessera/lib/libtessera-cuda.so      --cuda-lib: the memory-quota library, which the
+#                                                  DaemonSet's init container copies to the host
+#   /usr/local/tessera/bin/nvidia-cuda-mps-control --mps-control: an MPS control program for nodes
+#                                                  with no driver, off PATH
+# Before it writes the archive it runs `tessera --version` inside the image's
+# file system (an overlay on the base, chrooted), so a library missing from
+# the base fails the build. TESSERA_DEBIAN_MIRROR overrides the mirror
+# debootstrap uses. Needs root (debootstrap, mount, chroot).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-tag=tessera:latest
-tessera= sim_lib= cuda_lib= mps_control=
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+name=tessera:latest
+tessera= sim_lib= cuda_lib= mps_control= output= base_only=0
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "image: error: $*" >&2; exit 1; }
 say() { echo "image: $*" >&2; }
 
@@ -30,7 +36,9 @@ while (($#)); do
     --sim-lib) sim_lib=${2:?}; shift 2 ;;
     --cuda-lib) cuda_lib=${2:?}; shift 2 ;;
     --mps-control) mps_control=${2:?}; shift 2 ;;
-    --tag) tag=${2:?}; shift 2 ;;
+    --name) name=${2:?}; shift 2 ;;
+    --output) output=${2:?}; shift 2 ;;
+    --base-only) base_only=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument '$1'" ;;
   esac
@@ -39,13 +47,15 @@ done
 [[ -f $sim_lib ]] || die "--sim-lib: '$sim_lib' does not exist"
 [[ -z $cuda_lib || -f $cuda_lib ]] || die "--cuda-lib: '$cuda_lib' does not exist"
 [[ -z $mps_control || -x $mps_control ]] || die "--mps-control: '$mps_control' is not an executable"
-[[ -n $cuda_lib ]] || say "no --cuda-lib: the image carries no libtessera-cuda.so (memory quotas go unenforced)"
-command -v docker >/dev/null || die "docker is missing (scripts/setup.sh --e2e)"
+((base_only)) || [[ -n $output ]] || die "--output FILE is needed (or --base-only)"
+[[ $(id -u) -eq 0 ]] || die "needs root (debootstrap, mount, chroot)"
+((base_only)) || [[ -n $cuda_lib ]] || say "no --cuda-lib: the image carries no libtessera-cuda.so (memory quotas go unenforced)"
 
 # The Debian packages that own the shared libraries the binaries load.
 packages() {
   local lib real
-  { ldd "$tessera"; ldd "$sim_lib"; [[ -z $cuda_lib ]] || ldd "$cuda_lib"; [[ -z $mps_control ]] || ldd "$mps_control"; } | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
+  { ldd "$tessera"; ldd "$sim_lib"; [[ -z $cuda_lib ]] || ldd "$cuda_lib"; [[ -z $mps_control ]] || ldd "$mps_control"; } |
+    awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
     real=$(readlink -f "$lib")
     dpkg -S "$real" 2>/dev/null || dpkg -S "${real/#\/usr\/lib/\/lib}" 2>/dev/null ||
       die "no Debian package owns $lib ($real)"
@@ -53,37 +63,58 @@ packages() {
     paste -sd, -
 }
 
-pkgs=$(packages)
-base=tessera-base:bookworm-$(printf '%s' "$pkgs" | sha256sum | cut -c1-12)
-if docker image inspect "$base" >/dev/null 2>&1; then
-  say "base $base present"
+cache=${TESSERA_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera/images}
+mkdir -p "$cache"
+# And CBC, which the planner loads at run time (tessera plan): not in ldd's list.
+pkgs=$(packages),coinor-libcbc3
+base_id=bookworm-$(printf '%s' "$pkgs" | sha256sum | cut -c1-12)
+base_dir=$cache/base-$base_id
+base_tar=$cache/base-$base_id.tar
+if [[ -f $base_tar && -d $base_dir ]]; then
+  say "base $base_id present"
 else
   command -v debootstrap >/dev/null || die "debootstrap is missing (scripts/setup.sh --e2e)"
-  rootfs=$(mktemp -d /tmp/tessera-rootfs.XXXXXX)
-  trap 'rm -rf "$rootfs"' EXIT
+  rm -rf "$base_dir.tmp" "$base_dir"
   say "debootstrap bookworm (minbase + ${pkgs//,/ })"
   started=$SECONDS
-  debootstrap --variant=minbase --include="$pkgs" bookworm "$rootfs" \
-    "${TESSERA_DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$rootfs.log" 2>&1 ||
-    { tail -20 "$rootfs.log" >&2; rm -f "$rootfs.log"; die "debootstrap failed"; }
-  rm -f "$rootfs.log"
-  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
-  tar -C "$rootfs" -c . | docker import -m "debootstrap bookworm minbase: $pkgs" - "$base" >/dev/null
-  say "base $base made in $((SECONDS - started)) s"
+  debootstrap --variant=minbase --include="$pkgs" bookworm "$base_dir.tmp" \
+    "${TESSERA_DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$cache/debootstrap.log" 2>&1 ||
+    { tail -20 "$cache/debootstrap.log" >&2; rm -rf "$base_dir.tmp"; die "debootstrap failed (log: $cache/debootstrap.log)"; }
+  rm -rf "$base_dir.tmp"/var/cache/apt/archives/*.deb "$base_dir.tmp"/var/lib/apt/lists/*
+  tar --numeric-owner --xattrs -C "$base_dir.tmp" -cf "$base_tar.tmp" .
+  mv "$base_dir.tmp" "$base_dir"
+  mv "$base_tar.tmp" "$base_tar"
+  # Older bases go.
+  for old in "$cache"/base-*; do [[ $old == "$base_dir" || $old == "$base_tar" ]] || rm -rf "$old"; done
+  say "base $base_id made in $((SECONDS - started)) s ($(du -sh "$base_tar" | cut -f1))"
+fi
+if ((base_only)); then
+  echo "$base_tar"
+  exit 0
 fi
 
-context=$(mktemp -d /tmp/tessera-image.XXXXXX)
-trap 'rm -rf "$context" ${rootfs:+"$rootfs"}' EXIT
-cp "$here/Dockerfile" "$context/"
-cp "$tessera" "$context/tessera"
-cp "$sim_lib" "$context/libnvidia-ml-sim.so.1"
-mkdir "$context/lib"
-[[ -z $cuda_lib ]] || cp "$cuda_lib" "$context/lib/libtessera-cuda.so"
-mkdir "$context/bin"
-[[ -z $mps_control ]] || cp "$mps_control" "$context/bin/nvidia-cuda-mps-control"
-# The legacy builder: BuildKit's default network needs a bridge, which a
-# node built with --bridge=none does not have.
-DOCKER_BUILDKIT=0 docker build -q --network=none --build-arg "BASE=$base" -t "$tag" "$context" >/dev/null 2>"$context/err" ||
-  { cat "$context/err" >&2; die "docker build failed"; }
-say "built $tag ($(docker image inspect -f '{{.Size}}' "$tag" | awk '{printf "%.0f MB", $1/1e6}')) on $base"
-echo "$base"
+work=$(mktemp -d /tmp/tessera-image.XXXXXX)
+trap 'umount "$work/merged" 2>/dev/null || true; rm -rf "$work"' EXIT
+mkdir -p "$work/app/usr/bin" "$work/app/usr/lib/tessera/sim" "$work/app/usr/local/tessera/lib" "$work/app/usr/local/tessera/bin"
+install -m 0755 "$tessera" "$work/app/usr/bin/tessera"
+install -m 0644 "$sim_lib" "$work/app/usr/lib/tessera/sim/libnvidia-ml.so.1"
+[[ -z $cuda_lib ]] || install -m 0755 "$cuda_lib" "$work/app/usr/local/tessera/lib/libtessera-cuda.so"
+[[ -z $mps_control ]] || install -m 0755 "$mps_control" "$work/app/usr/local/tessera/bin/nvidia-cuda-mps-control"
+
+# The image's file system as a container sees it: does the program start?
+mkdir -p "$work/merged" "$work/upper" "$work/overlay-work"
+mount -t overlay overlay -o "lowerdir=$work/app:$base_dir,upperdir=$work/upper,workdir=$work/overlay-work" "$work/merged" ||
+  die "cannot mount the image's layers to check them"
+version=$(chroot "$work/merged" /usr/bin/tessera --version 2>&1) ||
+  die "tessera does not start in the image: $version"
+umount "$work/merged"
+
+tar --numeric-owner -C "$work/app" -cf "$work/app.tar" .
+python3 "$here/oci_image.py" --name "$name" --layer "$base_tar" --layer "$work/app.tar" \
+  --entrypoint '["/usr/bin/tessera"]' --cmd '["--help"]' \
+  --env TESSERA_SIM_LIBRARY=/usr/lib/tessera/sim/libnvidia-ml.so.1 \
+  --label org.opencontainers.image.title=tessera \
+  --label "org.opencontainers.image.description=GPU sharing node agent: MIG manager, device plugin, exporter" \
+  --label "org.opencontainers.image.version=${version#tessera }" \
+  --output "$output" >/dev/null
+say "built $name ($(du -h "$output" | cut -f1), $version) on base $base_id: $output"

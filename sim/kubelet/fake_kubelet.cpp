@@ -244,6 +244,8 @@ Result<Allocation> FakeKubelet::allocate(const std::string& resource, const std:
   out.envs.insert(r.envs().begin(), r.envs().end());
   out.annotations.insert(r.annotations().begin(), r.annotations().end());
   for (const auto& m : r.mounts()) out.mounts.emplace_back(m.host_path(), m.container_path());
+  for (const auto& c : r.cdi_devices()) out.cdi_devices.push_back(c.name());
+  for (const auto& d : r.devices()) out.devices.emplace_back(d.host_path(), d.container_path());
   return out;
 }
 

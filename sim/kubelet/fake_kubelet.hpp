@@ -39,6 +39,8 @@ struct Allocation {
   std::map<std::string, std::string> envs;
   std::vector<std::pair<std::string, std::string>> mounts;  // host -> container
   std::map<std::string, std::string> annotations;
+  std::vector<std::string> cdi_devices;                      // qualified CDI names
+  std::vector<std::pair<std::string, std::string>> devices;  // device specs: host -> container
 };
 
 // The container an allocation is for, as pod-resources List reports it.

@@ -1,0 +1,51 @@
+# The images the test nodes run, made without a registry and imported into
+# every node's containerd (lib/cluster.sh, E2E_IMAGES):
+#   localhost/tessera-e2e/pause:latest  the pod sandbox: tests/e2e/images/pause.c, static
+#   localhost/tessera-e2e/shell:latest  a POSIX shell, coreutils and glibc: the debootstrap base
+#                                       tessera's image is built on, for test pods (ours and anyone's)
+#   tessera:latest                      deploy/image/build.sh, from the build under test
+# Sourced after lib/common.sh; needs E2E_STATE, BUILD_DIR and REPO.
+
+# image_args: the build under test's files, as deploy/image/build.sh takes them.
+image_args() {
+  args=(--tessera "$BUILD_DIR/src/tessera" --sim-lib "$BUILD_DIR/sim/nvml/libnvidia-ml.so.1"
+        --cuda-lib "$BUILD_DIR/src/cuda_quota/libtessera-cuda.so")
+  [[ ! -x $BUILD_DIR/sim/mps/nvidia-cuda-mps-control ]] || args+=(--mps-control "$BUILD_DIR/sim/mps/nvidia-cuda-mps-control")
+}
+
+# images_base: the debootstrap base (the one step that needs Debian's mirror),
+# made once into the cache; images_build then works offline.
+images_base() {
+  local args
+  image_args
+  "$REPO/deploy/image/build.sh" --base-only "${args[@]}" >/dev/null
+}
+
+images_build() {
+  local cache=${TESSERA_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera/images} work stamp args
+  mkdir -p "$cache" "$E2E_STATE/images"
+  image_args
+
+  # The pause image, rebuilt when its source changes.
+  stamp=$(sha256sum "$REPO/tests/e2e/images/pause.c" | cut -c1-12)
+  local pause=$cache/pause-$stamp.oci.tar
+  if [[ ! -f $pause ]]; then
+    work=$(mktemp -d)
+    mkdir -p "$work/root"
+    gcc -static -O2 -Wall -Werror -o "$work/root/pause" "$REPO/tests/e2e/images/pause.c" ||
+      die "cannot build the pause image's program (gcc -static)"
+    tar --numeric-owner -C "$work/root" -cf "$work/layer.tar" .
+    python3 "$REPO/deploy/image/oci_image.py" --name localhost/tessera-e2e/pause:latest --layer "$work/layer.tar" \
+      --entrypoint '["/pause"]' --output "$pause" >/dev/null
+    rm -rf "$work"
+  fi
+
+  local base shell
+  base=$("$REPO/deploy/image/build.sh" --base-only "${args[@]}")
+  shell=$cache/shell-$(basename "$base" .tar).oci.tar
+  [[ -f $shell ]] || python3 "$REPO/deploy/image/oci_image.py" --name localhost/tessera-e2e/shell:latest \
+    --layer "$base" --cmd '["/bin/sh"]' --output "$shell" >/dev/null
+  "$REPO/deploy/image/build.sh" "${args[@]}" --name docker.io/library/tessera:latest \
+    --output "$E2E_STATE/images/tessera.oci.tar"
+  E2E_IMAGES=("$pause" "$shell" "$E2E_STATE/images/tessera.oci.tar")
+}

@@ -1,0 +1,139 @@
+# What scenarios share: failing with the logs that explain it, waiting,
+# reading the Node and pods, test pods, and the simulated node's overlays of
+# deploy/. Sourced by tests/e2e/run.sh after lib/common.sh and lib/cluster.sh.
+# NODE is the node every scenario runs tessera on; NODE2 a second node that
+# runs no tessera (for what one node's agent may do to another).
+
+readonly NODE=tessera-node-1 NODE2=tessera-node-2
+current=setup
+failed=0
+
+# The last lines of what ran: the kubelet's, containerd's and tessera's logs.
+show_logs() {
+  local n f
+  n=$(node_dir "$NODE")
+  echo "--- last 25 lines of the kubelet's log ($NODE)"
+  tail -n 25 "$E2E_STATE/logs/node-$NODE-kubelet.log" 2>/dev/null || echo "(no kubelet log)"
+  echo "--- last 15 lines of containerd's log ($NODE)"
+  tail -n 15 "$E2E_STATE/logs/node-$NODE-containerd.log" 2>/dev/null || echo "(no containerd log)"
+  echo "--- last 25 lines of each tessera container's log"
+  # Straight from the node's pod log directory: there even when the API server is not.
+  for f in "$n"/pods-log/tessera_tessera-*/*/*.log; do
+    [[ -f $f ]] || continue
+    echo "[$(basename "$(dirname "$f")")] ($(basename "$(dirname "$(dirname "$f")")" | cut -d_ -f2), $(basename "$f"))"
+    tail -n 25 "$f" | cut -d' ' -f4-
+  done
+  if [[ $current == setup ]]; then
+    for f in "$E2E_STATE"/logs/*.log; do
+      [[ -f $f ]] || continue
+      echo "--- last 10 lines of $(basename "$f")"
+      tail -n 10 "$f"
+    done
+  fi
+}
+
+fail() {
+  failed=1
+  echo >&2
+  echo "e2e: scenario $current FAILED: $*" >&2
+  show_logs >&2
+  exit 1
+}
+
+wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...: poll until COMMAND succeeds, or fail the scenario
+  local limit=$1 what=$2 deadline
+  shift 2
+  deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "timed out after ${limit}s waiting for $what"
+    sleep 0.5
+  done
+}
+
+# The expected value, or a wrong one when this scenario is broken on purpose
+# (used where the check does not wait, so a broken run fails at once).
+want() { if [[ ${TESSERA_E2E_BREAK:-} == "$current" ]]; then echo $(($1 + 1)); else echo "$1"; fi; }
+
+node_field() {  # node_field capacity|allocatable RESOURCE [NODE]
+  local r=${2//./\\.}
+  kc get node "${3:-$NODE}" -o jsonpath="{.status.$1.$r}"
+}
+
+expect_resource() {  # expect_resource SECONDS RESOURCE COUNT: capacity and allocatable
+  local resource=$2 want=$3 deadline=$((SECONDS + $1)) cap alloc
+  while :; do
+    cap=$(node_field capacity "$resource") alloc=$(node_field allocatable "$resource")
+    [[ $cap == "$want" && $alloc == "$want" ]] && return 0
+    ((SECONDS < deadline)) || fail "node $NODE has $resource capacity '$cap', allocatable '$alloc' after $1 s; expected $want"
+    sleep 0.5
+  done
+}
+
+expect_allocatable() {  # expect_allocatable SECONDS RESOURCE COUNT
+  local resource=$2 want=$3 deadline=$((SECONDS + $1)) got
+  while :; do
+    got=$(node_field allocatable "$resource")
+    [[ $got == "$want" ]] && return 0
+    ((SECONDS < deadline)) || fail "allocatable $resource is '$got' after $1 s, expected $want"
+    sleep 0.1
+  done
+}
+
+# pod NAME RESOURCE COUNT [NAMESPACE]: a pod on NODE that holds COUNT of
+# RESOURCE and sleeps, on the pod network, in the shell image.
+pod() {
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: ${4:-default}, labels: {app: e2e-consumer}}
+spec:
+  nodeSelector: {kubernetes.io/hostname: $NODE}
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: cuda
+    image: localhost/tessera-e2e/shell:latest
+    imagePullPolicy: Never
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
+    resources: {limits: {$2: $3}}
+EOF
+}
+
+no_consumers() { [[ -z $(kc get pods -A -l app=e2e-consumer -o name) ]]; }
+pods_in_phase() { kc get pods -l app=e2e-consumer --field-selector="status.phase=$1" -o name | wc -l; }
+remove_consumers() {
+  kc delete pods -A -l app=e2e-consumer --wait=false >/dev/null
+  wait_for 60 "the consumer pods to go away" no_consumers
+}
+
+sim_dir() { echo "$(node_dir "${1:-$NODE}")/sim"; }
+inventory() { "$TESSERA" inventory --sim "$(sim_dir)" --json; }
+pod_resources() { "$TESSERA" pods --socket "$(node_dir "$NODE")/kubelet/pod-resources/kubelet.sock" --json; }
+
+# container_spec POD [CONTAINER] [NAMESPACE]: the OCI runtime spec containerd
+# made for the pod's container (env, mounts, devices as the runtime has them).
+container_spec() {
+  local pod=$1 c=${2:-cuda} ns=${3:-default} id node
+  id=$(kc -n "$ns" get pod "$pod" -o jsonpath="{.status.containerStatuses[?(@.name==\"$c\")].containerID}")
+  node=$(kc -n "$ns" get pod "$pod" -o jsonpath='{.spec.nodeName}')
+  [[ $id == containerd://* ]] || fail "pod $ns/$pod has no running container $c (containerID '$id')"
+  node_ctr "$node" containers info "${id#containerd://}" | jq -c '.Spec'
+}
+container_env() { container_spec "$@" | jq -r '.process.env[]'; }
+# "SOURCE DESTINATION ro|rw" per bind mount.
+container_mounts() {
+  container_spec "$@" | jq -r '.mounts[] | select(.type == "bind" or (.options // [] | index("rbind"))) |
+    "\(.source) \(.destination) \(if (.options // [] | index("ro")) then "ro" else "rw" end)"'
+}
+env_var() { sed -n "s/^$2=//p" <<<"$1"; }  # env_var ENV NAME: NAME's value in ENV's lines
+
+# The tessera pod on NODE, and its containers' restarts and logs.
+tessera_pod() {
+  kc -n tessera get pods -l app.kubernetes.io/name=tessera --field-selector "spec.nodeName=$NODE" \
+    -o jsonpath='{.items[0].metadata.name}'
+}
+tessera_restarts() {  # tessera_restarts CONTAINER
+  kc -n tessera get pod "$(tessera_pod)" -o jsonpath="{.status.containerStatuses[?(@.name==\"$1\")].restartCount}"
+}
+tessera_logs() { kc -n tessera logs "$(tessera_pod)" -c "$1" 2>/dev/null; }
+registrations() { tessera_logs "$1" | grep -c 'registered .* with the kubelet' || true; }

@@ -1,0 +1,59 @@
+# CDI through containerd 2, from tessera's own specs (no NVIDIA runtime): the
+# node agent with deviceListStrategy cdi-cri, its specs in the node's
+# /var/run/cdi, the simulated node as the driver root (its device nodes, MIG
+# capabilities and the simulated driver's libraries). A pod asking for two
+# whole GPUs gets exactly its two /dev/nvidiaN nodes and the control nodes,
+# the driver's libraries, and no NVIDIA_VISIBLE_DEVICES; the Node is
+# relabelled to a MIG layout, and a pod on a new MIG device gets its GPU's
+# node and that device's two capability nodes, with tessera not restarted.
+cdi_devices_in() {  # cdi_devices_in POD: the /dev entries of NVIDIA's the container sees, sorted
+  kc exec "$1" -c cuda -- sh -c 'ls /dev; ls /dev/nvidia-caps 2>/dev/null | sed "s|^|nvidia-caps/|"' | grep nvidia | sort | tr '\n' ' '
+}
+
+scenario_cdi() {
+  local dp=$E2E_STATE/cdi-device-plugin.yaml
+  printf 'version: v1\nflags:\n  migStrategy: mixed\n  plugin:\n    deviceListStrategy: [cdi-cri]\n' >"$dp"
+  relabel all-disabled
+  deploy_agent cdi "$dp" --cdi-spec-dir /var/run/cdi --driver-root /var/lib/tessera-sim \
+    --container-driver-root /var/lib/tessera-sim
+  wait_for 120 "the agent to apply all-disabled (mig.config.state=success)" state_is success
+  expect_resource 60 nvidia.com/gpu 2
+  local specs
+  specs=$(node_dir "$NODE")/cdi-run
+  [[ -f $specs/k8s.device-plugin.nvidia.com-gpu.json ]] || fail "no CDI spec k8s.device-plugin.nvidia.com-gpu.json in the node's /var/run/cdi"
+  echo "  specs in the node's /var/run/cdi: $(ls "$specs" | tr '\n' ' ')"
+
+  pod cdi-two nvidia.com/gpu 2 | kc apply -f - >/dev/null
+  wait_for 90 "pod cdi-two Running" eval '[[ $(pods_in_phase Running) == 1 ]]'
+  local spec env seen want
+  spec=$(container_spec cdi-two)
+  jq -r '.process.env[]' <<<"$spec" | grep -q '^NVIDIA_VISIBLE_DEVICES=' && fail "cdi-two has NVIDIA_VISIBLE_DEVICES: cdi-cri alone should hand out CDI names only"
+  seen=$(cdi_devices_in cdi-two)
+  want=$(want 2)
+  [[ $seen == "nvidia-uvm nvidia-uvm-tools nvidia0 nvidia1 nvidiactl " ]] ||
+    fail "cdi-two sees /dev entries '$seen', expected exactly nvidia0 nvidia1 and the control nodes (nvidiactl, nvidia-uvm, nvidia-uvm-tools)"
+  [[ $(jq '[.linux.devices[] | select(.path | test("^/dev/nvidia[0-9]+$"))] | length' <<<"$spec") == "$want" ]] ||
+    fail "the runtime spec of cdi-two has $(jq '[.linux.devices[] | select(.path | test("^/dev/nvidia[0-9]+$"))] | length' <<<"$spec") GPU device nodes, expected $want"
+  kc exec cdi-two -c cuda -- test -f /usr/lib/x86_64-linux-gnu/libcuda.so.1 ||
+    fail "cdi-two has no /usr/lib/x86_64-linux-gnu/libcuda.so.1 from the driver root"
+  echo "  cdi-two (2 GPUs, cdi-cri): /dev $seen, the driver's libcuda.so.1 and libnvidia-ml.so.1 mounted, no NVIDIA_VISIBLE_DEVICES"
+  echo "    the device nodes in its runtime spec: $(jq -r '[.linux.devices[].path] | join(" ")' <<<"$spec")"
+
+  # A new layout from the label: the specs follow, tessera does not restart.
+  local restarts
+  restarts=$(tessera_restarts node-agent)
+  kc delete pod cdi-two --wait=false >/dev/null
+  wait_for 60 "cdi-two to go" no_consumers
+  relabel e2e-gpu1-mig
+  wait_for 120 "the agent to apply e2e-gpu1-mig" state_is success
+  expect_resource 60 nvidia.com/mig-1g.20gb 4
+  pod cdi-mig nvidia.com/mig-1g.20gb 1 | kc apply -f - >/dev/null
+  wait_for 90 "pod cdi-mig Running" eval '[[ $(pods_in_phase Running) == 1 ]]'
+  seen=$(cdi_devices_in cdi-mig)
+  local caps
+  caps=$(grep -o 'nvidia-caps/nvidia-cap[0-9]*' <<<"$seen" | wc -l)
+  [[ $seen == *"nvidia1 "* && $seen != *"nvidia0 "* && $caps == 2 ]] ||
+    fail "cdi-mig sees /dev entries '$seen', expected nvidia1 (its GPU) and two capability nodes, not nvidia0"
+  [[ $(tessera_restarts node-agent) == "$restarts" ]] || fail "tessera node restarted during the MIG change"
+  echo "  relabelled e2e-gpu1-mig: cdi-mig (a new 1g.20gb) sees /dev $seen; tessera not restarted"
+}

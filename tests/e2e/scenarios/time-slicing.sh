@@ -1,0 +1,29 @@
+# The time-slicing overlay (MIG disabled, 4 replicas): capacity
+# nvidia.com/gpu: 8; three pods get replicas <uuid>::<n> (as pod-resources
+# lists them), the GPU's UUID in NVIDIA_VISIBLE_DEVICES and
+# TESSERA_DEVICE_MEMORY_LIMIT_0 = a quarter of the memory the driver says is
+# usable (80 GiB less what it reserves).
+scenario_time-slicing() {
+  remove_consumers
+  deploy_overlay time-slicing
+  expect_resource 120 nvidia.com/gpu 8
+  echo "  capacity nvidia.com/gpu: $(node_field capacity nvidia.com/gpu)"
+  local i env gpus quarter listed uuid limit ids
+  gpus=$(inventory | jq -r '.gpus[].uuid')
+  quarter=$(inventory | jq -r '.gpus[0].memory | (.total_bytes - .reserved_bytes) / 4 | floor')
+  ((quarter > 0 && quarter < 85899345920 / 4)) || fail "the driver reports no reserved memory (quarter of usable: $quarter)"
+  for i in 0 1 2; do pod "ts-$i" nvidia.com/gpu 1; echo ---; done | kc apply -f - >/dev/null
+  three_running() { [[ $(pods_in_phase Running) == 3 ]]; }
+  wait_for 90 "3 time-sliced pods Running" three_running
+  listed=$(pod_resources)
+  for i in 0 1 2; do
+    env=$(container_env "ts-$i")
+    uuid=$(env_var "$env" NVIDIA_VISIBLE_DEVICES)
+    limit=$(env_var "$env" TESSERA_DEVICE_MEMORY_LIMIT_0)
+    [[ $uuid == GPU-* ]] && grep -qxF "$uuid" <<<"$gpus" || fail "ts-$i: NVIDIA_VISIBLE_DEVICES='$uuid' is not a GPU of the node"
+    [[ $limit == "$quarter" ]] || fail "ts-$i: TESSERA_DEVICE_MEMORY_LIMIT_0='$limit', expected $quarter (a quarter of the usable memory)"
+    ids=$(jq -r --arg p "ts-$i" '.[] | select(.pod == $p and .resource == "nvidia.com/gpu") | .devices[]' <<<"$listed")
+    [[ $ids =~ ^"$uuid"::[0-9]+$ ]] || fail "ts-$i: pod-resources lists '$ids', expected one replica $uuid::<n>"
+    echo "  ts-$i: device $ids, NVIDIA_VISIBLE_DEVICES=$uuid, TESSERA_DEVICE_MEMORY_LIMIT_0=$limit"
+  done
+}
