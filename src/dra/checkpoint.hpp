@@ -1,0 +1,76 @@
+// The DRA driver's node-local record of what it prepared and what it cut:
+// claims (with their devices and CDI names) and the MIG instances it created
+// for them. Written before every change and after it, atomically (a
+// temporary file renamed over the old one), so after a crash it never
+// claims more than what may exist: an instance is "creating" from before
+// the driver asks NVML for it until its ids are known, and "destroying"
+// from before it is destroyed until it is gone. At start the driver reads
+// it, adopts the instances it names and reports everything else it finds.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace tessera::dra {
+
+struct CheckpointInstance {
+  std::string gpu_uuid;
+  std::string profile;  // "1g.10gb"
+  uint32_t start = 0;
+  enum class State { creating, ready, destroying } state = State::creating;
+  uint32_t gi_id = 0;   // known once ready
+  uint32_t ci_id = 0;
+  std::string uuid;     // the MIG device's
+  std::vector<std::string> users;       // claim UIDs
+  friend bool operator==(const CheckpointInstance&, const CheckpointInstance&) = default;
+};
+
+struct CheckpointDevice {
+  std::vector<std::string> requests;
+  std::string pool;
+  std::string device;  // the ResourceSlice device name
+  std::string gpu_uuid;
+  std::string uuid;    // the GPU's or MIG device's
+  std::optional<std::string> share_id;
+  std::optional<uint64_t> memory_bytes;  // a memory share
+  bool mps = false;
+  std::vector<std::string> cdi_ids;
+  friend bool operator==(const CheckpointDevice&, const CheckpointDevice&) = default;
+};
+
+struct CheckpointClaim {
+  std::string claim_namespace;
+  std::string name;
+  enum class State { preparing, prepared, unpreparing } state = State::preparing;
+  std::vector<CheckpointDevice> devices;
+  friend bool operator==(const CheckpointClaim&, const CheckpointClaim&) = default;
+};
+
+struct Checkpoint {
+  std::string driver;
+  std::string node;
+  std::map<std::string, CheckpointClaim> claims;         // by claim UID
+  std::map<std::string, CheckpointInstance> instances;   // by ResourceSlice device name
+  friend bool operator==(const Checkpoint&, const Checkpoint&) = default;
+};
+
+class CheckpointFile {
+ public:
+  explicit CheckpointFile(std::string path) : path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+  // No file yet: an empty checkpoint. A file that cannot be read or parsed
+  // is an error naming it and why (the driver refuses to start rather than
+  // forget what it cut).
+  [[nodiscard]] Result<Checkpoint> load() const;
+  [[nodiscard]] Result<void> save(const Checkpoint& checkpoint) const;
+
+ private:
+  std::string path_;
+};
+
+}  // namespace tessera::dra

@@ -1,0 +1,845 @@
+#include "dra/driver.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <thread>
+
+#include "cuda_quota/env.h"
+#include "mig/mig_plan.hpp"
+#include "nvml/device.hpp"
+#include "nvml/inventory.hpp"
+#include "plugin/ledger_dir.hpp"
+#include "reconciler/mig_apply.hpp"
+#include "reconciler/node_state.hpp"
+#include "sharing/cdi.hpp"
+
+namespace tessera::dra {
+namespace {
+
+namespace sd = sharing::dra;
+using nlohmann::json;
+
+// MIG mode changes without a GPU reset from Hopper on; NVIDIA's DRA driver
+// enables MIG at prepare only there (A100 must already be in MIG mode:
+// dra-driver-nvidia-gpu PR #1018).
+bool switches_without_reset(const GpuModel* m) {
+  return m && (m->architecture == "Hopper" || m->architecture == "Blackwell");
+}
+
+// NVML's "00000000:07:00.0" as Kubernetes' resource.kubernetes.io/pciBusID
+// writes it: "0000:07:00.0" (a 16-bit domain, lower case).
+std::string pci_bus_id(std::string nvml) {
+  for (auto& c : nvml) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const auto colon = nvml.find(':');
+  if (colon != std::string::npos && colon > 4) nvml.erase(0, colon - 4);
+  return nvml;
+}
+
+std::optional<uint32_t> profile_index(const GpuModel& m, const std::string& name) {
+  const auto* p = m.profile(name);
+  if (!p) return std::nullopt;
+  return static_cast<uint32_t>(p - m.profiles.data());
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::string spec_file_name(const DriverOptions& o, const std::string& uid) {
+  return o.cdi.names.vendor + "-" + o.cdi_class + "_" + uid + ".json";
+}
+
+std::string ledger_key(const std::string& uid) { return "dra-" + uid; }
+
+}  // namespace
+
+Driver::Driver(const nvml::Session& session, DriverOptions options, ClaimSource& claims)
+    : session_(session),
+      options_(std::move(options)),
+      claims_(claims),
+      file_(options_.state_dir + "/checkpoint.json"),
+      health_(options_.health) {}
+
+Result<std::unique_ptr<Driver>> Driver::start(const nvml::Session& session, DriverOptions options, ClaimSource& claims) {
+  if (options.node.empty()) return fail(Errc::invalid_argument, "the DRA driver needs its node's name");
+  if (options.state_dir.empty()) return fail(Errc::invalid_argument, "the DRA driver needs a state directory");
+  std::error_code ec;
+  std::filesystem::create_directories(options.state_dir, ec);
+  if (ec) return fail(Errc::io, "cannot create the DRA state directory " + options.state_dir + ": " + ec.message());
+  std::unique_ptr<Driver> d(new Driver(session, std::move(options), claims));
+  std::lock_guard lock(d->mutex_);
+  auto cp = d->file_.load();
+  if (!cp) return unexpected(cp.error());
+  if (!cp->node.empty() && cp->node != d->options_.node)
+    return fail(Errc::conflict, "the DRA checkpoint " + d->file_.path() + " is node " + cp->node + "'s, not " +
+                                    d->options_.node + "'s (a state directory copied between nodes?)");
+  if (!cp->driver.empty() && cp->driver != d->options_.driver)
+    return fail(Errc::conflict, "the DRA checkpoint " + d->file_.path() + " is driver " + cp->driver + "'s, not " +
+                                    d->options_.driver + "'s");
+  d->checkpoint_ = std::move(*cp);
+  d->checkpoint_.node = d->options_.node;
+  d->checkpoint_.driver = d->options_.driver;
+  if (auto r = d->refresh_locked(); !r) return unexpected(r.error());
+  if (auto r = d->adopt_locked(); !r) return unexpected(r.error());
+  d->sync_mps_locked();  // the daemons of claims prepared before a restart
+  return d;
+}
+
+void Driver::on_change(std::function<void()> callback) {
+  std::lock_guard lock(mutex_);
+  listeners_.push_back(std::move(callback));
+}
+
+Checkpoint Driver::checkpoint() const {
+  std::lock_guard lock(mutex_);
+  return checkpoint_;
+}
+
+void Driver::changed_locked() {
+  ++version_;
+  pending_notify_ = true;
+}
+
+const Driver::GpuNow* Driver::gpu_by_uuid(const std::string& uuid) const {
+  for (const auto& g : gpus_)
+    if (g.gpu.uuid == uuid) return &g;
+  return nullptr;
+}
+
+Result<void> Driver::save_locked() { return file_.save(checkpoint_); }
+
+// ---- What the GPUs hold -----------------------------------------------------
+
+Result<void> Driver::refresh_locked() {
+  auto inv = nvml::collect_inventory(session_);
+  if (!inv) return fail(Errc::io, "cannot read the GPUs through NVML: " + inv.error().message());
+  auto node = reconciler::read_node_state(session_);
+  if (!node) return unexpected(node.error());
+  std::vector<GpuNow> gpus;
+  for (const auto& g : *node) {
+    GpuNow now;
+    sd::Gpu& x = now.gpu;
+    x.index = g.state.index;
+    x.minor = g.state.index;
+    x.uuid = g.state.uuid;
+    x.model = g.state.model;
+    x.product_name = g.name;
+    x.driver_version = inv->driver_version;
+    x.cuda_driver_version = inv->cuda_version;
+    x.mig_enabled = g.state.mig_enabled;
+    x.mig_mode_switchable = options_.switch_mig_mode && switches_without_reset(g.state.model);
+    const nvml::GpuRecord* rec = nullptr;
+    for (const auto& r : inv->gpus)
+      if (r.index == g.state.index) rec = &r;
+    if (rec) {
+      x.minor = rec->minor.value_or(rec->index);
+      x.pci_bus_id = pci_bus_id(rec->pci.bus_id);
+      x.memory_bytes = rec->memory.total;
+      if (x.product_name.empty()) x.product_name = rec->name;
+    }
+    if (x.memory_bytes == 0 && x.model) x.memory_bytes = x.model->memory_mib << 20;
+    for (const auto& inst : g.state.instances) {
+      Present p{inst.placed, inst.gi_id, 0, inst.uuid};
+      if (rec)
+        for (const auto& m : rec->mig_devices)
+          if (m.gpu_instance_id == inst.gi_id) p.ci_id = m.compute_instance_id;
+      now.present.push_back(p);
+    }
+    gpus.push_back(std::move(now));
+  }
+  gpus_ = std::move(gpus);
+  files_.reset();  // read again when a spec is next written
+  // Instances the checkpoint names learn their ids and UUIDs from NVML.
+  for (auto& [name, inst] : checkpoint_.instances) {
+    const auto* g = gpu_by_uuid(inst.gpu_uuid);
+    if (!g || !g->gpu.model) continue;
+    auto pi = profile_index(*g->gpu.model, inst.profile);
+    for (const auto& p : g->present)
+      if (pi && p.placed == PlacedInstance{*pi, inst.start}) {
+        inst.gi_id = p.gi_id;
+        inst.ci_id = p.ci_id;
+        if (!p.uuid.empty()) inst.uuid = p.uuid;
+      }
+  }
+  apply_health_locked();
+  changed_locked();
+  return {};
+}
+
+Result<sharing::DriverFiles> Driver::driver_files_locked() {
+  if (files_) return *files_;
+  // What CDI needs of the inventory: each GPU's index and minor, and its MIG
+  // devices' instance ids (their capability nodes).
+  sharing::Inventory inv;
+  for (const auto& g : gpus_) {
+    sharing::Gpu x;
+    x.index = g.gpu.index;
+    x.uuid = g.gpu.uuid;
+    x.minor = g.gpu.minor;
+    x.mig_enabled = g.gpu.mig_enabled;
+    for (const auto& p : g.present) {
+      sharing::MigDevice m;
+      m.uuid = p.uuid;
+      m.gi_id = p.gi_id;
+      m.ci_id = p.ci_id;
+      m.start = p.placed.start;
+      x.mig_devices.push_back(m);
+    }
+    inv.gpus.push_back(std::move(x));
+  }
+  auto files = plugin::read_driver_files(options_.cdi, inv);
+  if (!files) return unexpected(files.error());
+  files_ = std::move(*files);
+  return *files_;
+}
+
+void Driver::apply_health_locked() {
+  for (auto& g : gpus_) {
+    g.gpu.taints.clear();
+    g.gpu.instance_taints.clear();
+    sharing::Device whole;
+    whole.gpu_uuid = g.gpu.uuid;
+    whole.physical_uuid = g.gpu.uuid;
+    whole.gpu_index = g.gpu.index;
+    auto xid_taint = [&](const std::string& key) {
+      auto it = last_xid_.find(key);
+      return sd::Taint{options_.driver + "/xid", it == last_xid_.end() ? "" : std::to_string(it->second), "NoSchedule"};
+    };
+    if (lost_.contains(g.gpu.uuid)) {
+      // Fallen off the bus: what runs there is gone too (NoExecute).
+      g.gpu.taints.push_back({options_.driver + "/gpu-lost", "", "NoExecute"});
+      continue;
+    }
+    if (!health_.healthy(whole)) {
+      g.gpu.taints.push_back(xid_taint(g.gpu.uuid));
+      continue;
+    }
+    for (const auto& p : g.present) {
+      sharing::Device mig = whole;
+      mig.is_mig = true;
+      mig.gi_id = p.gi_id;
+      mig.ci_id = p.ci_id;
+      mig.physical_uuid = p.uuid;
+      if (!health_.healthy(mig)) g.gpu.instance_taints[p.placed] = {xid_taint(g.gpu.uuid + "/" + std::to_string(p.gi_id))};
+    }
+  }
+}
+
+Result<void> Driver::refresh() {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto r = refresh_locked(); !r) return r;
+  }
+  notify();
+  return {};
+}
+
+void Driver::notify() {
+  std::vector<std::function<void()>> listeners;
+  {
+    std::lock_guard lock(mutex_);
+    if (!pending_notify_) return;
+    pending_notify_ = false;
+    listeners = listeners_;
+  }
+  for (auto& l : listeners) l();
+}
+
+void Driver::record_health(const sharing::HealthEvent& event) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!health_.record(event)) return;
+    if (event.kind == sharing::HealthEvent::Kind::xid && event.xid == 79) lost_.insert(event.gpu_uuid);
+    if (event.kind == sharing::HealthEvent::Kind::xid) {
+      std::string key = event.gpu_uuid;
+      if (event.gi_id && *event.gi_id != ~0u) key += "/" + std::to_string(*event.gi_id);
+      last_xid_[key] = event.xid;
+    }
+    spdlog::warn("GPU {}: {} {}: its devices are tainted until it recovers", event.gpu_uuid,
+                 event.kind == sharing::HealthEvent::Kind::xid ? "XID" : "error", event.xid);
+    apply_health_locked();
+    changed_locked();
+  }
+  notify();
+}
+
+void Driver::recover_health() {
+  {
+    std::lock_guard lock(mutex_);
+    auto probe = [&](const std::string& uuid) {
+      for (const auto& g : gpus_)
+        if (g.gpu.uuid == uuid) {
+          auto dev = session_.device(g.gpu.index);
+          return dev && dev->uuid().has_value();
+        }
+      return false;
+    };
+    if (!health_.recover(sharing::Clock::now(), probe)) return;
+    for (auto it = lost_.begin(); it != lost_.end();) {
+      sharing::Device whole;
+      whole.gpu_uuid = *it;
+      whole.physical_uuid = *it;
+      it = health_.healthy(whole) ? lost_.erase(it) : std::next(it);
+    }
+    spdlog::info("devices recovered: their taints are removed");
+    apply_health_locked();
+    changed_locked();
+  }
+  notify();
+}
+
+std::vector<sd::Taken> Driver::taken_locked() const {
+  std::vector<sd::Taken> out(gpus_.size());
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    const auto& g = gpus_[i].gpu;
+    if (g.model)
+      for (const auto& [name, inst] : checkpoint_.instances)
+        if (inst.gpu_uuid == g.uuid)
+          if (auto pi = profile_index(*g.model, inst.profile)) out[i].push_back({*pi, inst.start});
+    for (const auto& [uid, claim] : checkpoint_.claims)
+      for (const auto& d : claim.devices)
+        if (d.gpu_uuid == g.uuid && d.device == "gpu-" + std::to_string(g.minor)) {
+          out[i].push_back({sd::kWholeGpuProfile, 0});
+          break;
+        }
+  }
+  return out;
+}
+
+std::vector<sd::Taken> Driver::fixed_locked() const {
+  std::vector<sd::Taken> out(gpus_.size());
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    const auto& g = gpus_[i];
+    if (!g.gpu.model) continue;
+    for (const auto& p : g.present) {
+      bool ours = false;
+      for (const auto& [name, inst] : checkpoint_.instances)
+        if (inst.gpu_uuid == g.gpu.uuid && profile_index(*g.gpu.model, inst.profile) == p.placed.profile &&
+            inst.start == p.placed.start)
+          ours = true;
+      if (!ours) out[i].push_back(p.placed);
+    }
+  }
+  return out;
+}
+
+std::vector<sd::Device> Driver::devices_locked() const {
+  std::vector<sd::Gpu> gpus;
+  for (const auto& g : gpus_) gpus.push_back(g.gpu);
+  sd::PoolOptions po;
+  po.order = options_.order;
+  po.memory_shares = options_.memory_shares;
+  return sd::devices(gpus, taken_locked(), po, fixed_locked());
+}
+
+PoolState Driver::pool() const {
+  std::lock_guard lock(mutex_);
+  PoolState out;
+  const auto fixed = fixed_locked();
+  for (size_t i = 0; i < gpus_.size(); ++i)
+    if (auto set = sd::counter_set(gpus_[i].gpu, fixed[i])) out.counter_sets.push_back(std::move(*set));
+  out.devices = devices_locked();
+  out.version = version_;
+  return out;
+}
+
+// ---- Start: adopt, finish, report -----------------------------------------
+
+Result<void> Driver::adopt_locked() {
+  std::vector<std::string> names;
+  for (const auto& [name, inst] : checkpoint_.instances) names.push_back(name);
+  for (const auto& name : names) {
+    auto& inst = checkpoint_.instances.at(name);
+    const auto* g = gpu_by_uuid(inst.gpu_uuid);
+    std::optional<uint32_t> pi = g && g->gpu.model ? profile_index(*g->gpu.model, inst.profile) : std::nullopt;
+    bool present = false;
+    if (pi)
+      for (const auto& p : g->present) present = present || p.placed == PlacedInstance{*pi, inst.start};
+    if (!g || !pi) {
+      start_report_.push_back("checkpoint: " + name + " is on GPU " + inst.gpu_uuid +
+                              ", which this node no longer has; forgotten");
+      checkpoint_.instances.erase(name);
+      continue;
+    }
+    switch (inst.state) {
+      case CheckpointInstance::State::ready:
+        if (present) {
+          start_report_.push_back("adopted " + name + " (" + inst.uuid + ") for claims " + join(inst.users));
+        } else {
+          start_report_.push_back("checkpoint: " + name + " (claims " + join(inst.users) +
+                                  ") is no longer on the GPU: someone destroyed it");
+          checkpoint_.instances.erase(name);
+        }
+        break;
+      case CheckpointInstance::State::creating:
+        // Its claim's prepare was cut short; the kubelet's retry (or an
+        // unprepare) starts that claim over.
+        start_report_.push_back("checkpoint: " + name + " was being created for " + join(inst.users) +
+                                (present ? " and exists" : " and does not exist") + "; its claim is prepared again");
+        break;
+      case CheckpointInstance::State::destroying:
+        if (auto r = destroy_instance_locked(name); !r) {
+          start_report_.push_back("checkpoint: " + name + " was being destroyed and still cannot be: " + r.error().message);
+        } else {
+          start_report_.push_back("finished destroying " + name);
+        }
+        break;
+    }
+  }
+  const auto fixed = fixed_locked();
+  for (size_t i = 0; i < gpus_.size(); ++i)
+    for (const auto& f : fixed[i])
+      start_report_.push_back("GPU " + std::to_string(gpus_[i].gpu.index) + ": " +
+                              gpus_[i].gpu.model->profiles[f.profile].name + "@" + std::to_string(f.start) +
+                              " was not cut by tessera: served as it is, its slices out of the counters");
+  for (const auto& line : start_report_) spdlog::info("DRA start: {}", line);
+  return save_locked();
+}
+
+// ---- Prepare and unprepare ------------------------------------------------
+
+std::map<std::string, PrepareOutcome> Driver::prepare(const std::vector<ClaimRef>& claims) {
+  std::map<std::string, PrepareOutcome> out;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& ref : claims) {
+      out[ref.uid] = prepare_one(ref);
+      if (!out[ref.uid].error.empty())
+        spdlog::warn("prepare {}/{} ({}): {}", ref.claim_namespace, ref.name, ref.uid, out[ref.uid].error);
+    }
+  }
+  notify();
+  return out;
+}
+
+std::map<std::string, std::string> Driver::unprepare(const std::vector<ClaimRef>& claims) {
+  std::map<std::string, std::string> out;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& ref : claims) {
+      out[ref.uid] = unprepare_one(ref);
+      if (!out[ref.uid].empty())
+        spdlog::warn("unprepare {}/{} ({}): {}", ref.claim_namespace, ref.name, ref.uid, out[ref.uid]);
+    }
+  }
+  notify();
+  return out;
+}
+
+namespace {
+
+PrepareOutcome from_checkpoint(const CheckpointClaim& claim) {
+  PrepareOutcome out;
+  for (const auto& d : claim.devices) out.devices.push_back({d.requests, d.pool, d.device, d.cdi_ids, d.share_id});
+  return out;
+}
+
+PrepareOutcome failed(std::string why) { return {{}, std::move(why)}; }
+
+}  // namespace
+
+PrepareOutcome Driver::prepare_one(const ClaimRef& ref) {
+  if (ref.uid.empty()) return failed("the kubelet named a claim without a UID");
+  const std::string label = "claim " + ref.claim_namespace + "/" + ref.name;
+  if (auto it = checkpoint_.claims.find(ref.uid); it != checkpoint_.claims.end()) {
+    if (it->second.state == CheckpointClaim::State::prepared) return from_checkpoint(it->second);
+    // An earlier attempt was cut short: undo what it left, then start over.
+    if (auto r = release_locked(ref.uid); !r)
+      return failed(label + ": an earlier attempt left state that cannot be undone: " + r.error().message);
+  }
+  auto object = claims_.get_claim(ref.claim_namespace, ref.name);
+  if (!object) return failed(label + ": cannot read the ResourceClaim: " + object.error().message);
+  auto alloc = read_allocation(*object, options_.driver, options_.node, ref.uid);
+  if (!alloc) return failed(alloc.error().message);
+  if (alloc->devices.empty())
+    return failed(label + ": its allocation holds no device of driver " + options_.driver + " in pool " + options_.node);
+
+  struct Step {
+    const AllocatedDevice* alloc = nullptr;
+    sd::Device device;
+    size_t gpu = 0;  // index into gpus_ (which a refresh rebuilds, in the same order)
+    bool create = false;    // cut the MIG instance
+    bool join = false;      // share an instance this driver cut for other claims
+    std::optional<bool> set_mig_mode;
+  };
+  // Checked against the GPUs as last read; when a step cuts an instance or
+  // changes MIG mode (or the check fails: the last read may be stale), read
+  // them again and check again: another writer may have changed them.
+  std::vector<Step> steps;
+  auto plan = [&]() -> std::optional<std::string> {
+    steps.clear();
+    auto fail_plan = [](std::string why) -> std::optional<std::string> { return why; };
+    const auto offered = devices_locked();
+    std::map<std::string, MigLayout> layout;  // per GPU UUID: what is on it plus what this claim cuts
+    for (const auto& g : gpus_)
+      for (const auto& p : g.present) layout[g.gpu.uuid].push_back(p.placed);
+    auto users_of = [&](const std::string& device) {
+      std::vector<std::string> users;
+      for (const auto& [uid, c] : checkpoint_.claims)
+        for (const auto& d : c.devices)
+          if (d.device == device) users.push_back(c.claim_namespace + "/" + c.name);
+      return users;
+    };
+    for (const auto& a : alloc->devices) {
+      auto it = std::find_if(offered.begin(), offered.end(), [&](const sd::Device& d) { return d.name == a.device; });
+      if (it == offered.end()) {
+        // A placement that overlaps an instance someone else cut is no longer offered.
+        for (const auto& g : gpus_) {
+          if (!g.gpu.model) continue;
+          for (const auto& d : sd::devices({g.gpu}, {{}}, {}))
+            if (d.name == a.device && d.mig) {
+              MigLayout now;
+              for (const auto& p : g.present) now.push_back(p.placed);
+              return fail_plan(label + ": " + a.device + " no longer fits GPU " + std::to_string(g.gpu.index) +
+                            ", which now holds " + describe_layout(*g.gpu.model, now) + " (another writer changed it)");
+            }
+        }
+        return fail_plan(label + ": device " + a.device + " is not one this node offers");
+      }
+      Step s{&a, *it, it->gpu, false, false, std::nullopt};
+      const auto& g = gpus_[s.gpu].gpu;
+      const bool is_mig = s.device.mig.has_value();
+      if (a.config) {
+        if (a.config->kind == DeviceConfig::Kind::gpu && is_mig)
+          return fail_plan(label + ": a GpuConfig cannot configure the MIG device " + a.device + " (use MigDeviceConfig)");
+        if (a.config->kind == DeviceConfig::Kind::mig && !is_mig)
+          return fail_plan(label + ": a MigDeviceConfig cannot configure the whole GPU " + a.device + " (use GpuConfig)");
+        if (a.config->sharing.strategy == SharingConfig::Strategy::mps && !options_.daemons)
+          return fail_plan(label + ": the config asks for MPS, but this driver runs no MPS daemons (start tessera dra " +
+                           "with --mps-host SOCKET, tessera mps-host's, or --mps-control PROGRAM)");
+      }
+      const uint64_t capacity = s.device.capacity.count("memory") ? s.device.capacity.at("memory") : 0;
+      if (a.memory_bytes && *a.memory_bytes > capacity)
+        return fail_plan(label + ": asks for " + std::to_string(*a.memory_bytes >> 20) + " MiB of " + a.device +
+                      ", which has " + std::to_string(capacity >> 20) + " MiB");
+      const auto users = users_of(a.device);
+      if (!users.empty() && !s.device.allow_multiple_allocations)
+        return fail_plan(label + ": device " + a.device + " is already prepared for " + join(users) +
+                      " and is not shareable (the scheduler's view of the pool is stale)");
+      if (is_mig && !s.device.fixed) {
+        if (auto inst = checkpoint_.instances.find(a.device); inst != checkpoint_.instances.end()) {
+          if (inst->second.state != CheckpointInstance::State::ready)
+            return fail_plan(label + ": device " + a.device + " is being created or destroyed for another claim; try again");
+          s.join = true;
+        } else if (std::none_of(steps.begin(), steps.end(), [&](const Step& o) { return o.create && o.device.name == a.device; })) {
+          auto& l = layout[g.uuid];
+          l.push_back(*s.device.mig);
+          if (auto ok = check_layout(*g.model, l); !ok) {
+            l.pop_back();
+            return fail_plan(label + ": " + a.device + " no longer fits GPU " + std::to_string(g.index) + ", which now holds " +
+                          describe_layout(*g.model, l) + " (" + ok.error().message + "; another writer changed it)");
+          }
+          if (!g.mig_enabled) {
+            if (!g.mig_mode_switchable)
+              return fail_plan(label + ": GPU " + std::to_string(g.index) + " has MIG mode off and cannot turn it on without a reset");
+            s.set_mig_mode = true;
+          }
+          s.create = true;
+        }
+      } else if (!is_mig && g.mig_enabled) {
+        if (!gpus_[s.gpu].present.empty())
+          return fail_plan(label + ": GPU " + std::to_string(g.index) + " is in MIG mode with instances on it; it cannot be had whole");
+        if (!g.mig_mode_switchable)
+          return fail_plan(label + ": GPU " + std::to_string(g.index) + " is in MIG mode and cannot leave it without a reset");
+        s.set_mig_mode = false;
+      }
+      steps.push_back(std::move(s));
+    }
+    return std::nullopt;
+  };
+  auto problem = plan();
+  const bool changes_gpus = std::any_of(steps.begin(), steps.end(), [](const Step& s) { return s.create || s.set_mig_mode; });
+  if (problem || changes_gpus) {
+    if (auto r = refresh_locked(); !r) return failed(label + ": " + r.error().message);
+    problem = plan();
+  }
+  if (problem) return failed(*problem);
+
+  // ---- Record the intent, then change.
+  CheckpointClaim record{ref.claim_namespace, ref.name, CheckpointClaim::State::preparing, {}};
+  for (const auto& s : steps) {
+    CheckpointDevice d;
+    // A device can serve several requests of one claim only through
+    // separate results; each result is its own entry.
+    d.requests = {s.alloc->request};
+    d.pool = s.alloc->pool;
+    d.device = s.device.name;
+    d.gpu_uuid = gpus_[s.gpu].gpu.uuid;
+    d.share_id = s.alloc->share_id;
+    d.memory_bytes = s.alloc->memory_bytes;
+    record.devices.push_back(std::move(d));
+    if (s.create) {
+      CheckpointInstance inst;
+      inst.gpu_uuid = gpus_[s.gpu].gpu.uuid;
+      inst.profile = gpus_[s.gpu].gpu.model->profiles[s.device.mig->profile].name;
+      inst.start = s.device.mig->start;
+      inst.state = CheckpointInstance::State::creating;
+      inst.users = {ref.uid};
+      checkpoint_.instances[s.device.name] = std::move(inst);
+    } else if (s.join) {
+      checkpoint_.instances[s.device.name].users.push_back(ref.uid);
+    }
+  }
+  checkpoint_.claims[ref.uid] = record;
+  auto undo = [&](const std::string& why) {
+    std::string msg = label + ": " + why;
+    if (auto r = release_locked(ref.uid); !r) msg += "; undoing it failed too (retried at the next prepare): " + r.error().message;
+    changed_locked();
+    return failed(msg);
+  };
+  if (auto r = save_locked(); !r) {
+    // Nothing changed on the GPUs: forget the intent in memory too.
+    for (const auto& s : steps) {
+      if (s.create) checkpoint_.instances.erase(s.device.name);
+      if (s.join) std::erase(checkpoint_.instances[s.device.name].users, ref.uid);
+    }
+    checkpoint_.claims.erase(ref.uid);
+    return failed(label + ": " + r.error().message);
+  }
+  changed_locked();
+
+  for (const auto& s : steps) {
+    const sd::Gpu g = gpus_[s.gpu].gpu;
+    if (s.set_mig_mode) {
+      mig::Operation op{mig::OpKind::set_mig_mode, g.index, *s.set_mig_mode, 0, 0, 0, ""};
+      if (auto r = reconciler::run_operation(session_, *g.model, op); !r)
+        return undo("cannot turn MIG mode " + std::string(*s.set_mig_mode ? "on" : "off") + " on GPU " +
+                    std::to_string(g.index) + ": " +
+                    (r.error().message == "pending-reset" ? "the change waits for a GPU reset" : r.error().message));
+    }
+    if (!s.create) continue;
+    mig::Operation create{mig::OpKind::create_gpu_instance, g.index, false, s.device.mig->profile, s.device.mig->start, 0, ""};
+    auto gi = reconciler::run_operation(session_, *g.model, create);
+    if (!gi) return undo("cannot create " + describe_layout(*g.model, std::vector{*s.device.mig}) + " on GPU " +
+                         std::to_string(g.index) + ": " + gi.error().message);
+    checkpoint_.instances[s.device.name].gi_id = *gi;
+    if (auto r = save_locked(); !r) return undo(r.error().message);
+    mig::Operation ci{mig::OpKind::create_compute_instance, g.index, false, s.device.mig->profile, s.device.mig->start, *gi, ""};
+    if (auto r = reconciler::run_operation(session_, *g.model, ci); !r)
+      return undo("cannot create the compute instance of " + s.device.name + ": " + r.error().message);
+  }
+  if (auto r = refresh_locked(); !r) return undo(r.error().message);
+  for (const auto& s : steps)
+    if (s.create) {
+      auto& inst = checkpoint_.instances[s.device.name];
+      if (inst.uuid.empty()) return undo(s.device.name + " was created but NVML shows no MIG device for it");
+      inst.state = CheckpointInstance::State::ready;
+    }
+
+  // ---- The claim's CDI spec and quota files.
+  auto files = driver_files_locked();
+  if (!files) return undo(files.error().message);
+  std::vector<sharing::ClaimCdiDevice> cdi_devices;
+  std::vector<sharing::QuotaDevice> shares;
+  auto& rec = checkpoint_.claims[ref.uid];
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto& s = steps[i];
+    sharing::ClaimCdiDevice cd;
+    cd.name = s.device.name;
+    const GpuNow& now = gpus_[s.gpu];
+    cd.device.gpu_index = now.gpu.index;
+    cd.device.gpu_uuid = now.gpu.uuid;
+    cd.device.physical_uuid = now.gpu.uuid;
+    if (s.device.mig) {
+      cd.device.is_mig = true;
+      for (const auto& p : now.present)
+        if (p.placed == *s.device.mig) {
+          cd.device.gi_id = p.gi_id;
+          cd.device.ci_id = p.ci_id;
+          cd.device.physical_uuid = p.uuid;
+        }
+    }
+    rec.devices[i].uuid = cd.device.physical_uuid;
+    rec.devices[i].mps = s.alloc->config && s.alloc->config->sharing.strategy == SharingConfig::Strategy::mps;
+    if (s.device.allow_multiple_allocations && options_.quota.inject) {
+      const uint64_t capacity = s.device.capacity.count("memory") ? s.device.capacity.at("memory") : 0;
+      shares.push_back({cd.device.physical_uuid, s.alloc->memory_bytes.value_or(capacity), capacity,
+                        options_.quota.context_bytes});
+    }
+    cdi_devices.push_back(std::move(cd));
+  }
+  // MPS: the device's control daemon up before the spec names its pipe.
+  if (std::any_of(rec.devices.begin(), rec.devices.end(), [](const CheckpointDevice& d) { return d.mps; })) {
+    if (auto r = save_locked(); !r) return undo(r.error().message);
+    sync_mps_locked();
+    const auto deadline = std::chrono::steady_clock::now() + options_.mps_start_timeout;
+    for (const auto& d : rec.devices) {
+      if (!d.mps) continue;
+      while (!options_.daemons->up().contains(d.uuid)) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+          std::string why;
+          for (const auto& st : options_.daemons->status())
+            if (st.spec.uuid == d.uuid) why = st.error;
+          return undo("the MPS control daemon of " + d.device + " (" + d.uuid + ", " + options_.daemons->where() +
+                      ") did not come up within " + std::to_string(options_.mps_start_timeout.count() / 1000) + " s" +
+                      (why.empty() ? "" : ": " + why));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const auto& d = rec.devices[i];
+      if (!d.mps) continue;
+      const auto& sharing = steps[i].alloc->config->sharing;
+      auto& edits = cdi_devices[i].edits;
+      const std::string base = options_.mps_root + "/" + d.uuid;
+      // The client's pipe directory (its daemon's) and /dev/shm, where MPS
+      // clients and servers meet (the device plugin's layout, docs/design-mps.md).
+      edits.env.push_back("CUDA_MPS_PIPE_DIRECTORY=/mps/pipe");
+      edits.mounts.push_back({base + "/pipe", "/mps/pipe", false});
+      edits.mounts.push_back({options_.mps_root + "/shm", "/dev/shm", false});
+      // NVIDIA's MpsConfig: a per-device limit (by UUID or by index among the
+      // claim's devices) over the default; a memory share's size otherwise.
+      std::optional<uint64_t> pinned = sharing.pinned_memory_limit;
+      if (auto it = sharing.per_device_pinned_memory_limit.find(d.uuid); it != sharing.per_device_pinned_memory_limit.end())
+        pinned = it->second;
+      else if (auto ix = sharing.per_device_pinned_memory_limit.find(std::to_string(i));
+               ix != sharing.per_device_pinned_memory_limit.end())
+        pinned = ix->second;
+      if (!pinned && d.memory_bytes) pinned = d.memory_bytes;
+      if (pinned) edits.env.push_back("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=" + std::to_string(*pinned >> 20) + "M");
+      if (sharing.active_thread_percentage)
+        edits.env.push_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + std::to_string(*sharing.active_thread_percentage));
+    }
+  }
+  if (!shares.empty()) {
+    // The claim's memory quota: a limits file the container cannot change
+    // (read-only), its ledger beside it (cuda_quota/env.h).
+    std::string root = options_.quota.ledger_root;
+    while (root.size() > 1 && root.back() == '/') root.pop_back();
+    const std::string key = ledger_key(ref.uid);
+    const std::string dir = root + "/" + key;
+    // The same files, made the same way, as the device plugin's Allocate.
+    if (auto r = plugin::prepare_quota_files(dir, key, shares); !r) return undo(r.error().message);
+    const std::string ledger = dir + "/" TESSERA_LEDGER_FILE_NAME;
+    if (options_.quota.preload != sharing::Preload::env)
+      if (auto r = plugin::ensure_preload_file(root + "/" TESSERA_PRELOAD_FILE_NAME, TESSERA_CONTAINER_LIBRARY_PATH "\n"); !r)
+        return undo(r.error().message);
+    for (auto& cd : cdi_devices) {
+      bool shared = std::any_of(shares.begin(), shares.end(), [&](const auto& sh) { return sh.uuid == cd.device.physical_uuid; });
+      if (!shared) continue;
+      cd.edits.env.push_back(std::string(TESSERA_ENV_LIMITS_FILE) + "=" TESSERA_CONTAINER_LIMITS_FILE);
+      cd.edits.mounts.push_back({dir + "/" TESSERA_LIMITS_FILE_NAME, TESSERA_CONTAINER_LIMITS_FILE, true});
+      cd.edits.mounts.push_back({ledger, TESSERA_CONTAINER_LEDGER_FILE, false});
+      cd.edits.mounts.push_back({options_.quota.library_dir, TESSERA_CONTAINER_LIBRARY_DIR, true});
+      if (options_.quota.preload != sharing::Preload::env)
+        cd.edits.mounts.push_back({root + "/" TESSERA_PRELOAD_FILE_NAME, TESSERA_CONTAINER_PRELOAD_FILE, true});
+      if (options_.quota.preload != sharing::Preload::file)
+        cd.edits.env.push_back("LD_PRELOAD=" TESSERA_CONTAINER_LIBRARY_PATH);
+      // The driver backend: the runtime's hook has the driver hold the
+      // container's cgroup to the quota where it can (whole GPUs, R615+).
+      if (options_.quota.memory_hook.enabled())
+        cd.edits.hooks.push_back(sharing::memory_hook(options_.quota.memory_hook, dir + "/" TESSERA_LIMITS_FILE_NAME));
+      break;  // one set of mounts per container: the first shared device carries them
+    }
+  }
+  auto spec = sharing::claim_cdi_spec(ref.uid, cdi_devices, *files, options_.cdi.names.vendor, options_.cdi_class);
+  if (!spec) return undo(spec.error().message);
+  if (auto r = plugin::write_cdi_spec(*spec, options_.cdi); !r) return undo(r.error().message);
+  for (size_t i = 0; i < steps.size(); ++i)
+    rec.devices[i].cdi_ids = {spec->kind + "=" + spec->devices[i].name};
+  rec.state = CheckpointClaim::State::prepared;
+  if (auto r = save_locked(); !r) return undo(r.error().message);
+  changed_locked();
+  spdlog::info("prepared {} ({}): {}", label, ref.uid, [&] {
+    std::vector<std::string> names;
+    for (const auto& d : rec.devices) names.push_back(d.device + (d.memory_bytes ? " (" + std::to_string(*d.memory_bytes >> 20) + " MiB)" : ""));
+    return join(names);
+  }());
+  return from_checkpoint(rec);
+}
+
+std::string Driver::unprepare_one(const ClaimRef& ref) {
+  if (!checkpoint_.claims.contains(ref.uid)) return "";  // never prepared here, or already undone
+  if (auto r = release_locked(ref.uid); !r)
+    return "claim " + ref.claim_namespace + "/" + ref.name + ": " + r.error().message;
+  spdlog::info("unprepared claim {}/{} ({})", ref.claim_namespace, ref.name, ref.uid);
+  return "";
+}
+
+Result<void> Driver::release_locked(const std::string& uid) {
+  auto it = checkpoint_.claims.find(uid);
+  if (it == checkpoint_.claims.end()) return {};
+  it->second.state = CheckpointClaim::State::unpreparing;
+  if (auto r = save_locked(); !r) return r;
+  std::vector<std::string> errors;
+  std::vector<std::string> devices;
+  for (const auto& d : it->second.devices) devices.push_back(d.device);
+  // Instances promised to this claim alone (also ones whose create was cut short).
+  for (auto& [name, inst] : checkpoint_.instances)
+    if (std::find(inst.users.begin(), inst.users.end(), uid) != inst.users.end() &&
+        std::find(devices.begin(), devices.end(), name) == devices.end())
+      devices.push_back(name);
+  for (const auto& name : devices) {
+    auto inst = checkpoint_.instances.find(name);
+    if (inst == checkpoint_.instances.end()) continue;
+    std::erase(inst->second.users, uid);
+    if (!inst->second.users.empty()) continue;
+    if (auto r = destroy_instance_locked(name); !r) errors.push_back(r.error().message);
+  }
+  if (auto r = plugin::remove_cdi_spec(spec_file_name(options_, uid), options_.cdi); !r) errors.push_back(r.error().message);
+  std::error_code ec;
+  std::string root = options_.quota.ledger_root;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  std::filesystem::remove_all(root + "/" + ledger_key(uid), ec);
+  if (ec) errors.push_back("cannot remove " + root + "/" + ledger_key(uid) + ": " + ec.message());
+  changed_locked();
+  if (!errors.empty()) {
+    if (auto r = save_locked(); !r) errors.push_back(r.error().message);
+    return fail(Errc::io, join(errors, "; "));
+  }
+  const bool had_mps = std::any_of(it->second.devices.begin(), it->second.devices.end(),
+                                   [](const CheckpointDevice& d) { return d.mps; });
+  checkpoint_.claims.erase(uid);
+  if (had_mps) sync_mps_locked();
+  return save_locked();
+}
+
+void Driver::sync_mps_locked() {
+  if (!options_.daemons) return;
+  std::vector<mps::DaemonSpec> wanted;
+  std::set<std::string> seen;
+  for (const auto& [uid, claim] : checkpoint_.claims)
+    for (const auto& d : claim.devices) {
+      if (!d.mps || d.uuid.empty() || !seen.insert(d.uuid).second) continue;
+      mps::DaemonSpec spec;
+      spec.uuid = d.uuid;
+      spec.resource = options_.driver + " " + d.device;
+      // Short on purpose: <pipe>/control must fit a unix socket path.
+      spec.dirs = {options_.mps_root + "/" + d.uuid + "/pipe", options_.mps_root + "/" + d.uuid + "/log"};
+      wanted.push_back(std::move(spec));
+    }
+  options_.daemons->want(std::move(wanted));
+}
+
+Result<void> Driver::destroy_instance_locked(const std::string& name) {
+  auto& inst = checkpoint_.instances.at(name);
+  inst.state = CheckpointInstance::State::destroying;
+  if (auto r = save_locked(); !r) return r;
+  if (auto r = refresh_locked(); !r) return r;
+  const GpuNow* g = gpu_by_uuid(inst.gpu_uuid);
+  if (g && g->gpu.model) {
+    auto pi = profile_index(*g->gpu.model, inst.profile);
+    for (const auto& p : g->present) {
+      if (!pi || p.placed != PlacedInstance{*pi, inst.start}) continue;
+      mig::Operation cis{mig::OpKind::destroy_compute_instances, g->gpu.index, false, *pi, inst.start, p.gi_id, p.uuid};
+      if (auto r = reconciler::run_operation(session_, *g->gpu.model, cis); !r)
+        return fail(r.error().code, "cannot destroy the compute instances of " + name + ": " + r.error().message);
+      mig::Operation gi{mig::OpKind::destroy_gpu_instance, g->gpu.index, false, *pi, inst.start, p.gi_id, p.uuid};
+      if (auto r = reconciler::run_operation(session_, *g->gpu.model, gi); !r)
+        return fail(r.error().code, "cannot destroy " + name + ": " + r.error().message);
+    }
+  }
+  checkpoint_.instances.erase(name);
+  if (auto r = save_locked(); !r) return r;
+  return refresh_locked();
+}
+
+}  // namespace tessera::dra

@@ -1,0 +1,182 @@
+// The DRA driver's node side, apart from its transports: what the node's
+// ResourceSlices hold (from NVML, the checkpoint and sharing/dra's model),
+// and preparing and unpreparing claims: cutting the MIG instance the
+// scheduler chose (through the reconciler's operations), writing the
+// claim's CDI spec, a memory share's quota files, and the checkpoint before
+// and after every change. The gRPC services (dra/kubelet_plugin) and the
+// API-server publisher (dra/publisher) call it; tests call it directly.
+//
+// Prepare is all or nothing per claim: when any step fails, what this
+// prepare cut is destroyed again, the claim is not recorded as prepared,
+// and the error says why; other claims are untouched. A retry starts over.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "dra/checkpoint.hpp"
+#include "dra/claim.hpp"
+#include "mps/daemons.hpp"
+#include "nvml/session.hpp"
+#include "plugin/cdi_writer.hpp"
+#include "sharing/allocate.hpp"
+#include "sharing/dra.hpp"
+#include "sharing/health.hpp"
+
+namespace tessera::dra {
+
+struct DriverOptions {
+  std::string driver = sharing::dra::kDefaultDriver;
+  std::string node;
+  std::string node_uid;
+  std::string state_dir;  // holds checkpoint.json (the plugin's directory under the kubelet's)
+  // CDI: one transient spec per claim, "<vendor>-<class>_<claim uid>.json",
+  // devices "<claim uid>-<device>" (NVIDIA's driver: vendor k8s.gpu.nvidia.com, class claim).
+  plugin::CdiOptions cdi;
+  std::string cdi_class = "claim";
+  sharing::dra::Order order = sharing::dra::Order::tessera;
+  bool memory_shares = false;  // devices allow many claims, each with its `memory` share
+  // Turn MIG mode on (or off, for a whole-GPU claim) at prepare on GPUs that
+  // change it without a reset (Hopper and newer); elsewhere a GPU is served
+  // in the mode it is in.
+  bool switch_mig_mode = true;
+  sharing::QuotaLibrarySettings quota;
+  sharing::HealthPolicy health;
+  // MPS for the claims whose config asks for it (`sharing: {strategy: MPS}`,
+  // on a whole GPU or inside a MIG instance): one control daemon per device,
+  // owned by `daemons` (a Supervisor in this process, or tessera mps-host's
+  // client); null: such claims are refused, saying how to run the driver.
+  mps::Daemons* daemons = nullptr;
+  std::string mps_root = "/run/nvidia/mps";
+  std::chrono::milliseconds mps_start_timeout{15000};  // a prepare waits this long for its daemon
+};
+
+// Where ResourceClaims come from (the API server; tests give their own).
+class ClaimSource {
+ public:
+  virtual ~ClaimSource() = default;
+  [[nodiscard]] virtual Result<nlohmann::json> get_claim(const std::string& claim_namespace, const std::string& name) = 0;
+};
+
+struct ClaimRef {
+  std::string uid;
+  std::string claim_namespace;
+  std::string name;
+};
+
+struct PreparedDevice {
+  std::vector<std::string> requests;
+  std::string pool;
+  std::string device;
+  std::vector<std::string> cdi_ids;
+  std::optional<std::string> share_id;
+};
+
+struct PrepareOutcome {
+  std::vector<PreparedDevice> devices;
+  std::string error;  // non-empty: this claim failed
+};
+
+// What the pool's slices hold now.
+struct PoolState {
+  std::vector<sharing::dra::CounterSet> counter_sets;
+  std::vector<sharing::dra::Device> devices;
+  uint64_t version = 0;  // changes whenever the above may have changed
+};
+
+class Driver {
+ public:
+  // Reads the GPUs and the checkpoint; adopts the instances it names, takes
+  // up an interrupted destroy, and reports every MIG instance it did not cut
+  // (served as it is). Errors: NVML cannot be read, or the checkpoint cannot
+  // be read or is another node's or driver's.
+  [[nodiscard]] static Result<std::unique_ptr<Driver>> start(const nvml::Session& session, DriverOptions options,
+                                                             ClaimSource& claims);
+
+  std::map<std::string, PrepareOutcome> prepare(const std::vector<ClaimRef>& claims);
+  // Per claim UID: empty when done (also for a claim never prepared).
+  std::map<std::string, std::string> unprepare(const std::vector<ClaimRef>& claims);
+
+  PoolState pool() const;
+
+  // Health from NVML's events (plugin::EventWatch's sink), and the periodic
+  // recovery check; both change the pool's taints.
+  void record_health(const sharing::HealthEvent& event);
+  void recover_health();
+  // Reads NVML again (MIG instances someone else made or destroyed).
+  [[nodiscard]] Result<void> refresh();
+
+  // Called (outside the driver's lock) whenever the pool changed.
+  void on_change(std::function<void()> callback);
+
+  const std::vector<std::string>& start_report() const { return start_report_; }
+  const DriverOptions& options() const { return options_; }
+  Checkpoint checkpoint() const;
+
+ private:
+  Driver(const nvml::Session& session, DriverOptions options, ClaimSource& claims);
+
+  // A MIG instance present on a GPU.
+  struct Present {
+    PlacedInstance placed;
+    uint32_t gi_id = 0;
+    uint32_t ci_id = 0;
+    std::string uuid;
+  };
+  struct GpuNow {
+    sharing::dra::Gpu gpu;
+    std::vector<Present> present;
+  };
+
+  Result<void> refresh_locked();
+  Result<void> adopt_locked();
+  PrepareOutcome prepare_one(const ClaimRef& ref);
+  std::string unprepare_one(const ClaimRef& ref);
+  // Undoes a claim's devices (instances it alone uses are destroyed) and
+  // forgets it. Errors leave the instances that could not be destroyed in
+  // the checkpoint as "destroying".
+  Result<void> release_locked(const std::string& uid);
+  Result<void> destroy_instance_locked(const std::string& device_name);
+  Result<void> save_locked();
+  // Tells the daemons' owner which devices need one: every device of a
+  // claim that asked for MPS.
+  void sync_mps_locked();
+  std::vector<sharing::dra::Device> devices_locked() const;
+  std::vector<sharing::dra::Taken> taken_locked() const;
+  std::vector<sharing::dra::Taken> fixed_locked() const;
+  const GpuNow* gpu_by_uuid(const std::string& uuid) const;
+  void changed_locked();
+  // The driver's files for CDI specs, read once per read of the GPUs.
+  Result<sharing::DriverFiles> driver_files_locked();
+  // Device taints from the health tracker (no NVML read).
+  void apply_health_locked();
+  // Calls the listeners when the pool changed (never under the lock).
+  void notify();
+
+  const nvml::Session& session_;
+  DriverOptions options_;
+  ClaimSource& claims_;
+  CheckpointFile file_;
+  mutable std::mutex mutex_;
+  Checkpoint checkpoint_;
+  std::vector<GpuNow> gpus_;
+  std::optional<sharing::DriverFiles> files_;  // the driver's files for CDI, as of the last read
+  sharing::HealthTracker health_;
+  std::set<std::string> lost_;  // GPU UUIDs that fell off the bus (XID 79)
+  std::map<std::string, uint64_t> last_xid_;  // by GPU UUID, or "<gpu uuid>/<gi>" for one instance
+  uint64_t version_ = 1;
+  std::vector<std::string> start_report_;
+  std::vector<std::function<void()>> listeners_;
+  bool pending_notify_ = false;
+};
+
+}  // namespace tessera::dra

@@ -1,0 +1,50 @@
+// The DRA driver's face to the API server: the node's ResourceSlices kept
+// equal to the driver's pool (created, replaced, stale ones deleted, each
+// change under a new pool generation), and ResourceClaims read at prepare.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "dra/driver.hpp"
+#include "dra/slices.hpp"
+#include "kube/client.hpp"
+
+namespace tessera::dra {
+
+class Publisher {
+ public:
+  Publisher(kube::Client& client, PoolSpec spec) : client_(client), spec_(std::move(spec)) {}
+
+  // Publishes `pool` unless it is what was published last. The first call
+  // reads the slices already there (a restart) and continues their
+  // generations. Errors name the slice and the API's answer; the next call
+  // tries again from what the API holds.
+  [[nodiscard]] Result<void> publish(const PoolState& pool);
+  // Deletes every slice of this driver on this node (the driver is going away for good).
+  [[nodiscard]] Result<void> remove_all();
+
+  int64_t generation() const { return spec_.generation; }
+
+ private:
+  Result<std::vector<nlohmann::json>> list();
+
+  kube::Client& client_;
+  PoolSpec spec_;
+  bool synced_ = false;  // last_ is what the API holds
+  std::vector<nlohmann::json> last_;          // the slices as the API returned them
+  std::vector<nlohmann::json> last_desired_;  // what they were built from, at this generation
+};
+
+class ApiClaimSource final : public ClaimSource {
+ public:
+  explicit ApiClaimSource(kube::Client& client) : client_(client) {}
+  Result<nlohmann::json> get_claim(const std::string& claim_namespace, const std::string& name) override;
+
+ private:
+  kube::Client& client_;
+};
+
+}  // namespace tessera::dra

@@ -1,0 +1,568 @@
+// The DRA driver's node side in process, over a simulated node opened
+// through the real NVML loader: what the pool offers, prepare cutting
+// exactly the placement the scheduler chose and unprepare destroying it, the
+// claim's CDI spec and quota files, bad claims refused with nothing changed,
+// a failure at every NVML call of a prepare leaving nothing behind (and the
+// checkpoint never claiming more than exists), restarts adopting what the
+// checkpoint names, and health as device taints.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "cuda_quota/limits.hpp"
+#include "dra/driver.hpp"
+#include "mps/supervisor.hpp"
+#include "nvml/device.hpp"
+#include "reconciler/mig_apply.hpp"
+#include "reconciler/node_state.hpp"
+#include "support/run.hpp"
+#include "support/sim_nvml.hpp"
+
+namespace tessera::dra {
+namespace {
+
+using nlohmann::json;
+using testing::run;
+using testing::TempDir;
+
+class Claims final : public ClaimSource {
+ public:
+  std::map<std::string, json> objects;  // "<ns>/<name>"
+  Result<json> get_claim(const std::string& ns, const std::string& name) override {
+    auto it = objects.find(ns + "/" + name);
+    if (it == objects.end()) return fail(Errc::not_found, "resourceclaims \"" + name + "\" not found");
+    return it->second;
+  }
+};
+
+struct Result1 {
+  Result1(std::string d, std::optional<std::string> m = std::nullopt, std::string r = "gpu")
+      : device(std::move(d)), memory(std::move(m)), request(std::move(r)) {}
+  std::string device;
+  std::optional<std::string> memory;  // consumedCapacity.memory
+  std::string request;
+};
+
+json claim_object(const std::string& uid, const std::string& name, const std::vector<Result1>& results,
+                  const json& configs = json::array(), const std::string& pool = "node-a") {
+  json r = json::array();
+  for (const auto& x : results) {
+    json one = {{"request", x.request}, {"driver", "gpu.nvidia.com"}, {"pool", pool}, {"device", x.device}};
+    if (x.memory) {
+      one["consumedCapacity"] = {{"memory", *x.memory}};
+      one["shareID"] = uid.substr(0, 8) + "-share";
+    }
+    r.push_back(one);
+  }
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceClaim"},
+          {"metadata", {{"namespace", "default"}, {"name", name}, {"uid", uid}}},
+          {"status", {{"allocation", {{"devices", {{"results", r}, {"config", configs}}}}}}}};
+}
+
+struct Node {
+  TempDir dir;
+  std::string node = dir.path() + "/node";
+  Claims claims;
+  std::optional<nvml::Session> session;
+  DriverOptions options;
+  std::unique_ptr<Driver> driver;
+
+  explicit Node(const std::string& model = "A100-SXM4-80GB", bool mig = true, bool shares = false) {
+    std::vector<std::string> create{TESSERA_BIN, "sim", "create", node, "--gpu", model, "--count", "2"};
+    if (mig) create.push_back("--mig");
+    auto made = run(create);
+    EXPECT_EQ(made.exit_code, 0) << made.err;
+    // The node's directory as a driver root: the driver's libraries where a
+    // distribution puts them.
+    std::filesystem::create_directories(node + "/usr/lib/x86_64-linux-gnu");
+    std::ofstream(node + "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1") << "not a library";
+    auto s = testing::open_simulated_nvml(TESSERA_SIM_LIBRARY, node);
+    EXPECT_TRUE(s) << s.error().message;
+    if (s) session.emplace(std::move(*s));
+    options.node = "node-a";
+    options.state_dir = dir.path() + "/state";
+    options.cdi.write_specs = true;
+    options.cdi.spec_dir = dir.path() + "/cdi";
+    options.cdi.driver_root = "/host-driver";
+    options.cdi.container_driver_root = node;
+    options.cdi.names.vendor = "k8s.gpu.nvidia.com";
+    options.quota.library_dir = dir.path() + "/lib";
+    options.quota.ledger_root = dir.path() + "/ledgers";
+    options.memory_shares = shares;
+  }
+  Driver& start() {
+    driver.reset();
+    auto d = Driver::start(*session, options, claims);
+    if (!d) throw std::runtime_error("the driver does not start: " + d.error().message);
+    driver = std::move(*d);
+    return *driver;
+  }
+  // Every GPU instance on the node: "<gpu>:<profile>@<start>".
+  std::set<std::string> instances() const {
+    std::set<std::string> out;
+    auto state = reconciler::read_node_state(*session);
+    EXPECT_TRUE(state) << state.error().message;
+    if (state)
+      for (const auto& g : *state)
+        for (const auto& i : g.state.instances)
+          out.insert(std::to_string(g.state.index) + ":" + g.state.model->profiles[i.placed.profile].name + "@" +
+                     std::to_string(i.placed.start));
+    return out;
+  }
+  std::string add(const std::string& uid, const std::string& name, const std::vector<Result1>& results,
+                  const json& configs = json::array()) {
+    claims.objects["default/" + name] = claim_object(uid, name, results, configs);
+    return uid;
+  }
+  PrepareOutcome prepare(const std::string& uid, const std::string& name) {
+    return driver->prepare({{uid, "default", name}}).at(uid);
+  }
+  std::string unprepare(const std::string& uid, const std::string& name) {
+    return driver->unprepare({{uid, "default", name}}).at(uid);
+  }
+  json spec_of(const std::string& uid) const {
+    std::ifstream in(options.cdi.spec_dir + "/k8s.gpu.nvidia.com-claim_" + uid + ".json");
+    if (!in) return nullptr;
+    return json::parse(in);
+  }
+};
+
+// Points into `pool`: a temporary pool (Driver::pool() returns a snapshot) would leave it dangling.
+const sharing::dra::Device* find(PoolState&& pool, const std::string& name) = delete;
+const sharing::dra::Device* find(const PoolState& pool, const std::string& name) {
+  for (const auto& d : pool.devices)
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+constexpr const char* kUid1 = "11111111-1111-1111-1111-111111111111";
+constexpr const char* kUid2 = "22222222-2222-2222-2222-222222222222";
+
+TEST(DraDriver, OffersEveryPlacementOfAMigGpuAndNoWholeGpuOnAnA100InMigMode) {
+  Node n;
+  auto& d = n.start();
+  auto pool = d.pool();
+  ASSERT_EQ(pool.counter_sets.size(), 2u);
+  EXPECT_EQ(pool.counter_sets[0].name, "gpu-0-counter-set");
+  EXPECT_TRUE(find(pool, "gpu-0-mig-1g10gb-19-6"));
+  EXPECT_TRUE(find(pool, "gpu-1-mig-7g80gb-0-0"));
+  EXPECT_FALSE(find(pool, "gpu-0"));  // an A100 cannot leave MIG mode without a reset
+  EXPECT_TRUE(d.start_report().empty());
+}
+
+TEST(DraDriver, PrepareCutsExactlyThePlacementChosenAndUnprepareDestroysIt) {
+  Node n;
+  n.start();
+  n.add(kUid1, "c1", {{"gpu-0-mig-3g40gb-9-4"}});
+  auto out = n.prepare(kUid1, "c1");
+  ASSERT_EQ(out.error, "");
+  ASSERT_EQ(out.devices.size(), 1u);
+  EXPECT_EQ(out.devices[0].device, "gpu-0-mig-3g40gb-9-4");
+  EXPECT_EQ(out.devices[0].pool, "node-a");
+  ASSERT_EQ(out.devices[0].cdi_ids.size(), 1u);
+  EXPECT_EQ(out.devices[0].cdi_ids[0], std::string("k8s.gpu.nvidia.com/claim=") + kUid1 + "-gpu-0-mig-3g40gb-9-4");
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"0:3g.40gb@4"}));
+  // The claim's spec: its device with the GPU's node and the instance's two capability nodes.
+  auto spec = n.spec_of(kUid1);
+  ASSERT_FALSE(spec.is_null());
+  EXPECT_EQ(spec["kind"], "k8s.gpu.nvidia.com/claim");
+  ASSERT_EQ(spec["devices"].size(), 1u);
+  std::vector<std::string> nodes;
+  for (const auto& dn : spec["devices"][0]["containerEdits"]["deviceNodes"]) nodes.push_back(dn["path"]);
+  ASSERT_EQ(nodes.size(), 3u) << spec.dump(2);
+  EXPECT_EQ(nodes[0], "/dev/nvidia0");
+  EXPECT_EQ(nodes[1].rfind("/dev/nvidia-caps/nvidia-cap", 0), 0u);
+  // The placement is taken: the pool says so, and the checkpoint names it.
+  auto cp = n.driver->checkpoint();
+  ASSERT_EQ(cp.instances.count("gpu-0-mig-3g40gb-9-4"), 1u);
+  EXPECT_EQ(cp.instances["gpu-0-mig-3g40gb-9-4"].state, CheckpointInstance::State::ready);
+  EXPECT_EQ(cp.claims[kUid1].state, CheckpointClaim::State::prepared);
+
+  // Again (the kubelet retries): the same answer, nothing new cut.
+  auto again = n.prepare(kUid1, "c1");
+  EXPECT_EQ(again.error, "");
+  EXPECT_EQ(again.devices[0].cdi_ids, out.devices[0].cdi_ids);
+  EXPECT_EQ(n.instances().size(), 1u);
+
+  EXPECT_EQ(n.unprepare(kUid1, "c1"), "");
+  EXPECT_TRUE(n.instances().empty());
+  EXPECT_TRUE(n.spec_of(kUid1).is_null());
+  EXPECT_TRUE(n.driver->checkpoint().claims.empty());
+  EXPECT_TRUE(n.driver->checkpoint().instances.empty());
+  EXPECT_EQ(n.unprepare(kUid1, "c1"), "");  // idempotent
+}
+
+TEST(DraDriver, AClaimOfTwoPlacementsOnTwoGpusIsCutWhole) {
+  Node n;
+  n.start();
+  n.add(kUid1, "c1", {{"gpu-0-mig-1g10gb-19-6", {}, "a"}, {"gpu-1-mig-4g40gb-5-0", {}, "b"}});
+  auto out = n.prepare(kUid1, "c1");
+  ASSERT_EQ(out.error, "");
+  EXPECT_EQ(out.devices.size(), 2u);
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"0:1g.10gb@6", "1:4g.40gb@0"}));
+  EXPECT_EQ(n.spec_of(kUid1)["devices"].size(), 2u);
+}
+
+TEST(DraDriver, BadClaimsAreRefusedWithAReasonAndChangeNothing) {
+  Node n;
+  n.start();
+  struct Case {
+    std::string why;
+    json claim;
+    std::string expect;
+  };
+  const json bad_config = json::array({{{"source", "FromClaim"},
+                                        {"requests", json::array()},
+                                        {"opaque", {{"driver", "gpu.nvidia.com"},
+                                                    {"parameters", {{"apiVersion", "resource.nvidia.com/v1beta1"},
+                                                                    {"kind", "MigDeviceConfig"},
+                                                                    {"sharing", {{"strategy", "Sometimes"}}}}}}}}});
+  const json gpu_config_on_mig = json::array({{{"source", "FromClaim"},
+                                               {"opaque", {{"driver", "gpu.nvidia.com"},
+                                                           {"parameters", {{"apiVersion", "resource.nvidia.com/v1beta1"},
+                                                                           {"kind", "GpuConfig"}}}}}}});
+  std::vector<Case> cases{
+      {"an unknown strategy", claim_object(kUid1, "c", {{"gpu-0-mig-1g10gb-19-0"}}, bad_config), "Sometimes"},
+      {"a GpuConfig on a MIG device", claim_object(kUid1, "c", {{"gpu-0-mig-1g10gb-19-0"}}, gpu_config_on_mig), "GpuConfig"},
+      {"a device the node does not have", claim_object(kUid1, "c", {{"gpu-7-mig-1g10gb-19-0"}}), "not one this node offers"},
+      {"another node's pool only", claim_object(kUid1, "c", {{"gpu-0-mig-1g10gb-19-0"}}, json::array(), "node-b"), "no device"},
+      {"a claim replaced under the same name", claim_object(kUid2, "c", {{"gpu-0-mig-1g10gb-19-0"}}), "created again"},
+      {"two overlapping placements", claim_object(kUid1, "c", {{"gpu-0-mig-4g40gb-5-0"}, {"gpu-0-mig-1g10gb-19-0"}}), "no longer fits"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.why);
+    n.claims.objects["default/c"] = c.claim;
+    auto out = n.prepare(kUid1, "c");
+    EXPECT_NE(out.error.find(c.expect), std::string::npos) << out.error;
+    EXPECT_TRUE(out.devices.empty());
+    EXPECT_TRUE(n.instances().empty());
+    EXPECT_TRUE(n.driver->checkpoint().claims.empty());
+    EXPECT_TRUE(n.driver->checkpoint().instances.empty());
+    EXPECT_TRUE(n.spec_of(kUid1).is_null());
+  }
+  // A missing claim, and other claims untouched by a bad one in the same call.
+  n.add(kUid2, "good", {{"gpu-1-mig-1g10gb-19-6"}});
+  n.claims.objects.erase("default/c");
+  auto both = n.driver->prepare({{kUid1, "default", "c"}, {kUid2, "default", "good"}});
+  EXPECT_NE(both.at(kUid1).error.find("cannot read the ResourceClaim"), std::string::npos) << both.at(kUid1).error;
+  EXPECT_EQ(both.at(kUid2).error, "");
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"1:1g.10gb@6"}));
+}
+
+TEST(DraDriver, APlacementAnotherWriterTookIsRefusedNotForced) {
+  Node n;
+  n.start();
+  // Another writer cuts a 4g.40gb at 0 behind the driver's back.
+  const auto& m = *Catalog::builtin().find("A100-SXM4-80GB");
+  const uint32_t four = static_cast<uint32_t>(m.profile("4g.40gb") - m.profiles.data());
+  auto gi = reconciler::run_operation(*n.session, m, {mig::OpKind::create_gpu_instance, 0, false, four, 0, 0, ""});
+  ASSERT_TRUE(gi) << gi.error().message;
+  n.add(kUid1, "c1", {{"gpu-0-mig-3g40gb-9-0"}});
+  auto out = n.prepare(kUid1, "c1");
+  EXPECT_NE(out.error.find("no longer fits GPU 0"), std::string::npos) << out.error;
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"0:4g.40gb@0"}));
+  // Once read again, the pool serves the foreign instance as it is and
+  // offers nothing that overlaps it.
+  ASSERT_TRUE(n.driver->refresh());
+  auto pool = n.driver->pool();
+  const auto* fixed = find(pool, "gpu-0-mig-4g40gb-5-0");
+  ASSERT_TRUE(fixed);
+  EXPECT_TRUE(fixed->fixed);
+  EXPECT_FALSE(find(pool, "gpu-0-mig-3g40gb-9-0"));
+  EXPECT_TRUE(find(pool, "gpu-0-mig-3g40gb-9-4"));
+}
+
+TEST(DraDriver, ARestartAdoptsWhatTheCheckpointNamesAndReportsTheRest) {
+  Node n;
+  n.start();
+  n.add(kUid1, "c1", {{"gpu-1-mig-2g20gb-14-2"}});
+  ASSERT_EQ(n.prepare(kUid1, "c1").error, "");
+  const auto& m = *Catalog::builtin().find("A100-SXM4-80GB");
+  const uint32_t seven = static_cast<uint32_t>(m.profile("7g.80gb") - m.profiles.data());
+  ASSERT_TRUE(reconciler::run_operation(*n.session, m, {mig::OpKind::create_gpu_instance, 0, false, seven, 0, 0, ""}));
+  auto& d = n.start();  // a new process: the checkpoint is all it knows
+  std::string report;
+  for (const auto& line : d.start_report()) report += line + "\n";
+  EXPECT_NE(report.find("adopted gpu-1-mig-2g20gb-14-2"), std::string::npos) << report;
+  EXPECT_NE(report.find("7g.80gb@0 was not cut by tessera"), std::string::npos) << report;
+  // The prepared claim answers as before; unprepare destroys only its instance.
+  EXPECT_EQ(n.prepare(kUid1, "c1").error, "");
+  EXPECT_EQ(n.unprepare(kUid1, "c1"), "");
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"0:7g.80gb@0"}));
+}
+
+TEST(DraDriver, ACheckpointThatIsNotOursStopsTheStart) {
+  Node n;
+  std::filesystem::create_directories(n.options.state_dir);
+  std::ofstream(n.options.state_dir + "/checkpoint.json") << "{\"version\": 1, \"node\": \"node-z\"}";
+  auto d = Driver::start(*n.session, n.options, n.claims);
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().message.find("node node-z's"), std::string::npos) << d.error().message;
+  std::ofstream(n.options.state_dir + "/checkpoint.json") << "{not json";
+  d = Driver::start(*n.session, n.options, n.claims);
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().message.find("cannot be read"), std::string::npos) << d.error().message;
+}
+
+// Every NVML call a prepare makes, failed once at its Nth call: the prepare
+// fails with the driver's error, nothing it cut is left, the checkpoint names
+// no claim and no instance, and the kubelet's retry succeeds.
+TEST(DraDriver, AFailureAtAnyNvmlCallOfAPrepareLeavesNothingAndTheRetrySucceeds) {
+  const std::vector<std::string> functions{
+      "nvmlDeviceGetGpuInstanceProfileInfo", "nvmlDeviceGetGpuInstanceProfileInfoV",
+      "nvmlDeviceCreateGpuInstanceWithPlacement", "nvmlGpuInstanceGetInfo", "nvmlDeviceGetGpuInstanceById",
+      "nvmlGpuInstanceGetComputeInstanceProfileInfo", "nvmlGpuInstanceGetComputeInstanceProfileInfoV",
+      "nvmlGpuInstanceCreateComputeInstance", "nvmlDeviceGetGpuInstances", "nvmlGpuInstanceGetComputeInstances",
+      "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetUUID"};
+  size_t injected = 0, failed = 0;
+  for (const auto& fn : functions) {
+    for (int nth = 1; nth < 30; ++nth) {
+      SCOPED_TRACE(fn + " call " + std::to_string(nth));
+      Node n;
+      n.start();
+      n.add(kUid1, "c1", {{"gpu-0-mig-3g40gb-9-4"}});
+      ASSERT_EQ(run({TESSERA_BIN, "sim", "fault", n.node, "--function", fn, "--nth", std::to_string(nth), "--error",
+                     "NVML_ERROR_UNKNOWN"}).exit_code, 0);
+      auto out = n.prepare(kUid1, "c1");
+      auto show = json::parse(run({TESSERA_BIN, "sim", "show", n.node}).out);
+      if (!show["faults"].empty()) break;  // this call happens fewer than nth times
+      ++injected;
+      if (!out.error.empty()) {
+        ++failed;
+        EXPECT_TRUE(n.instances().empty()) << out.error;
+        EXPECT_TRUE(n.driver->checkpoint().claims.empty()) << out.error;
+        EXPECT_TRUE(n.driver->checkpoint().instances.empty()) << out.error;
+        EXPECT_TRUE(n.spec_of(kUid1).is_null());
+      }
+      auto retry = n.prepare(kUid1, "c1");
+      ASSERT_EQ(retry.error, "") << "first: " << out.error;
+      EXPECT_EQ(n.instances(), (std::set<std::string>{"0:3g.40gb@4"}));
+    }
+  }
+  EXPECT_GT(injected, 10u);
+  EXPECT_GT(failed, 5u);
+}
+
+// A destroy that fails (a process still on the instance, a driver error):
+// unprepare says why, the checkpoint keeps the instance as being destroyed
+// (so a restart finishes it), and the retry converges.
+TEST(DraDriver, AFailedDestroyIsKeptAndFinishedByTheRetryOrARestart) {
+  for (const std::string fn : {"nvmlGpuInstanceDestroy", "nvmlComputeInstanceDestroy"}) {
+    SCOPED_TRACE(fn);
+    Node n;
+    n.start();
+    n.add(kUid1, "c1", {{"gpu-0-mig-1g10gb-19-6"}});
+    ASSERT_EQ(n.prepare(kUid1, "c1").error, "");
+    ASSERT_EQ(run({TESSERA_BIN, "sim", "fault", n.node, "--function", fn, "--nth", "1", "--error", "NVML_ERROR_IN_USE"})
+                  .exit_code, 0);
+    auto err = n.unprepare(kUid1, "c1");
+    EXPECT_NE(err.find("cannot destroy"), std::string::npos) << err;
+    auto cp = n.driver->checkpoint();
+    ASSERT_EQ(cp.instances.count("gpu-0-mig-1g10gb-19-6"), 1u);
+    EXPECT_EQ(cp.instances["gpu-0-mig-1g10gb-19-6"].state, CheckpointInstance::State::destroying);
+    EXPECT_EQ(n.instances().size(), 1u);
+    auto& restarted = n.start();
+    EXPECT_TRUE(n.instances().empty());  // the restart finished the destroy
+    EXPECT_TRUE(restarted.checkpoint().instances.empty());
+    EXPECT_EQ(n.unprepare(kUid1, "c1"), "");
+    EXPECT_TRUE(restarted.checkpoint().claims.empty());
+  }
+}
+
+TEST(DraDriver, MemorySharesOfAWholeGpuGetTheirOwnQuotaFiles) {
+  Node n("A100-SXM4-80GB", /*mig=*/false, /*shares=*/true);
+  auto& d = n.start();
+  const auto pool = d.pool();  // a snapshot: find points into it
+  const auto* whole = find(pool, "gpu-0");
+  ASSERT_TRUE(whole);
+  EXPECT_TRUE(whole->allow_multiple_allocations);
+  n.add(kUid1, "a", {{"gpu-0", "20Gi"}});
+  n.add(kUid2, "b", {{"gpu-0", "30Gi"}});
+  ASSERT_EQ(n.prepare(kUid1, "a").error, "");
+  ASSERT_EQ(n.prepare(kUid2, "b").error, "");
+  // Read as the library in the container reads it: one device, the share's bytes, the claim's key.
+  const std::string dir = n.options.quota.ledger_root + "/dra-" + kUid1;
+  std::ifstream limits(dir + "/limits");
+  std::string text((std::istreambuf_iterator<char>(limits)), {});
+  quota::Limits parsed;
+  char why[256] = {};
+  ASSERT_TRUE(quota::parse_limits(text.data(), text.size(), parsed, why, sizeof why)) << why << "\n" << text;
+  EXPECT_EQ(parsed.device_count, 1u);
+  EXPECT_EQ(std::string(parsed.key), "dra-" + std::string(kUid1));
+  EXPECT_EQ(std::string(parsed.devices[0].uuid).rfind("GPU-", 0), 0u) << text;
+  EXPECT_EQ(parsed.devices[0].quota, 20ull << 30);
+  // The ledger exists before any container does, made by the driver (not an empty file a tenant could fill).
+  EXPECT_GT(std::filesystem::file_size(dir + "/ledger"), 0u);
+  auto spec = n.spec_of(kUid2);
+  std::set<std::string> mounts;
+  for (const auto& m : spec["devices"][0]["containerEdits"]["mounts"]) mounts.insert(m["containerPath"]);
+  EXPECT_TRUE(mounts.contains("/run/tessera/limits")) << spec.dump(2);
+  EXPECT_TRUE(mounts.contains("/run/tessera/ledger/ledger")) << spec.dump(2);
+  EXPECT_FALSE(spec["devices"][0]["containerEdits"].contains("hooks")) << "no memory hook configured";
+  // A share larger than the device is refused.
+  n.add("33333333-3333-3333-3333-333333333333", "huge", {{"gpu-1", "200Gi"}});
+  auto huge = n.prepare("33333333-3333-3333-3333-333333333333", "huge");
+  EXPECT_NE(huge.error.find("asks for 204800 MiB"), std::string::npos) << huge.error;
+  // One share goes; the other stays.
+  EXPECT_EQ(n.unprepare(kUid1, "a"), "");
+  EXPECT_FALSE(std::filesystem::exists(n.options.quota.ledger_root + "/dra-" + kUid1));
+  EXPECT_TRUE(std::filesystem::exists(n.options.quota.ledger_root + "/dra-" + kUid2 + "/limits"));
+}
+
+// With the memory hook, a share's spec carries it, naming the claim's own
+// limits file: the runtime runs it when the claim's container is created.
+TEST(DraDriver, AMemoryShareCarriesTheMemoryHookWhenOneIsConfigured) {
+  Node n("A100-SXM4-80GB", /*mig=*/false, /*shares=*/true);
+  n.options.quota.memory_hook = {"/var/lib/tessera/lib/tessera-memory-hook", {"--nvml", "/x/libnvidia-ml.so.1"}, {}};
+  n.start();
+  n.add(kUid1, "a", {{"gpu-0", "20Gi"}});
+  ASSERT_EQ(n.prepare(kUid1, "a").error, "");
+  auto spec = n.spec_of(kUid1);
+  const auto& hooks = spec["devices"][0]["containerEdits"]["hooks"];
+  ASSERT_EQ(hooks.size(), 1u) << spec.dump(2);
+  EXPECT_EQ(hooks[0]["hookName"], "createContainer");
+  EXPECT_EQ(hooks[0]["path"], "/var/lib/tessera/lib/tessera-memory-hook");
+  EXPECT_EQ(hooks[0]["args"], nlohmann::json({"tessera-memory-hook", "--limits",
+                                              n.options.quota.ledger_root + "/dra-" + kUid1 + "/limits", "--nvml",
+                                              "/x/libnvidia-ml.so.1"}));
+}
+
+TEST(DraDriver, SharesOfOneMigInstanceCutItOnceAndDestroyItWithTheLast) {
+  Node n("A100-SXM4-80GB", true, true);
+  n.start();
+  n.add(kUid1, "a", {{"gpu-0-mig-3g40gb-9-4", "10Gi"}});
+  n.add(kUid2, "b", {{"gpu-0-mig-3g40gb-9-4", "10Gi"}});
+  ASSERT_EQ(n.prepare(kUid1, "a").error, "");
+  ASSERT_EQ(n.prepare(kUid2, "b").error, "");
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"0:3g.40gb@4"}));
+  // The shared instance comes first now: nothing to cut.
+  EXPECT_EQ(n.driver->pool().devices.front().name, "gpu-0-mig-3g40gb-9-4");
+  EXPECT_EQ(n.unprepare(kUid1, "a"), "");
+  EXPECT_EQ(n.instances().size(), 1u);
+  EXPECT_EQ(n.unprepare(kUid2, "b"), "");
+  EXPECT_TRUE(n.instances().empty());
+}
+
+TEST(DraDriver, AHopperGpuLeavesAndEntersMigModeAtPrepare) {
+  Node n("H100-SXM5-80GB", /*mig=*/false);
+  auto& d = n.start();
+  const auto pool = d.pool();
+  EXPECT_TRUE(find(pool, "gpu-0"));
+  EXPECT_TRUE(find(pool, "gpu-0-mig-1g10gb-19-6"));
+  n.add(kUid1, "c1", {{"gpu-0-mig-1g10gb-19-6"}});
+  ASSERT_EQ(n.prepare(kUid1, "c1").error, "");
+  auto state = reconciler::read_node_state(*n.session);
+  ASSERT_TRUE(state);
+  EXPECT_TRUE((*state)[0].state.mig_enabled);
+  EXPECT_EQ(n.unprepare(kUid1, "c1"), "");
+  n.add(kUid2, "whole", {{"gpu-0"}});
+  ASSERT_EQ(n.prepare(kUid2, "whole").error, "");
+  state = reconciler::read_node_state(*n.session);
+  EXPECT_FALSE((*state)[0].state.mig_enabled);
+}
+
+TEST(DraDriver, HealthEventsTaintTheGpusDevicesAndALostGpuEvictsWhatRuns) {
+  Node n;
+  auto& d = n.start();
+  auto pool = d.pool();
+  const auto* any0 = find(pool, "gpu-0-mig-1g10gb-19-0");
+  ASSERT_TRUE(any0);
+  const std::string gpu0 = std::get<std::string>(any0->attributes.at("parentUUID"));
+  ASSERT_FALSE(gpu0.empty());
+  sharing::HealthEvent e;
+  e.kind = sharing::HealthEvent::Kind::xid;
+  e.xid = 48;
+  e.gpu_uuid = gpu0;
+  e.at = sharing::Clock::now();
+  d.record_health(e);
+  pool = d.pool();
+  for (const auto& dev : pool.devices) {
+    if (dev.gpu != 0) {
+      EXPECT_TRUE(dev.taints.empty()) << dev.name;
+      continue;
+    }
+    ASSERT_EQ(dev.taints.size(), 1u) << dev.name;
+    EXPECT_EQ(dev.taints[0].key, "gpu.nvidia.com/xid");
+    EXPECT_EQ(dev.taints[0].value, "48");
+    EXPECT_EQ(dev.taints[0].effect, "NoSchedule");
+  }
+  e.xid = 79;
+  d.record_health(e);
+  for (const auto& dev : d.pool().devices) {
+    if (dev.gpu != 0) continue;
+    ASSERT_FALSE(dev.taints.empty()) << dev.name;
+    EXPECT_EQ(dev.taints[0].effect, "NoExecute") << dev.name;
+  }
+}
+
+json mps_config(const std::string& kind, const json& mps = json::object()) {
+  return json::array({{{"source", "FromClaim"},
+                       {"opaque", {{"driver", "gpu.nvidia.com"},
+                                   {"parameters", {{"apiVersion", "resource.nvidia.com/v1beta1"},
+                                                   {"kind", kind},
+                                                   {"sharing", {{"strategy", "MPS"}, {"mpsConfig", mps}}}}}}}}});
+}
+
+TEST(DraDriver, MpsInsideAMigInstanceRunsUnderADaemonOfThatInstance) {
+  Node n;
+  mps::SupervisorOptions so;
+  so.control.binary = TESSERA_MPS_CONTROL_SIM;
+  so.control.timeout = std::chrono::seconds(3);
+  mps::Supervisor daemons(so);
+  n.options.daemons = &daemons;
+  n.options.mps_root = n.dir.path() + "/mps";
+  n.start();
+  n.add(kUid1, "c1", {{"gpu-0-mig-3g40gb-9-4"}},
+        mps_config("MigDeviceConfig", {{"defaultActiveThreadPercentage", 40}, {"defaultPinnedDeviceMemoryLimit", "8Gi"}}));
+  auto out = n.prepare(kUid1, "c1");
+  ASSERT_EQ(out.error, "");
+  const auto cp = n.driver->checkpoint();
+  const std::string mig = cp.instances.at("gpu-0-mig-3g40gb-9-4").uuid;
+  ASSERT_EQ(mig.rfind("MIG-", 0), 0u);
+  EXPECT_TRUE(daemons.up().contains(mig));  // the instance's own daemon, up before prepare answered
+  EXPECT_EQ(daemons.up().size(), 1u);
+  auto spec = n.spec_of(kUid1);
+  std::set<std::string> env;
+  for (const auto& e : spec["devices"][0]["containerEdits"]["env"]) env.insert(e);
+  EXPECT_TRUE(env.contains("CUDA_MPS_PIPE_DIRECTORY=/mps/pipe")) << spec.dump(2);
+  EXPECT_TRUE(env.contains("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=8192M")) << spec.dump(2);
+  EXPECT_TRUE(env.contains("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=40")) << spec.dump(2);
+  bool pipe = false;
+  for (const auto& m : spec["devices"][0]["containerEdits"]["mounts"])
+    pipe = pipe || (m["hostPath"] == n.options.mps_root + "/" + mig + "/pipe" && m["containerPath"] == "/mps/pipe");
+  EXPECT_TRUE(pipe) << spec.dump(2);
+  // Unprepared: the daemon is no longer wanted, and stops.
+  EXPECT_EQ(n.unprepare(kUid1, "c1"), "");
+  EXPECT_TRUE(daemons.status().empty());
+  daemons.stop();
+}
+
+TEST(DraDriver, MpsWithoutDaemonsOrWithADaemonThatCannotStartIsRefused) {
+  Node n;
+  n.start();
+  n.add(kUid1, "c1", {{"gpu-0-mig-1g10gb-19-6"}}, mps_config("MigDeviceConfig"));
+  auto out = n.prepare(kUid1, "c1");
+  EXPECT_NE(out.error.find("runs no MPS daemons"), std::string::npos) << out.error;
+  EXPECT_TRUE(n.instances().empty());
+
+  mps::SupervisorOptions so;
+  so.control.binary = n.dir.path() + "/no-such-mps-control";
+  mps::Supervisor daemons(so);
+  n.options.daemons = &daemons;
+  n.options.mps_root = n.dir.path() + "/mps";
+  n.options.mps_start_timeout = std::chrono::milliseconds(1500);
+  n.start();
+  out = n.prepare(kUid1, "c1");
+  EXPECT_NE(out.error.find("did not come up"), std::string::npos) << out.error;
+  EXPECT_TRUE(n.instances().empty());  // the instance cut for it is destroyed again
+  EXPECT_TRUE(n.driver->checkpoint().claims.empty());
+  EXPECT_TRUE(daemons.status().empty());
+  daemons.stop();
+}
+
+}  // namespace
+}  // namespace tessera::dra
