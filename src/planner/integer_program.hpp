@@ -3,8 +3,12 @@
 #pragma once
 
 #include <limits>
+#include <span>
+#include <string>
 #include <utility>
 #include <vector>
+
+#include "core/error.hpp"
 
 namespace tessera::planner {
 
@@ -48,9 +52,17 @@ struct ProgramSolution {
   // The solve stopped at its time limit: `unknown` then means "nothing found
   // in time", never "there is nothing".
   bool time_limit_reached = false;
+  std::string error;  // the solver could not be run at all (see solver_available)
 };
 
-// Minimises; never throws. CBC's model is freed on every path.
-ProgramSolution solve_program(const IntegerProgram& program, const SolveLimits& limits);
+// Whether CBC can be loaded (it is, on first use: libCbcSolver.so.3, or
+// TESSERA_CBC_LIBRARY); the error says what to install.
+[[nodiscard]] Result<void> solver_available();
+
+// Minimises; never throws. CBC's model is freed on every path. `mip_start`,
+// when it has a value per column, is a feasible solution CBC begins from, so
+// a solve stopped by the clock still returns at least it.
+ProgramSolution solve_program(const IntegerProgram& program, const SolveLimits& limits,
+                              std::span<const double> mip_start = {});
 
 }  // namespace tessera::planner

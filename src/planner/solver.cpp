@@ -302,6 +302,7 @@ std::vector<uint32_t> gpus_per_type(const Problem& p, const Counts& counts) {
 }
 
 Result<Solved> solve(const Problem& p, const SolverOptions& options) {
+  if (auto cbc = solver_available(); !cbc) return unexpected(cbc.error());
   auto start = std::chrono::steady_clock::now();
   Mode mode = options.mode;
   if (mode == Mode::automatic) {

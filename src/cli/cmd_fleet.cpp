@@ -1,0 +1,415 @@
+// tessera fleet plan / run: the fleet re-planner's command line (docs/design-fleet.md).
+// `plan` reads a snapshot (a file, or the API server) and prints the plan;
+// `run` is the controller: plan when GPU pods stay pending, publish, wait for
+// approval, roll out in waves.
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "cli/commands.hpp"
+#include "cli/kube_args.hpp"
+#include "cli/output.hpp"
+#include "config/mig_parted.hpp"
+#include "core/file_read.hpp"
+#include "core/text.hpp"
+#include "exporter/server.hpp"
+#include "fleet/controller.hpp"
+#include "fleet/fleet.hpp"
+#include "kube/client.hpp"
+
+namespace tessera::cli {
+namespace {
+
+using json = nlohmann::json;
+
+struct ClusterArgs {
+  std::string kubeconfig;
+  bool allow_insecure_http = false;
+  std::string ns;
+  std::string mig_configmap = "tessera-mig-config";
+  std::string mig_configmap_key = "config.yaml";
+};
+
+struct FleetPlanArgs {
+  ClusterArgs cluster;
+  std::string snapshot;
+  bool from_cluster = false;
+  std::string mig_config;
+  double time_limit = 8;
+  std::string output = "text";
+  int64_t max_evictions = -1;
+  int64_t max_wave_evictions = 10;
+  int64_t max_wave_nodes = 0;
+  std::string svg;
+};
+
+std::string namespace_of(const ClusterArgs& a) {
+  if (!a.ns.empty()) return a.ns;
+  if (const char* env = std::getenv("POD_NAMESPACE"); env && *env) return env;
+  return "tessera";
+}
+
+Result<std::unique_ptr<kube::Client>> connect(const ClusterArgs& a) {
+  auto creds = kube_credentials(a.kubeconfig);  // as tessera node and tessera dra find the API server
+  if (!creds) return unexpected(creds.error());
+  kube::ClientOptions options;
+  options.allow_insecure_http = a.allow_insecure_http;
+  options.max_attempts = 3;
+  return kube::Client::create(*creds, options);
+}
+
+void add_cluster_options(CLI::App& cmd, ClusterArgs& a) {
+  cmd.add_option("--kubeconfig", a.kubeconfig, "kubeconfig file (default: $KUBECONFIG, else the pod's service account)");
+  cmd.add_flag("--allow-insecure-http", a.allow_insecure_http, "Send credentials to an http:// API server (tests only)");
+  cmd.add_option("--namespace", a.ns, "Namespace of the ConfigMaps (default: $POD_NAMESPACE, else tessera)");
+  cmd.add_option("--mig-configmap", a.mig_configmap, "The node agents' mig-parted ConfigMap")->capture_default_str();
+  cmd.add_option("--mig-configmap-key", a.mig_configmap_key, "Its key holding the mig-parted file")->capture_default_str();
+}
+
+fleet::PlanOptions plan_options(double time_limit, int64_t max_evictions, int64_t max_wave_evictions, int64_t max_wave_nodes) {
+  fleet::PlanOptions o;
+  o.seconds = time_limit;
+  if (max_evictions >= 0) o.max_evictions = max_evictions;
+  o.max_wave_evictions = max_wave_evictions;
+  o.max_wave_nodes = max_wave_nodes;
+  return o;
+}
+
+int run_fleet_plan(const FleetPlanArgs& args) {
+  const char* cmd = "tessera fleet plan";
+  if (args.from_cluster == !args.snapshot.empty()) {
+    std::cerr << cmd << ": give --snapshot FILE or --from-cluster (one of them)\n";
+    return kExitUsage;
+  }
+  json list;
+  std::string source = args.snapshot;
+  std::string mig_text, mig_source = args.mig_config;
+  std::unique_ptr<kube::Client> client;
+  if (args.from_cluster) {
+    auto c = connect(args.cluster);
+    if (!c) {
+      std::cerr << cmd << ": " << c.error().message << '\n';
+      return kExitInvalid;
+    }
+    client = std::move(*c);
+    auto got = client->list_nodes_and_pods();
+    if (!got) {
+      std::cerr << cmd << ": " << got.error().message << '\n';
+      return kExitInvalid;
+    }
+    list = std::move(*got);
+    source = "the cluster (" + client->credentials().server + ")";
+  } else {
+    auto text = read_whole_file(args.snapshot, 1u << 30);
+    if (!text) {
+      std::cerr << cmd << ": " << args.snapshot << ": " << text.error().message << '\n';
+      return kExitInvalid;
+    }
+    list = json::parse(*text, nullptr, false);
+    if (list.is_discarded()) {
+      std::cerr << cmd << ": " << args.snapshot << ": not JSON (expected the output of `kubectl get nodes,pods -A -o json`)\n";
+      return kExitInvalid;
+    }
+  }
+  if (!args.mig_config.empty()) {
+    config::Diagnostics diags;
+    auto t = config::read_config_file(args.mig_config, diags);
+    if (!t) {
+      print_diagnostics(diags, std::cerr);
+      return kExitInvalid;
+    }
+    mig_text = *t;
+  } else if (client) {
+    const std::string ns = namespace_of(args.cluster);
+    auto cm = client->get_configmap(ns, args.cluster.mig_configmap);
+    if (!cm) {
+      std::cerr << cmd << ": " << cm.error().message << '\n';
+      return kExitInvalid;
+    }
+    auto data = (*cm)["data"];
+    if (!data.is_object() || !data.contains(args.cluster.mig_configmap_key) || !data[args.cluster.mig_configmap_key].is_string()) {
+      std::cerr << cmd << ": ConfigMap " << ns << "/" << args.cluster.mig_configmap << " has no key " << args.cluster.mig_configmap_key << '\n';
+      return kExitInvalid;
+    }
+    mig_text = data[args.cluster.mig_configmap_key].get<std::string>();
+    mig_source = "ConfigMap " + ns + "/" + args.cluster.mig_configmap;
+  } else {
+    std::cerr << cmd << ": --mig-config FILE is required with --snapshot\n";
+    return kExitUsage;
+  }
+  config::Diagnostics diags;
+  auto configs = config::parse_mig_parted(mig_text, mig_source, diags);
+  if (!configs || diags.has_errors()) {
+    print_diagnostics(diags, std::cerr);
+    return kExitInvalid;
+  }
+  auto snap = fleet::parse_snapshot(list, source);
+  if (!snap) {
+    std::cerr << cmd << ": " << snap.error().message << '\n';
+    return kExitInvalid;
+  }
+  auto problem = fleet::build_problem(*snap, *configs);
+  if (!problem) {
+    std::cerr << cmd << ": " << source << ": " << snap->nodes.size() << " nodes read; " << problem.error().message << '\n';
+    return kExitInvalid;
+  }
+  auto options = plan_options(args.time_limit, args.max_evictions, args.max_wave_evictions, args.max_wave_nodes);
+  auto plan = fleet::plan_fleet(*problem, options);
+  if (auto ok = fleet::check_fleet_plan(*problem, plan, options); !ok) {
+    std::cerr << cmd << ": internal error, the plan breaks a rule: " << ok.error().message << '\n';
+    return kExitInvalid;
+  }
+  if (!args.svg.empty()) {
+    std::ofstream out(args.svg);
+    out << fleet::plan_svg(*problem, plan);
+    if (!out) {
+      std::cerr << cmd << ": cannot write " << args.svg << '\n';
+      return kExitInvalid;
+    }
+  }
+  json doc = fleet::plan_json(*problem, plan);
+  doc["hash"] = fleet::hash_text(doc.dump());
+  if (args.output == "json") std::cout << doc.dump(2) << '\n';
+  else if (args.output == "yaml") std::cout << fleet::to_yaml(doc);
+  else std::cout << fleet::plan_text(*problem, plan);
+  return kExitOk;
+}
+
+// ---- tessera fleet run ------------------------------------------------------
+
+class KubeFleetApi : public fleet::FleetApi {
+ public:
+  KubeFleetApi(std::unique_ptr<kube::Client> client, std::string ns) : client_(std::move(client)), ns_(std::move(ns)) {}
+  Result<json> snapshot() override {
+    auto list = client_->list_nodes_and_pods();
+    if (!list) return fail(Errc::io, list.error().message);
+    return *list;
+  }
+  Result<std::optional<fleet::ConfigMapView>> get_configmap(const std::string& name) override {
+    auto cm = client_->get_configmap(ns_, name);
+    if (!cm) {
+      if (cm.error().status == 404) return std::optional<fleet::ConfigMapView>();
+      return fail(Errc::io, cm.error().message);
+    }
+    fleet::ConfigMapView v;
+    const json& meta = (*cm)["metadata"];
+    if (meta.contains("annotations") && meta["annotations"].is_object())
+      for (auto it = meta["annotations"].begin(); it != meta["annotations"].end(); ++it)
+        if (it->is_string()) v.annotations[it.key()] = it->get<std::string>();
+    if (cm->contains("data") && (*cm)["data"].is_object())
+      for (auto it = (*cm)["data"].begin(); it != (*cm)["data"].end(); ++it)
+        if (it->is_string()) v.data[it.key()] = it->get<std::string>();
+    v.resource_version = meta.value("resourceVersion", "");
+    if (name == fleet::kPlanConfigMap) uid_ = meta.value("uid", "");
+    return std::optional<fleet::ConfigMapView>(std::move(v));
+  }
+  Result<void> put_configmap(const std::string& name, const std::map<std::string, std::string>& data,
+                             const std::map<std::string, std::optional<std::string>>& annotations) override {
+    json ann = json::object();
+    for (const auto& [k, v] : annotations) ann[k] = v ? json(*v) : json(nullptr);
+    json patch = {{"metadata", {{"annotations", ann}}}, {"data", data}};
+    auto r = client_->patch_configmap(ns_, name, patch);
+    if (r) return {};
+    if (r.error().status != 404) return fail(Errc::io, r.error().message);
+    json fresh_ann = json::object();
+    for (const auto& [k, v] : annotations)
+      if (v) fresh_ann[k] = *v;
+    json cm = {{"metadata", {{"name", name}, {"namespace", ns_}, {"annotations", fresh_ann},
+                             {"labels", {{"app.kubernetes.io/name", "tessera"}, {"app.kubernetes.io/component", "fleet"}}}}},
+               {"data", data}};
+    auto c = client_->create_configmap(ns_, cm);
+    if (!c) return fail(Errc::io, c.error().message);
+    return {};
+  }
+  Result<void> label_node(const std::string& node, const std::map<std::string, std::optional<std::string>>& labels) override {
+    auto r = client_->patch_node_labels(node, labels);
+    if (!r) return fail(Errc::io, r.error().message);
+    return {};
+  }
+  Result<void> event(const std::string& type, const std::string& reason, const std::string& message) override {
+    json involved = {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", fleet::kPlanConfigMap}, {"namespace", ns_}};
+    if (!uid_.empty()) involved["uid"] = uid_;
+    if (type == "Warning") spdlog::warn("{}: {}", reason, message);
+    else spdlog::info("{}: {}", reason, message);
+    auto r = client_->create_event(ns_, involved, type, reason, message, "tessera-fleet");
+    if (!r) return fail(Errc::io, r.error().message);
+    return {};
+  }
+
+ private:
+  std::unique_ptr<kube::Client> client_;
+  std::string ns_;
+  std::string uid_;
+};
+
+struct FleetRunArgs {
+  ClusterArgs cluster;
+  double pending_after = 60;
+  double poll = 5;
+  double config_propagation = 90;
+  double wave_timeout = 900;
+  double time_limit = 8;
+  int64_t max_evictions = -1;
+  int64_t max_wave_evictions = 10;
+  int64_t max_wave_nodes = 0;
+  bool auto_approve = false;
+  bool dry_run = false;
+  bool plan_now = false;
+  bool exit_when_done = false;
+  std::string metrics_listen;
+};
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) { g_stop = true; }
+
+int run_fleet_run(const FleetRunArgs& args) {
+  const char* cmd = "tessera fleet run";
+  if (args.auto_approve && args.max_evictions < 0) {
+    std::cerr << cmd << ": --auto-approve needs --max-evictions N (the most pods a plan approved without a person may evict)\n";
+    return kExitUsage;
+  }
+  std::optional<exporter::ListenAddress> address;
+  if (!args.metrics_listen.empty()) {
+    auto a = exporter::parse_listen(args.metrics_listen);
+    if (!a) {
+      std::cerr << cmd << ": --metrics-listen " << a.error().message << '\n';
+      return kExitUsage;
+    }
+    address = *a;
+  }
+  auto client = connect(args.cluster);
+  if (!client) {
+    std::cerr << cmd << ": " << client.error().message << '\n';
+    return kExitInvalid;
+  }
+  const std::string ns = namespace_of(args.cluster);
+  KubeFleetApi api(std::move(*client), ns);
+  fleet::ControllerOptions options;
+  options.mig_configmap = args.cluster.mig_configmap;
+  options.mig_configmap_key = args.cluster.mig_configmap_key;
+  options.pending_after = millis(args.pending_after);
+  options.poll = millis(args.poll);
+  options.config_propagation = millis(args.config_propagation);
+  options.wave_timeout = millis(args.wave_timeout);
+  options.plan = plan_options(args.time_limit, args.max_evictions, args.max_wave_evictions, args.max_wave_nodes);
+  options.auto_approve = args.auto_approve;
+  options.dry_run = args.dry_run;
+  fleet::Controller controller(api, options);
+  if (args.plan_now) controller.request_plan();
+  std::mutex mu;
+  std::unique_ptr<httplib::Server> server;
+  std::thread server_thread;
+  if (address) {
+    server = std::make_unique<httplib::Server>();
+    server->Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard lock(mu);
+      res.set_content(controller.metrics_text(), "text/plain; version=0.0.4");
+    });
+    server->Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+    if (!server->bind_to_port(address->host, address->port)) {
+      std::cerr << cmd << ": cannot listen on " << args.metrics_listen << '\n';
+      return kExitInvalid;
+    }
+    server_thread = std::thread([&] { server->listen_after_bind(); });
+  }
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGINT, on_stop_signal);
+  spdlog::info("fleet controller in namespace {}: plans when GPU pods are pending for {} s{}{}", ns, args.pending_after,
+               args.dry_run ? " (dry run)" : "", args.auto_approve ? " (auto-approve)" : "");
+  std::string last_error;
+  auto last_phase = controller.phase();
+  while (!g_stop) {
+    fleet::Clock::time_point next;
+    {
+      std::lock_guard lock(mu);
+      next = controller.step(fleet::Clock::now());
+    }
+    if (controller.last_error() != last_error) {
+      last_error = controller.last_error();
+      if (!last_error.empty()) spdlog::warn("{}", last_error);
+    }
+    if (controller.phase() != last_phase) {
+      last_phase = controller.phase();
+      spdlog::info("phase: {}", fleet::to_string(last_phase));
+      if (args.exit_when_done && (last_phase == fleet::ControllerPhase::done || last_phase == fleet::ControllerPhase::failed)) break;
+    }
+    while (!g_stop && fleet::Clock::now() < next) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (server) {
+    server->stop();
+    server_thread.join();
+  }
+  std::cout << cmd << ": stopped (" << fleet::to_string(controller.phase()) << ")" << std::endl;
+  return controller.phase() == fleet::ControllerPhase::failed ? kExitInvalid : kExitOk;
+}
+
+}  // namespace
+
+void add_fleet_command(CLI::App& app, int& exit_code) {
+  auto* fleet = app.add_subcommand("fleet", "Re-plan the MIG layout of a whole cluster from what it runs and what is pending, "
+                                            "and roll the plan out (docs/design-fleet.md)");
+  fleet->require_subcommand(1);
+
+  auto pa = std::make_shared<FleetPlanArgs>();
+  auto* plan = fleet->add_subcommand(
+      "plan",
+      "The proven best new layout for a fleet: fewest pods unserved, then fewest running pods evicted, then\n"
+      "fewest GPUs changed, then fewest GPUs in use; each level optimal or its gap reported. Reads a\n"
+      "snapshot (`kubectl get nodes,pods -A -o json`) or the cluster itself.");
+  plan->add_option("--snapshot", pa->snapshot, "The Nodes and Pods, as `kubectl get nodes,pods -A -o json` prints them");
+  plan->add_flag("--from-cluster", pa->from_cluster, "Read the Nodes and Pods (and without --mig-config, the mig-parted ConfigMap) from the API server");
+  plan->add_option("--mig-config", pa->mig_config, "The mig-parted file the Nodes' nvidia.com/mig.config labels name");
+  plan->add_option("--time-limit", pa->time_limit,
+                   "Seconds the solver may take, all levels and both solves together (turning the solution into\n"
+                   "GPUs and pods comes on top: under a second for 12,000 GPUs)")->check(CLI::Range(0.1, 3600.0))->capture_default_str();
+  plan->add_option("--output", pa->output, "text, json (the contract for scripts) or yaml")
+      ->check(CLI::IsMember({"text", "json", "yaml"}))
+      ->capture_default_str();
+  plan->add_option("--max-evictions", pa->max_evictions, "At most this many running pods evicted (a constraint)")->check(CLI::NonNegativeNumber);
+  plan->add_option("--max-wave-evictions", pa->max_wave_evictions, "At most this many evictions per rollout wave")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  plan->add_option("--max-wave-nodes", pa->max_wave_nodes, "At most this many nodes per wave (0: no limit)")->check(CLI::NonNegativeNumber);
+  plan->add_option("--svg", pa->svg, "Draw every changed node before and after to this SVG file");
+  add_cluster_options(*plan, pa->cluster);
+  plan->callback([pa, &exit_code] { exit_code = run_fleet_plan(*pa); });
+
+  auto ra = std::make_shared<FleetRunArgs>();
+  auto* run = fleet->add_subcommand(
+      "run",
+      "The fleet controller: watches Nodes and Pods; when GPU pods stay pending longer than --pending-after\n"
+      "(or on request: --plan-now, or a new value of the tessera.dev/replan annotation), plans and writes the\n"
+      "plan to ConfigMap tessera-fleet-plan (summary, plan.json, hash). Changes nothing until a person\n"
+      "annotates that ConfigMap tessera.dev/approve=<hash> (or --auto-approve with --max-evictions). Then\n"
+      "adds the plan's configs to the mig-parted ConfigMap and relabels the nodes wave by wave, each wave\n"
+      "waiting for nvidia.com/mig.config.state=success; a failure stops the rollout with an Event.");
+  add_cluster_options(*run, ra->cluster);
+  run->add_option("--pending-after", ra->pending_after, "Seconds a GPU pod may stay pending before a plan is made")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  run->add_option("--poll", ra->poll, "Seconds between looks at the cluster")->check(CLI::PositiveNumber)->capture_default_str();
+  run->add_option("--config-propagation", ra->config_propagation,
+                  "Seconds to wait after adding configs to the mig-parted ConfigMap (the kubelets update mounted files)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  run->add_option("--wave-timeout", ra->wave_timeout, "Seconds a wave may take to reach success")->check(CLI::PositiveNumber)->capture_default_str();
+  run->add_option("--time-limit", ra->time_limit, "Seconds per plan")->check(CLI::Range(0.1, 3600.0))->capture_default_str();
+  run->add_option("--max-evictions", ra->max_evictions, "At most this many running pods evicted per plan")->check(CLI::NonNegativeNumber);
+  run->add_option("--max-wave-evictions", ra->max_wave_evictions, "At most this many evictions per wave")->check(CLI::NonNegativeNumber)->capture_default_str();
+  run->add_option("--max-wave-nodes", ra->max_wave_nodes, "At most this many nodes per wave (0: no limit)")->check(CLI::NonNegativeNumber);
+  run->add_flag("--auto-approve", ra->auto_approve, "Apply plans without a person's approval (needs --max-evictions)");
+  run->add_flag("--dry-run", ra->dry_run, "Plan and publish, never change a Node or the mig-parted ConfigMap");
+  run->add_flag("--plan-now", ra->plan_now, "Plan at start, whatever is pending");
+  run->add_flag("--exit-when-done", ra->exit_when_done, "Exit once a plan is applied or its rollout failed");
+  run->add_option("--metrics-listen", ra->metrics_listen, "Serve /metrics and /healthz on HOST:PORT");
+  run->callback([ra, &exit_code] { exit_code = run_fleet_run(*ra); });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,165 @@
+// The plan checker: every rule re-checked from the problem and the plan alone.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "fleet/fleet.hpp"
+
+namespace tessera::fleet {
+namespace {
+
+// The counts a mig-parted config gives GPU `index` of `model` (nullopt: MIG off; no entry: unset).
+std::optional<std::optional<ProfileCounts>> resolve(const config::MigConfig& cfg, const GpuModel& model, uint32_t index) {
+  for (const auto& e : cfg.entries) {
+    if (!e.devices.selects(index) || !config::filter_selects(e, model.pci_device_id, 0, &model)) continue;
+    if (!e.mig_enabled) return std::optional<ProfileCounts>();
+    ProfileCounts c;
+    for (const auto& d : e.mig_devices)
+      if (d.count) c[d.canonical.empty() ? d.profile : d.canonical] += d.count;
+    return std::optional<ProfileCounts>(c);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<void> check_fleet_plan(const Problem& p, const FleetPlan& plan, const PlanOptions& options) {
+  auto bad = [](const std::string& why) { return fail(Errc::internal, why); };
+  if (plan.gpus.size() != p.gpus.size() || plan.placement.size() != p.pods.size() || plan.evicted.size() != p.pods.size())
+    return bad("the plan does not cover every GPU and pod of the problem");
+  std::map<int, std::vector<std::pair<size_t, size_t>>> held;  // pod -> (gpu, instance) after
+  for (size_t g = 0; g < p.gpus.size(); ++g) {
+    const Gpu& gpu = p.gpus[g];
+    const PlannedGpu& pg = plan.gpus[g];
+    const Node& node = p.nodes[size_t(gpu.node)];
+    std::string where = "node " + node.name + " GPU " + std::to_string(gpu.index);
+    if (gpu.model != node.model) return bad(where + ": not the node's product");
+    if (pg.target.mig) {
+      MigLayout layout;
+      std::vector<uint32_t> profiles;
+      for (const auto& i : pg.layout) {
+        layout.push_back({i.profile, i.start});
+        profiles.push_back(i.profile);
+      }
+      if (auto ok = check_layout(*gpu.model, layout); !ok) return bad(where + ": " + ok.error().message);
+      std::sort(profiles.begin(), profiles.end());
+      if (profiles != pg.target.profiles) return bad(where + ": the layout is not the GPU's target");
+      for (const auto& i : pg.layout)
+        if (gpu.model->profiles[i.profile].name.find('+') != std::string::npos) return bad(where + ": a media-engine profile");
+    } else if (pg.layout.size() != 1) {
+      return bad(where + ": MIG off, but not one whole GPU");
+    }
+    bool same = pg.target.mig == gpu.mig;
+    if (same && gpu.mig) {
+      std::vector<uint32_t> now;
+      for (const auto& i : gpu.instances) now.push_back(i.profile);
+      std::sort(now.begin(), now.end());
+      same = now == pg.target.profiles;
+    }
+    if (pg.changed == same) return bad(where + ": marked " + (pg.changed ? "changed" : "unchanged") + " wrongly");
+    if (!pg.changed)
+      for (const auto& i : gpu.instances)
+        if (std::none_of(pg.layout.begin(), pg.layout.end(),
+                         [&](const Instance& a) { return a.profile == i.profile && a.start == i.start; }))
+          return bad(where + ": unchanged, yet an instance moved");
+    for (size_t s = 0; s < pg.layout.size(); ++s)
+      if (pg.layout[s].pod >= 0) {
+        if (size_t(pg.layout[s].pod) >= p.pods.size()) return bad(where + ": an instance holds an unknown pod");
+        held[pg.layout[s].pod].push_back({g, s});
+      }
+  }
+  Objective o;
+  for (size_t i = 0; i < p.pods.size(); ++i) {
+    const Pod& pod = p.pods[i];
+    auto it = held.find(int(i));
+    size_t n = it == held.end() ? 0 : it->second.size();
+    if (plan.placement[i] < 0) {
+      if (n) return bad("pod " + pod.id + ": unserved but holds devices");
+      ++o.unserved;
+    } else {
+      if (n != pod.count)
+        return bad("pod " + pod.id + ": holds " + std::to_string(n) + " devices, asks for " + std::to_string(pod.count));
+      for (auto [g, s] : it->second) {
+        const Gpu& gpu = p.gpus[g];
+        if (gpu.node != plan.placement[i]) return bad("pod " + pod.id + ": its devices are not all on its node");
+        Gpu after = gpu;
+        after.mig = plan.gpus[g].target.mig;
+        if (instance_resource(after, plan.gpus[g].layout[s]) != p.resources[size_t(pod.resource)])
+          return bad("pod " + pod.id + ": a device of another resource");
+      }
+    }
+    if (pod.running()) {
+      bool kept = true;
+      for (auto [g, s] : pod.holds) {
+        const Instance& old = p.gpus[size_t(g)].instances[size_t(s)];
+        const PlannedGpu& pg = plan.gpus[size_t(g)];
+        bool here = pg.target.mig == p.gpus[size_t(g)].mig &&
+                    std::any_of(pg.layout.begin(), pg.layout.end(), [&](const Instance& a) {
+                      return a.profile == old.profile && a.start == old.start && a.pod == int(i);
+                    });
+        kept = kept && here;
+      }
+      if (kept == bool(plan.evicted[i])) return bad("pod " + pod.id + ": " + (kept ? "kept but listed as evicted" : "not on its devices, yet not evicted"));
+      if (plan.evicted[i]) ++o.evicted;
+    } else if (plan.evicted[i]) {
+      return bad("pod " + pod.id + ": pending, yet evicted");
+    }
+  }
+  for (const auto& pg : plan.gpus) {
+    if (pg.changed) ++o.changed_gpus;
+    if (std::any_of(pg.layout.begin(), pg.layout.end(), [](const Instance& i) { return i.pod >= 0; })) ++o.gpus_used;
+  }
+  if (o != plan.objective)
+    return bad("the objective says unserved " + std::to_string(plan.objective.unserved) + ", evicted " +
+               std::to_string(plan.objective.evicted) + ", changed " + std::to_string(plan.objective.changed_gpus) +
+               ", used " + std::to_string(plan.objective.gpus_used) + "; the plan has " + std::to_string(o.unserved) +
+               ", " + std::to_string(o.evicted) + ", " + std::to_string(o.changed_gpus) + ", " + std::to_string(o.gpus_used));
+  if (options.max_evictions && o.evicted > *options.max_evictions)
+    return bad("evicts " + std::to_string(o.evicted) + " pods, over --max-evictions " + std::to_string(*options.max_evictions));
+  // Each node's config gives each of its GPUs its target.
+  if (plan.node_config.size() != p.nodes.size()) return bad("no config per node");
+  std::vector<bool> changed_node(p.nodes.size(), false);
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    const Node& node = p.nodes[n];
+    for (int g : node.gpus) changed_node[n] = changed_node[n] || plan.gpus[size_t(g)].changed;
+    if (!changed_node[n]) {
+      if (plan.node_config[n] != node.config) return bad("node " + node.name + ": unchanged, yet its config changes");
+      continue;
+    }
+    const config::MigConfig* cfg = plan.generated.find(plan.node_config[n]);
+    if (!cfg && p.configs) cfg = p.configs->find(plan.node_config[n]);
+    if (!cfg) return bad("node " + node.name + ": config " + plan.node_config[n] + " is in no file");
+    for (int g : node.gpus) {
+      const Gpu& gpu = p.gpus[size_t(g)];
+      auto r = resolve(*cfg, *gpu.model, gpu.index);
+      const Target& t = plan.gpus[size_t(g)].target;
+      bool ok = r && (t.mig ? (r->has_value() && **r == target_counts(*gpu.model, t)) : !r->has_value());
+      if (!ok) return bad("node " + node.name + ": config " + cfg->name + " does not give GPU " + std::to_string(gpu.index) + " its planned layout");
+    }
+  }
+  // The rollout: every changed node once; nodes that evict nothing first; waves within the cap.
+  std::set<int> seen;
+  bool evicting_seen = false;
+  for (const auto& wave : plan.rollout) {
+    int64_t ev = 0;
+    bool zero = true;
+    for (int n : wave) {
+      if (n < 0 || size_t(n) >= p.nodes.size() || !changed_node[size_t(n)] || !seen.insert(n).second)
+        return bad("the rollout names a node twice, or one the plan does not change");
+      int64_t here = 0;
+      for (size_t i = 0; i < p.pods.size(); ++i)
+        if (plan.evicted[i] && p.pods[i].node == n) ++here;
+      ev += here;
+      zero = zero && here == 0;
+    }
+    if (zero && evicting_seen) return bad("a wave that evicts nothing comes after one that evicts");
+    if (!zero) evicting_seen = true;
+    if (ev > options.max_wave_evictions && wave.size() > 1)
+      return bad("a wave evicts " + std::to_string(ev) + " pods, over --max-wave-evictions " + std::to_string(options.max_wave_evictions));
+  }
+  for (size_t n = 0; n < p.nodes.size(); ++n)
+    if (changed_node[n] && !seen.contains(int(n))) return bad("node " + p.nodes[n].name + " changes but is in no wave");
+  return {};
+}
+
+}  // namespace tessera::fleet

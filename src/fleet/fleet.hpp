@@ -1,0 +1,239 @@
+// The fleet re-planner (docs/design-fleet.md): from what a cluster runs and
+// what is pending, the best new MIG layout of every GPU, proven level by
+// level, and the order to roll it out in. Pure: values in, values out.
+//
+//   snapshot (kubectl get nodes,pods -A -o json)  --parse_snapshot-->  Snapshot
+//   Snapshot + mig-parted file + catalog            --build_problem-->  Problem
+//   Problem                                         --plan_fleet-->     FleetPlan (+ rollout waves)
+//   Problem + FleetPlan                             --check_fleet_plan-> ok, or the rule broken
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/mig_parted.hpp"
+#include "core/catalog.hpp"
+#include "core/error.hpp"
+#include "core/mig_layout.hpp"
+
+namespace tessera::fleet {
+
+inline constexpr const char* kProductLabel = "nvidia.com/gpu.product";
+inline constexpr const char* kCountLabel = "nvidia.com/gpu.count";
+inline constexpr const char* kMigConfigLabel = "nvidia.com/mig.config";
+inline constexpr const char* kMigStateLabel = "nvidia.com/mig.config.state";
+// Kept by `tessera node`: each GPU's MIG mode and instances, and the pod on
+// each instance (docs/design-fleet.md, "The layout annotation").
+inline constexpr const char* kLayoutAnnotation = "tessera.dev/mig-layout";
+// The whole-GPU resource (nvidia.com/gpu: a GPU with MIG off under the mixed strategy).
+inline constexpr const char* kWholeGpu = "gpu";
+
+// ---- The snapshot: the facts, as the API server has them ----------------
+
+struct SnapNode {
+  std::string name;
+  std::string uid;
+  std::map<std::string, std::string> labels;
+  std::optional<std::string> layout_annotation;
+};
+
+struct SnapPod {
+  std::string id;      // "namespace/name"
+  std::string node;    // spec.nodeName ("" when not scheduled)
+  std::string phase;   // status.phase
+  std::string resource;  // "gpu" or a MIG profile ("1g.10gb"); "" when it asks for no GPU
+  uint32_t count = 0;
+  std::string created;  // metadata.creationTimestamp (RFC 3339), for the pending clock
+};
+
+struct Snapshot {
+  std::vector<SnapNode> nodes;
+  std::vector<SnapPod> pods;  // only pods that ask for a GPU resource
+  // A hash of every fact the plan depends on: a plan made from another hash is stale.
+  std::string hash;
+};
+
+// A Kubernetes List (kind List, NodeList or PodList) of Nodes and Pods.
+// Errors name the object: a document that is not a List, a pod asking for
+// two GPU resources, a count that is not a whole number. `source` names the
+// input in messages.
+[[nodiscard]] Result<Snapshot> parse_snapshot(const nlohmann::json& list, const std::string& source);
+[[nodiscard]] Result<Snapshot> parse_snapshot_text(const std::string& text, const std::string& source);
+
+// ---- The problem: GPUs, their instances, pods --------------------------
+
+struct Instance {
+  uint32_t profile = 0;  // index into the GPU's model profiles (unused when the GPU has MIG off)
+  uint32_t start = 0;
+  int pod = -1;          // the pod holding it, or -1
+};
+
+struct Gpu {
+  int node = 0;
+  uint32_t index = 0;           // device index on the node
+  const GpuModel* model = nullptr;
+  bool mig = false;             // MIG mode on
+  // MIG on: the GPU instances. MIG off: one instance that stands for the whole GPU.
+  std::vector<Instance> instances;
+};
+
+struct Node {
+  std::string name;
+  std::string uid;
+  const GpuModel* model = nullptr;
+  std::string config;           // nvidia.com/mig.config ("" when absent)
+  bool placements_known = false;  // from the layout annotation
+  std::vector<int> gpus;
+};
+
+struct Pod {
+  std::string id;
+  int resource = 0;             // index into Problem::resources
+  uint32_t count = 0;
+  int node = -1;                // running there; -1: pending
+  // Running: the (gpu, instance) pairs it holds.
+  std::vector<std::pair<int, int>> holds;
+  bool running() const { return node >= 0; }
+};
+
+struct Problem {
+  std::vector<Node> nodes;
+  std::vector<Gpu> gpus;
+  std::vector<Pod> pods;
+  std::vector<std::string> resources;  // [0] = "gpu", then MIG profile names
+  std::vector<std::string> warnings;
+  const config::MigPartedConfig* configs = nullptr;
+  std::string snapshot_hash;
+  int resource_index(const std::string& name) const;
+};
+
+// The resource a GPU instance serves: "gpu" for a whole GPU, else its profile's name.
+std::string instance_resource(const Gpu& gpu, const Instance& inst);
+
+// Nodes from their GFD labels and nvidia.com/mig.config (looked up in
+// `configs`), or the layout annotation when the node agent wrote one; pods
+// running on a node take instances of their resource there. Errors name the
+// object: a product not in the catalog, a config the file lacks, a GPU
+// count that is not a number.
+[[nodiscard]] Result<Problem> build_problem(const Snapshot& snapshot, const config::MigPartedConfig& configs,
+                                            const Catalog& catalog = Catalog::builtin());
+
+// The catalog product a GFD product label names ("NVIDIA-A100-SXM4-80GB",
+// "NVIDIA-H100-80GB-HBM3", a "-MIG-..." suffix of the single strategy cut off).
+const GpuModel* find_product(const Catalog& catalog, const std::string& label);
+
+// ---- The plan -----------------------------------------------------------
+
+// One GPU's target: MIG off, or MIG on with a multiset of profiles (sorted indices).
+struct Target {
+  bool mig = false;
+  std::vector<uint32_t> profiles;
+  friend auto operator<=>(const Target&, const Target&) = default;
+};
+
+Target current_target(const Gpu& gpu);
+ProfileCounts target_counts(const GpuModel& model, const Target& target);
+
+// What becomes of one GPU when it is given a target, as the node agent does
+// it (mig::plan_gpu: the most pod-holding instances kept, then the most
+// instances): the instances after the change, and which of the old ones stay.
+struct GpuOutcome {
+  Target target;
+  bool changed = false;
+  std::vector<Instance> layout;        // after; pod = the kept pod (or -1)
+  std::vector<bool> kept;              // per old instance
+};
+GpuOutcome apply_target(const Gpu& gpu, const Target& target);
+
+struct Objective {
+  int64_t unserved = 0;
+  int64_t evicted = 0;
+  int64_t changed_gpus = 0;
+  int64_t gpus_used = 0;
+  friend auto operator<=>(const Objective&, const Objective&) = default;
+};
+
+struct PlannedGpu {
+  Target target;
+  bool changed = false;
+  std::vector<Instance> layout;  // instances after, with the pod each holds (kept or placed)
+};
+
+struct FleetPlan {
+  std::string status = "infeasible";  // optimal | feasible | infeasible
+  Objective objective;
+  Objective bound;                    // proven lower bounds, level by level
+  double gap = 0;                     // relative gap of the first level not proven (0 when optimal)
+  std::vector<PlannedGpu> gpus;       // per Problem::gpus
+  std::vector<int> placement;         // per pod: node it runs on after the plan, -1 unserved
+  std::vector<bool> evicted;          // per pod: running and evicted
+  std::vector<std::string> node_config;  // per node: the mig.config label after the plan
+  config::MigPartedConfig generated;  // configs the plan names that the input file lacks
+  std::vector<std::vector<int>> rollout;  // waves of changed nodes
+  std::vector<std::string> notes;     // how each level ended, warnings
+  double seconds = 0;
+  bool node_changed(const Problem& p, int node) const;
+};
+
+struct PlanOptions {
+  double seconds = 10;                        // for all levels together
+  std::optional<int64_t> max_evictions;       // level 2 as a constraint
+  int64_t max_wave_evictions = 10;            // per rollout wave
+  int64_t max_wave_nodes = 0;                 // 0: no limit
+};
+
+// Solves the four levels in turn (each proven, or its gap reported), turns the
+// aggregate into concrete GPUs and pods, and orders the rollout.
+FleetPlan plan_fleet(const Problem& problem, const PlanOptions& options = {});
+
+// Re-checks a plan without trusting how it was built: every GPU's layout
+// against the catalog's placement rules (core's check_layout), its node's
+// product; every kept pod on its old instances; every placed pod on free
+// instances of its resource on one node, none shared; the objective's counts;
+// the evictions cap; the mig-parted configs against the layouts; the rollout.
+[[nodiscard]] Result<void> check_fleet_plan(const Problem& problem, const FleetPlan& plan, const PlanOptions& options = {});
+
+// Rollout waves: changed nodes, those that evict nothing first, then the
+// others packed so that no wave evicts more than max_wave_evictions (a node
+// that alone evicts more goes alone, with a note).
+std::vector<std::vector<int>> order_rollout(const Problem& problem, const FleetPlan& plan, const PlanOptions& options,
+                                            std::vector<std::string>* notes = nullptr);
+
+// ---- Baselines (for the benchmark) --------------------------------------
+
+// mig-manager's way: one named layout applied fleet-wide (per product, the
+// layout that serves the most pods), the scheduler's first fit after it.
+Objective baseline_one_layout(const Problem& problem);
+// Greedy first fit: running pods stay; each pending pod goes to the first GPU
+// that has a free instance of its profile, or whose layout can be changed to
+// one that adds it without evicting anyone.
+Objective baseline_first_fit(const Problem& problem);
+// The objective of a concrete plan, recomputed from its GPUs and placements.
+Objective evaluate(const Problem& problem, const FleetPlan& plan);
+
+// ---- Renderings ---------------------------------------------------------
+
+// The JSON contract of `tessera fleet plan --output json`.
+nlohmann::json plan_json(const Problem& problem, const FleetPlan& plan);
+std::string plan_text(const Problem& problem, const FleetPlan& plan);
+std::string plan_svg(const Problem& problem, const FleetPlan& plan);
+// A mig-parted v1 document holding every config the plan names (JSON form).
+nlohmann::json mig_parted_json(const Problem& problem, const FleetPlan& plan);
+// The same, as YAML text.
+std::string mig_parted_yaml(const Problem& problem, const FleetPlan& plan);
+// A {"version": "v1", "mig-configs": {...}} document as mig-parted YAML; one config's lines at `indent`.
+std::string mig_parted_yaml_of(const nlohmann::json& doc);
+std::string mig_config_yaml(const std::string& name, const nlohmann::json& entries, int indent);
+// The configs of a file, as mig_parted_json's "mig-configs" map.
+nlohmann::json mig_configs_json(const config::MigPartedConfig& configs);
+// Any JSON value as YAML (block style, strings double-quoted).
+std::string to_yaml(const nlohmann::json& doc);
+// FNV-1a 64, hex.
+std::string hash_text(const std::string& text);
+
+}  // namespace tessera::fleet

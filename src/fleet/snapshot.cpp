@@ -1,0 +1,418 @@
+// The snapshot reader and the problem builder: Nodes and Pods as the API
+// server returns them, to GPUs with their instances and the pods on them.
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include "core/text.hpp"
+#include "fleet/fleet.hpp"
+
+namespace tessera::fleet {
+namespace {
+
+using json = nlohmann::json;
+
+std::string str_at(const json& object, const char* key) {
+  if (!object.is_object()) return {};
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+const json& at(const json& object, const char* key) {
+  static const json null;
+  if (!object.is_object()) return null;
+  auto it = object.find(key);
+  return it == object.end() ? null : *it;
+}
+
+// A resource quantity that must be a whole number ("2", 2).
+std::optional<int64_t> whole_quantity(const json& v) {
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_unsigned()) return static_cast<int64_t>(v.get<uint64_t>());
+  if (!v.is_string()) return std::nullopt;
+  const std::string s = v.get<std::string>();
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return n;
+}
+
+// The resource a name stands for: "gpu" for nvidia.com/gpu, the profile for nvidia.com/mig-<profile>.
+std::optional<std::string> gpu_resource(const std::string& key) {
+  if (key == "nvidia.com/gpu") return std::string(kWholeGpu);
+  if (key.starts_with("nvidia.com/mig-")) return key.substr(15);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string hash_text(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+Result<Snapshot> parse_snapshot_text(const std::string& text, const std::string& source) {
+  json doc = json::parse(text, nullptr, false);
+  if (doc.is_discarded())
+    return fail(Errc::parse, source + ": not JSON (expected the output of `kubectl get nodes,pods -A -o json`)");
+  return parse_snapshot(doc, source);
+}
+
+Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
+  std::string kind = str_at(list, "kind");
+  if (!list.is_object() || (kind != "List" && kind != "NodeList" && kind != "PodList") || !at(list, "items").is_array())
+    return fail(Errc::parse, source + ": not a Kubernetes List (kind " + (kind.empty() ? "missing" : quote(kind)) +
+                                 "; expected kind List with items, as `kubectl get nodes,pods -A -o json` prints)");
+  Snapshot snap;
+  std::vector<std::string> errors;
+  std::string facts;
+  size_t index = 0;
+  for (const auto& item : list["items"]) {
+    std::string where = source + ": items[" + std::to_string(index++) + "]";
+    std::string item_kind = str_at(item, "kind");
+    if (item_kind.empty() && kind == "NodeList") item_kind = "Node";
+    if (item_kind.empty() && kind == "PodList") item_kind = "Pod";
+    const json& meta = at(item, "metadata");
+    std::string name = str_at(meta, "name");
+    if (item_kind != "Node" && item_kind != "Pod") {
+      errors.push_back(where + ": kind " + quote(item_kind) + " is neither Node nor Pod");
+      continue;
+    }
+    if (name.empty()) {
+      errors.push_back(where + ": a " + item_kind + " without metadata.name");
+      continue;
+    }
+    if (item_kind == "Node") {
+      SnapNode n;
+      n.name = name;
+      n.uid = str_at(meta, "uid");
+      if (const json& labels = at(meta, "labels"); labels.is_object())
+        for (auto it = labels.begin(); it != labels.end(); ++it)
+          if (it->is_string()) n.labels[it.key()] = it->get<std::string>();
+      if (const json& ann = at(meta, "annotations"); ann.is_object())
+        if (auto it = ann.find(kLayoutAnnotation); it != ann.end() && it->is_string()) n.layout_annotation = it->get<std::string>();
+      facts += "N|" + n.name;
+      for (const char* key : {kProductLabel, kCountLabel, kMigConfigLabel})
+        if (auto it = n.labels.find(key); it != n.labels.end()) facts += "|" + it->second;
+      facts += "|" + n.layout_annotation.value_or("") + "\n";
+      snap.nodes.push_back(std::move(n));
+      continue;
+    }
+    SnapPod p;
+    std::string ns = str_at(meta, "namespace");
+    p.id = (ns.empty() ? std::string("default") : ns) + "/" + name;
+    p.node = str_at(at(item, "spec"), "nodeName");
+    p.phase = str_at(at(item, "status"), "phase");
+    p.created = str_at(meta, "creationTimestamp");
+    std::map<std::string, int64_t> asks;  // resource -> count, summed over containers
+    bool bad = false;
+    if (const json& containers = at(at(item, "spec"), "containers"); containers.is_array()) {
+      for (const auto& c : containers) {
+        const json& res = at(c, "resources");
+        std::map<std::string, int64_t> mine;
+        for (const char* part : {"requests", "limits"}) {
+          const json& m = at(res, part);
+          if (!m.is_object()) continue;
+          for (auto it = m.begin(); it != m.end(); ++it) {
+            auto r = gpu_resource(it.key());
+            if (!r) continue;
+            auto q = whole_quantity(*it);
+            if (!q || *q < 0 || *q > 1024) {
+              errors.push_back("Pod " + p.id + ": " + it.key() + " " + quote(it->dump()) + " is not a whole number of devices");
+              bad = true;
+              continue;
+            }
+            // Extended resources: requests equal limits; either alone means both.
+            mine[*r] = std::max(mine[*r], *q);
+          }
+        }
+        for (const auto& [r, q] : mine) asks[r] += q;
+      }
+    }
+    std::erase_if(asks, [](const auto& kv) { return kv.second == 0; });
+    if (bad) continue;
+    if (asks.empty()) continue;  // no GPU: not the planner's business
+    if (asks.size() > 1) {
+      std::vector<std::string> names;
+      for (const auto& [r, q] : asks) names.push_back(r == kWholeGpu ? "nvidia.com/gpu" : "nvidia.com/mig-" + r);
+      errors.push_back("Pod " + p.id + ": asks for " + std::to_string(names.size()) +
+                       " different GPU resources (" + join(names) + "); a pod may ask for one MIG profile or whole GPUs");
+      continue;
+    }
+    p.resource = asks.begin()->first;
+    p.count = static_cast<uint32_t>(asks.begin()->second);
+    if (p.phase == "Succeeded" || p.phase == "Failed") continue;
+    facts += "P|" + p.id + "|" + p.node + "|" + p.resource + "|" + std::to_string(p.count) + "\n";
+    snap.pods.push_back(std::move(p));
+  }
+  if (!errors.empty()) {
+    if (errors.size() > 20) {
+      size_t more = errors.size() - 20;
+      errors.resize(20);
+      errors.push_back("... and " + std::to_string(more) + " more");
+    }
+    return fail(Errc::validation, join(errors, "\n"));
+  }
+  std::sort(snap.nodes.begin(), snap.nodes.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::sort(snap.pods.begin(), snap.pods.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  // The hash does not depend on the order of the items.
+  std::vector<std::string> lines;
+  for (size_t s = 0, e; s < facts.size(); s = e + 1) {
+    e = facts.find('\n', s);
+    lines.push_back(facts.substr(s, e - s));
+  }
+  std::sort(lines.begin(), lines.end());
+  snap.hash = hash_text(join(lines, "\n"));
+  return snap;
+}
+
+const GpuModel* find_product(const Catalog& catalog, const std::string& label) {
+  std::string name = label;
+  if (auto mig = name.find("-MIG-"); mig != std::string::npos) name = name.substr(0, mig);
+  auto lower = [](std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  const std::string want = lower(name);
+  for (const auto& m : catalog.models()) {
+    std::string gfd = m.nvml_name;
+    std::replace(gfd.begin(), gfd.end(), ' ', '-');
+    if (lower(gfd) == want) return &m;
+  }
+  if (const auto* m = catalog.find(name)) return m;
+  if (want.starts_with("nvidia-"))
+    if (const auto* m = catalog.find(name.substr(7))) return m;
+  return nullptr;
+}
+
+int Problem::resource_index(const std::string& name) const {
+  auto it = std::find(resources.begin(), resources.end(), name);
+  return it == resources.end() ? -1 : static_cast<int>(it - resources.begin());
+}
+
+std::string instance_resource(const Gpu& gpu, const Instance& inst) {
+  if (!gpu.mig) return kWholeGpu;
+  return gpu.model->profiles[inst.profile].name;
+}
+
+namespace {
+
+// The GPU's layout as the config entry says, placed as the agent would create it from nothing.
+Result<Gpu> gpu_from_config(const GpuModel& model, const config::MigConfig& config, uint32_t index) {
+  Gpu g;
+  g.index = index;
+  g.model = &model;
+  for (const auto& entry : config.entries) {
+    if (!entry.devices.selects(index)) continue;
+    if (!config::filter_selects(entry, model.pci_device_id, 0, &model)) continue;
+    g.mig = entry.mig_enabled;
+    if (!g.mig) break;
+    ProfileCounts counts;
+    for (const auto& d : entry.mig_devices) counts[d.canonical.empty() ? d.profile : d.canonical] += d.count;
+    auto placed = place_counts(model, counts);
+    if (!placed) return fail(placed.error().code, "config " + quote(config.name) + ": " + placed.error().message);
+    for (const auto& p : *placed) g.instances.push_back({p.profile, p.start, -1});
+    return g;
+  }
+  if (!g.mig) g.instances.push_back({0, 0, -1});
+  return g;
+}
+
+}  // namespace
+
+Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfig& configs, const Catalog& catalog) {
+  Problem p;
+  p.configs = &configs;
+  p.snapshot_hash = snap.hash;
+  p.resources.push_back(kWholeGpu);
+  std::vector<std::string> errors;
+  std::map<std::string, int> node_index;
+  // Annotated pod -> (gpu, instance) pairs.
+  std::map<std::string, std::vector<std::pair<int, int>>> annotated;
+  for (const auto& sn : snap.nodes) {
+    auto product = sn.labels.find(kProductLabel);
+    if (product == sn.labels.end()) continue;  // not a GPU node
+    Node n;
+    n.name = sn.name;
+    n.uid = sn.uid;
+    n.model = find_product(catalog, product->second);
+    if (!n.model) {
+      std::vector<std::string> names;
+      for (const auto& m : catalog.models()) {
+        std::string gfd = m.nvml_name;
+        std::replace(gfd.begin(), gfd.end(), ' ', '-');
+        names.push_back(gfd);
+      }
+      errors.push_back("Node " + sn.name + ": " + kProductLabel + "=" + quote(product->second) +
+                       " is not a GPU in the catalog (nearest: " + join(nearest(product->second, names, 3)) +
+                       "; `tessera catalog` lists them)");
+      continue;
+    }
+    uint32_t count = 0;
+    if (auto c = sn.labels.find(kCountLabel); c != sn.labels.end()) {
+      auto [end, ec] = std::from_chars(c->second.data(), c->second.data() + c->second.size(), count);
+      if (ec != std::errc() || end != c->second.data() + c->second.size() || count == 0 || count > 64) {
+        errors.push_back("Node " + sn.name + ": " + kCountLabel + "=" + quote(c->second) + " is not a GPU count from 1 to 64");
+        continue;
+      }
+    } else {
+      errors.push_back("Node " + sn.name + ": has " + kProductLabel + " but no " + kCountLabel + " label");
+      continue;
+    }
+    const config::MigConfig* config = nullptr;
+    if (auto c = sn.labels.find(kMigConfigLabel); c != sn.labels.end()) {
+      n.config = c->second;
+      config = configs.find(c->second);
+      if (!config) {
+        std::vector<std::string> names;
+        for (const auto& cfg : configs.configs) names.push_back(cfg.name);
+        errors.push_back("Node " + sn.name + ": " + kMigConfigLabel + "=" + quote(c->second) + " is not a config in " +
+                         configs.file + (names.empty() ? "" : " (nearest: " + join(nearest(c->second, names, 3)) + ")"));
+        continue;
+      }
+    }
+    const int ni = static_cast<int>(p.nodes.size());
+    std::vector<Gpu> gpus;
+    bool failed = false;
+    for (uint32_t i = 0; i < count && !failed; ++i) {
+      Gpu g;
+      if (config) {
+        auto made = gpu_from_config(*n.model, *config, i);
+        if (!made) {
+          errors.push_back("Node " + sn.name + ": GPU " + std::to_string(i) + ": " + made.error().message);
+          failed = true;
+          break;
+        }
+        g = *made;
+      } else {
+        g.index = i;
+        g.model = n.model;
+        g.instances.push_back({0, 0, -1});
+      }
+      g.node = ni;
+      gpus.push_back(std::move(g));
+    }
+    if (failed) continue;
+    std::vector<std::pair<std::string, std::pair<int, int>>> claims;  // pod -> (local gpu, instance)
+    if (sn.layout_annotation) {
+      // {"gpus": [{"index": 0, "mig": true, "instances": [{"profile": "1g.10gb", "start": 0, "pod": "ns/name"}]},
+      //           {"index": 1, "mig": false, "pod": "ns/name"}]}
+      std::string why;
+      json doc = json::parse(*sn.layout_annotation, nullptr, false);
+      const json& list = at(doc, "gpus");
+      if (!list.is_array()) why = "not a JSON object with a gpus array";
+      std::set<uint32_t> seen;
+      for (size_t k = 0; why.empty() && k < list.size(); ++k) {
+        const json& e = list[k];
+        auto idx = whole_quantity(at(e, "index"));
+        if (!idx || *idx < 0 || *idx >= static_cast<int64_t>(count) || !seen.insert(uint32_t(*idx)).second) {
+          why = "gpus[" + std::to_string(k) + "].index is missing, repeated or not below " + kCountLabel;
+          break;
+        }
+        Gpu& g = gpus[size_t(*idx)];
+        g.instances.clear();
+        g.mig = at(e, "mig").is_boolean() && at(e, "mig").get<bool>();
+        if (!g.mig) {
+          g.instances.push_back({0, 0, -1});
+          if (std::string pod = str_at(e, "pod"); !pod.empty()) claims.push_back({pod, {int(*idx), 0}});
+          continue;
+        }
+        MigLayout layout;
+        const json& insts = at(e, "instances");
+        for (size_t q = 0; insts.is_array() && q < insts.size(); ++q) {
+          std::string prof = str_at(insts[q], "profile");
+          const auto* gp = n.model->profile(prof);
+          auto start = whole_quantity(at(insts[q], "start"));
+          if (!gp || !start || *start < 0) {
+            why = "gpus[" + std::to_string(k) + "].instances[" + std::to_string(q) + "]: " +
+                  (gp ? "no start" : "profile " + quote(prof) + " is not a profile of " + n.model->name);
+            break;
+          }
+          uint32_t pi = static_cast<uint32_t>(gp - n.model->profiles.data());
+          layout.push_back({pi, uint32_t(*start)});
+          if (std::string pod = str_at(insts[q], "pod"); !pod.empty())
+            claims.push_back({pod, {int(*idx), int(g.instances.size())}});
+          g.instances.push_back({pi, uint32_t(*start), -1});
+        }
+        if (!why.empty()) break;
+        if (auto ok = check_layout(*n.model, layout); !ok)
+          why = "gpus[" + std::to_string(k) + "]: " + ok.error().message;
+      }
+      if (!why.empty()) {
+        errors.push_back("Node " + sn.name + ": annotation " + kLayoutAnnotation + ": " + why);
+        continue;
+      }
+      n.placements_known = true;
+    }
+    for (auto& g : gpus) {
+      n.gpus.push_back(static_cast<int>(p.gpus.size()));
+      p.gpus.push_back(std::move(g));
+    }
+    for (const auto& [pod, where] : claims)
+      annotated[pod].push_back({n.gpus[size_t(where.first)], where.second});
+    node_index[n.name] = ni;
+    p.nodes.push_back(std::move(n));
+  }
+  if (!errors.empty()) return fail(Errc::validation, join(errors, "\n"));
+
+  for (const auto& sp : snap.pods) {
+    Pod pod;
+    pod.id = sp.id;
+    pod.count = sp.count;
+    int r = p.resource_index(sp.resource);
+    if (r < 0) {
+      r = static_cast<int>(p.resources.size());
+      p.resources.push_back(sp.resource);
+    }
+    pod.resource = r;
+    const int pi = static_cast<int>(p.pods.size());
+    if (!sp.node.empty()) {
+      auto it = node_index.find(sp.node);
+      if (it == node_index.end()) {
+        p.warnings.push_back("Pod " + sp.id + " runs on " + sp.node + ", which is not a GPU node in the snapshot; left out");
+        continue;
+      }
+      const Node& n = p.nodes[size_t(it->second)];
+      std::vector<std::pair<int, int>> holds;
+      if (auto a = annotated.find(sp.id); a != annotated.end()) {
+        for (auto [g, i] : a->second) {
+          const Gpu& gpu = p.gpus[size_t(g)];
+          if (gpu.node == it->second && instance_resource(gpu, gpu.instances[size_t(i)]) == sp.resource &&
+              gpu.instances[size_t(i)].pod < 0)
+            holds.push_back({g, i});
+        }
+        if (holds.size() != sp.count) holds.clear();
+      }
+      if (holds.empty() && !n.placements_known) {
+        // Counted per node and profile: the first free instances of its resource, GPU by GPU.
+        for (int g : n.gpus) {
+          const Gpu& gpu = p.gpus[size_t(g)];
+          for (size_t i = 0; i < gpu.instances.size() && holds.size() < sp.count; ++i)
+            if (gpu.instances[i].pod < 0 && instance_resource(gpu, gpu.instances[i]) == sp.resource)
+              holds.push_back({g, int(i)});
+        }
+      }
+      if (holds.size() != sp.count) {
+        p.warnings.push_back("Pod " + sp.id + " runs on " + n.name + " but " +
+                             (n.placements_known ? "the layout annotation does not name its " + std::to_string(sp.count) + " device(s)"
+                                                 : "the node's layout (config " + quote(n.config) + ") has no " +
+                                                       std::to_string(sp.count) + " free " + sp.resource + " device(s) for it") +
+                             "; planned as pending");
+      } else {
+        pod.node = it->second;
+        pod.holds = holds;
+        for (auto [g, i] : holds) p.gpus[size_t(g)].instances[size_t(i)].pod = pi;
+      }
+    }
+    p.pods.push_back(std::move(pod));
+  }
+  return p;
+}
+
+}  // namespace tessera::fleet

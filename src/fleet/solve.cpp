@@ -1,0 +1,1092 @@
+// The aggregate model and its solution, level by level (docs/design-fleet.md, "The model").
+//
+// GPUs of one product with the same layout and the same pod-holding
+// instances are interchangeable: they form a class, and the program counts
+// how many GPUs of each class take each target (a column). A GPU that holds
+// part of a pod spanning several instances is a class of its own, and such a
+// pod is kept only if all its instances are (y_m = AND of its GPUs' columns).
+// Pending demand and evicted pods are fleet-wide: they are served from the
+// free instances of their resource on GPUs in use.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "fleet/fleet.hpp"
+#include "fleet/internal.hpp"
+#include "core/text.hpp"
+#include "planner/integer_program.hpp"
+
+namespace tessera::fleet {
+namespace {
+
+using planner::IntegerProgram;
+using planner::kInfinity;
+using planner::Row;
+using planner::SolveLimits;
+using planner::SolveStatus;
+
+struct Col {
+  size_t target = 0;  // into candidate_targets(model)
+  bool used = true;
+  bool changed = false;
+  std::vector<int> cap;    // free instances per resource
+  std::vector<int> evict;  // single-instance pods evicted, per resource
+  int evict_total = 0;
+  int kept_single = 0;
+  std::vector<std::pair<int, int>> multi_kept;  // (multi pod, instances of it kept here)
+  std::vector<int> multi_all;                   // multi pods whose every instance here is kept
+  int var = -1;
+};
+
+struct Klass {
+  const GpuModel* model = nullptr;
+  std::vector<int> gpus;
+  std::vector<Col> cols;
+  size_t unchanged_used = 0;  // index of the column that keeps the GPU as it is, in use
+  bool singleton = false;
+  int block = -1;             // the GPUs freed by evicted blocks of this type (their count varies)
+};
+
+// Pods on several whole GPUs (MIG off) of one product and size are interchangeable blocks: the
+// program counts how many of each type stay (z); the GPUs of the others join a class of free
+// MIG-off GPUs whose size is k x (blocks - z).
+struct Block {
+  const GpuModel* model = nullptr;
+  uint32_t k = 0;
+  std::vector<int> pods;
+  int z_var = -1;
+  int freed_class = -1;
+};
+
+bool dominates(const Col& a, const Col& b) {  // a at least as good as b everywhere
+  if (a.used != b.used || a.changed > b.changed) return false;
+  if (a.multi_kept != b.multi_kept || a.multi_all != b.multi_all) return false;
+  for (size_t r = 0; r < a.cap.size(); ++r)
+    if ((a.used && a.cap[r] < b.cap[r]) || a.evict[r] > b.evict[r]) return false;
+  return true;
+}
+
+struct Model {
+  const Problem* p = nullptr;
+  std::vector<Klass> classes;
+  std::vector<int> multi;               // pod indices of running pods that hold several instances
+  std::map<int, int> multi_of;          // pod -> index in multi
+  std::map<std::pair<int, uint32_t>, int> pending;  // (resource, count) -> pending pods
+  std::map<std::pair<int, uint32_t>, std::vector<int>> multi_shape;  // (resource, count) -> multi indices
+  std::map<std::pair<int, uint32_t>, int> s_var;
+  std::vector<int> y_var;
+  std::vector<Block> blocks;
+  std::map<int, int> block_of;  // pod -> block type
+  IntegerProgram program;
+};
+
+void build_classes(Model& m) {
+  const Problem& p = *m.p;
+  const size_t R = p.resources.size();
+  std::map<std::pair<const GpuModel*, uint32_t>, int> block_type;
+  for (size_t i = 0; i < p.pods.size(); ++i) {
+    const Pod& pod = p.pods[i];
+    if (!pod.running() || pod.holds.size() < 2) continue;
+    bool whole = pod.resource == 0;
+    for (auto [g, inst] : pod.holds) whole = whole && !p.gpus[size_t(g)].mig;
+    if (whole) {
+      const GpuModel* model = p.gpus[size_t(pod.holds.front().first)].model;
+      auto [it, fresh] = block_type.emplace(std::pair(model, uint32_t(pod.holds.size())), int(m.blocks.size()));
+      if (fresh) m.blocks.push_back(Block{model, uint32_t(pod.holds.size()), {}, -1, -1});
+      m.blocks[size_t(it->second)].pods.push_back(int(i));
+      m.block_of[int(i)] = it->second;
+      continue;
+    }
+    m.multi_of[int(i)] = int(m.multi.size());
+    m.multi.push_back(int(i));
+  }
+  for (size_t b = 0; b < m.blocks.size(); ++b) {
+    Klass k;
+    k.model = m.blocks[b].model;
+    k.block = int(b);
+    for (int pod : m.blocks[b].pods)
+      for (auto [g, inst] : p.pods[size_t(pod)].holds) k.gpus.push_back(g);
+    m.blocks[b].freed_class = int(m.classes.size());
+    m.classes.push_back(std::move(k));
+  }
+  std::map<std::string, int> by_key;
+  for (size_t g = 0; g < p.gpus.size(); ++g) {
+    const Gpu& gpu = p.gpus[g];
+    if (!gpu.mig && gpu.instances.size() == 1 && m.block_of.contains(gpu.instances[0].pod)) continue;
+    bool single = false;
+    std::vector<std::tuple<uint32_t, uint32_t, int>> insts;
+    for (const auto& i : gpu.instances) {
+      int busy = i.pod >= 0 ? 1 : 0;
+      if (i.pod >= 0 && m.multi_of.contains(i.pod)) single = true;
+      insts.emplace_back(i.profile, i.start, busy);
+    }
+    std::sort(insts.begin(), insts.end());
+    std::string key = gpu.model->name + (gpu.mig ? "|mig" : "|off");
+    for (auto [a, b, c] : insts) key += "|" + std::to_string(a) + "@" + std::to_string(b) + (c ? "*" : "");
+    if (single) key += "|gpu" + std::to_string(g);
+    auto [it, fresh] = by_key.emplace(key, int(m.classes.size()));
+    if (fresh) {
+      Klass k;
+      k.model = gpu.model;
+      k.singleton = single;
+      m.classes.push_back(std::move(k));
+    }
+    m.classes[size_t(it->second)].gpus.push_back(int(g));
+  }
+  for (auto& k : m.classes) {
+    Gpu gpu = p.gpus[size_t(k.gpus.front())];
+    if (k.block >= 0)
+      for (auto& i : gpu.instances) i.pod = -1;  // a freed GPU holds nothing
+    const auto& targets = candidate_targets(*k.model);
+    const Target now = current_target(gpu);
+    bool busy = std::any_of(gpu.instances.begin(), gpu.instances.end(), [](const Instance& i) { return i.pod >= 0; });
+    // Per target, the column's facts.
+    std::vector<Col> all;
+    std::vector<int> resource_of_profile(k.model->profiles.size(), -1);
+    for (size_t q = 0; q < k.model->profiles.size(); ++q) resource_of_profile[q] = p.resource_index(k.model->profiles[q].name);
+    for (size_t t = 0; t < targets.size(); ++t) {
+      Col c;
+      c.target = t;
+      c.cap.assign(R, 0);
+      c.evict.assign(R, 0);
+      c.changed = targets[t] != now;
+      if (!busy) {
+        if (!targets[t].mig) c.cap[0] = 1;
+        else
+          for (uint32_t q : targets[t].profiles)
+            if (resource_of_profile[q] >= 0) ++c.cap[size_t(resource_of_profile[q])];
+      } else {
+        GpuOutcome out = apply_target(gpu, targets[t]);
+        Gpu after = gpu;
+        after.mig = targets[t].mig;
+        for (const auto& i : out.layout)
+          if (i.pod < 0) {
+            int r = p.resource_index(instance_resource(after, i));
+            if (r >= 0) ++c.cap[size_t(r)];
+          }
+        std::map<int, std::pair<int, int>> multi_here;  // multi -> (kept, total)
+        for (size_t i = 0; i < gpu.instances.size(); ++i) {
+          int pod = gpu.instances[i].pod;
+          if (pod < 0) continue;
+          if (auto mi = m.multi_of.find(pod); mi != m.multi_of.end()) {
+            auto& [kept, total] = multi_here[mi->second];
+            ++total;
+            if (out.kept[i]) ++kept;
+          } else if (out.kept[i]) {
+            ++c.kept_single;
+          } else {
+            ++c.evict[size_t(p.pods[size_t(pod)].resource)];
+            ++c.evict_total;
+          }
+        }
+        for (auto [mi, kt] : multi_here) {
+          if (kt.first > 0) c.multi_kept.push_back({mi, kt.first});
+          if (kt.first == kt.second) c.multi_all.push_back(mi);
+        }
+      }
+      all.push_back(std::move(c));
+    }
+    // Idle variants: no pod on the GPU, so it gives no capacity (and counts as not in use).
+    std::vector<Col> idle;
+    for (const auto& c : all)
+      if (c.kept_single == 0 && (!busy || k.singleton) && (!c.changed || k.singleton)) {
+        Col i = c;
+        i.used = false;
+        std::fill(i.cap.begin(), i.cap.end(), 0);
+        idle.push_back(std::move(i));
+      }
+    all.insert(all.end(), idle.begin(), idle.end());
+    // Keep the columns no other column dominates (most capacity first, so dominators come early).
+    std::stable_sort(all.begin(), all.end(), [](const Col& a, const Col& b) {
+      if (a.changed != b.changed) return a.changed < b.changed;
+      int sa = std::accumulate(a.cap.begin(), a.cap.end(), 0), sb = std::accumulate(b.cap.begin(), b.cap.end(), 0);
+      if (sa != sb) return sa > sb;
+      return a.evict_total < b.evict_total;
+    });
+    for (auto& c : all) {
+      bool dominated = false;
+      for (const auto& kept : k.cols)
+        if (dominates(kept, c)) {
+          dominated = true;
+          break;
+        }
+      if (!dominated) k.cols.push_back(std::move(c));
+    }
+    for (size_t j = 0; j < k.cols.size(); ++j)
+      if (!k.cols[j].changed && k.cols[j].used) k.unchanged_used = j;
+  }
+}
+
+// The linear expression of one level: sum of terms plus a constant.
+struct Expr {
+  std::vector<std::pair<int, double>> terms;
+  double constant = 0;
+};
+
+void formulate(Model& m, const PlanOptions& options, std::vector<Expr>& levels) {
+  const Problem& p = *m.p;
+  const size_t R = p.resources.size();
+  auto& ip = m.program;
+  for (const auto& pod : p.pods)
+    if (!pod.running()) ++m.pending[{pod.resource, pod.count}];
+  for (size_t mi = 0; mi < m.multi.size(); ++mi) {
+    const Pod& pod = p.pods[size_t(m.multi[mi])];
+    m.multi_shape[{pod.resource, pod.count}].push_back(int(mi));
+  }
+  for (auto& k : m.classes)
+    for (auto& c : k.cols) c.var = ip.add({0, double(k.gpus.size()), 0, true});
+  for (size_t mi = 0; mi < m.multi.size(); ++mi) m.y_var.push_back(ip.add({0, 1, 0, true}));
+  for (auto& b : m.blocks) b.z_var = ip.add({0, double(b.pods.size()), 0, true});
+  std::set<std::pair<int, uint32_t>> shapes;
+  for (const auto& [s, n] : m.pending) shapes.insert(s);
+  for (const auto& [s, v] : m.multi_shape) shapes.insert(s);
+  for (const auto& b : m.blocks) shapes.insert({0, b.k});
+  for (int r = 0; r < int(R); ++r) shapes.insert({r, 1});  // evicted single pods come back as demand
+  for (const auto& s : shapes) m.s_var[s] = ip.add({0, kInfinity, 0, true});
+
+  for (const auto& k : m.classes) {
+    Row row;
+    for (const auto& c : k.cols) row.terms.push_back({c.var, 1});
+    if (k.block >= 0) row.terms.push_back({m.blocks[size_t(k.block)].z_var, double(m.blocks[size_t(k.block)].k)});
+    row.lower = row.upper = double(k.gpus.size());
+    ip.rows.push_back(std::move(row));
+  }
+  // An evicted block goes only if one of its GPUs changes (the agents evict only pods in the way).
+  for (const auto& b : m.blocks) {
+    Row row;
+    row.terms.push_back({b.z_var, 1});
+    for (const auto& c : m.classes[size_t(b.freed_class)].cols)
+      if (c.changed) row.terms.push_back({c.var, 1});
+    row.lower = double(b.pods.size());
+    ip.rows.push_back(std::move(row));
+  }
+  // Capacity per resource.
+  for (size_t r = 0; r < R; ++r) {
+    Row row;
+    for (const auto& [s, var] : m.s_var)
+      if (s.first == int(r)) row.terms.push_back({var, double(s.second)});
+    for (const auto& k : m.classes)
+      for (const auto& c : k.cols) {
+        double free = c.used ? c.cap[r] : 0;
+        // Instances of pods spanning several that this column keeps: free once the pod goes.
+        if (c.used)
+          for (auto [mi, kept] : c.multi_kept)
+            if (p.pods[size_t(m.multi[size_t(mi)])].resource == int(r)) free += kept;
+        if (free != 0) row.terms.push_back({c.var, -free});
+      }
+    for (size_t mi = 0; mi < m.multi.size(); ++mi) {
+      const Pod& pod = p.pods[size_t(m.multi[mi])];
+      if (pod.resource == int(r)) row.terms.push_back({m.y_var[mi], double(pod.holds.size())});
+    }
+    row.upper = 0;
+    ip.rows.push_back(std::move(row));
+  }
+  // Demand per shape.
+  for (const auto& [s, var] : m.s_var) {
+    Row row;
+    row.terms.push_back({var, 1});
+    double bound = 0;
+    if (auto it = m.pending.find(s); it != m.pending.end()) bound += it->second;
+    if (auto it = m.multi_shape.find(s); it != m.multi_shape.end()) {
+      bound += double(it->second.size());
+      for (int mi : it->second) row.terms.push_back({m.y_var[size_t(mi)], 1});
+    }
+    for (const auto& b : m.blocks)
+      if (s.first == 0 && s.second == b.k) {
+        bound += double(b.pods.size());
+        row.terms.push_back({b.z_var, 1});
+      }
+    if (s.second == 1)
+      for (const auto& k : m.classes)
+        for (const auto& c : k.cols)
+          if (c.evict[size_t(s.first)]) row.terms.push_back({c.var, -double(c.evict[size_t(s.first)])});
+    row.upper = bound;
+    ip.rows.push_back(std::move(row));
+  }
+  // y_m = AND over its GPUs of "every instance of m kept here" (and the GPU in use).
+  for (size_t mi = 0; mi < m.multi.size(); ++mi) {
+    const Pod& pod = p.pods[size_t(m.multi[mi])];
+    std::set<int> gpus;
+    for (auto [g, i] : pod.holds) gpus.insert(g);
+    Row lower;
+    lower.terms.push_back({m.y_var[mi], 1});
+    for (int g : gpus) {
+      Row upper;
+      upper.terms.push_back({m.y_var[mi], 1});
+      for (const auto& k : m.classes) {
+        if (!k.singleton || k.gpus.front() != g) continue;
+        for (const auto& c : k.cols)
+          if (std::find(c.multi_all.begin(), c.multi_all.end(), int(mi)) != c.multi_all.end()) {
+            if (c.used) upper.terms.push_back({c.var, -1});
+            lower.terms.push_back({c.var, -1});
+          }
+      }
+      upper.upper = 0;
+      ip.rows.push_back(std::move(upper));
+    }
+    lower.lower = 1.0 - double(gpus.size());
+    ip.rows.push_back(std::move(lower));
+  }
+  // The levels.
+  Expr unserved, evicted, changed, used;
+  double pending_total = 0;
+  for (const auto& [s, n] : m.pending) pending_total += n;
+  unserved.constant = pending_total + double(m.multi.size());
+  evicted.constant = double(m.multi.size());
+  for (const auto& k : m.classes)
+    for (const auto& c : k.cols) {
+      if (c.evict_total) {
+        unserved.terms.push_back({c.var, double(c.evict_total)});
+        evicted.terms.push_back({c.var, double(c.evict_total)});
+      }
+      if (c.changed) changed.terms.push_back({c.var, 1});
+      if (c.used) used.terms.push_back({c.var, 1});
+    }
+  for (int y : m.y_var) {
+    unserved.terms.push_back({y, -1});
+    evicted.terms.push_back({y, -1});
+  }
+  for (const auto& b : m.blocks) {
+    unserved.constant += double(b.pods.size());
+    evicted.constant += double(b.pods.size());
+    unserved.terms.push_back({b.z_var, -1});
+    evicted.terms.push_back({b.z_var, -1});
+    used.terms.push_back({b.z_var, double(b.k)});
+  }
+  for (const auto& [s, var] : m.s_var) unserved.terms.push_back({var, -1});
+  if (options.max_evictions) {
+    Row cap;
+    cap.terms = evicted.terms;
+    cap.upper = double(*options.max_evictions) - evicted.constant;
+    ip.rows.push_back(std::move(cap));
+  }
+  levels = {unserved, evicted, changed, used};
+}
+
+// The plan that changes nothing: every GPU as it is and in use, every pod kept, nothing placed.
+std::vector<double> trivial_start(const Model& m) {
+  std::vector<double> v(m.program.columns.size(), 0.0);
+  for (const auto& k : m.classes)
+    if (k.block < 0) v[size_t(k.cols[k.unchanged_used].var)] = double(k.gpus.size());
+  for (int y : m.y_var) v[size_t(y)] = 1;
+  for (const auto& b : m.blocks) v[size_t(b.z_var)] = double(b.pods.size());
+  return v;
+}
+
+// Columns chosen, GPU by GPU, from the program's values.
+std::vector<std::pair<int, size_t>> spread(const Model& m, const std::vector<double>& values) {
+  const Problem& p = *m.p;
+  std::vector<std::pair<int, size_t>> choice(p.gpus.size(), {-1, 0});  // -1: a kept block's GPU, as it is
+  std::vector<std::vector<int>> freed(m.blocks.size());
+  for (size_t b = 0; b < m.blocks.size(); ++b) {
+    const Block& bl = m.blocks[b];
+    long keep = values.empty() ? long(bl.pods.size()) : std::lround(values[size_t(bl.z_var)]);
+    std::vector<int> pods = bl.pods;
+    std::sort(pods.begin(), pods.end(), [&](int a, int c) { return p.pods[size_t(a)].node < p.pods[size_t(c)].node; });
+    // One GPU of each evicted block first: those take the changed columns (the block's way out).
+    for (size_t i = size_t(std::max(0L, keep)); i < pods.size(); ++i) freed[b].push_back(p.pods[size_t(pods[i])].holds.front().first);
+    for (size_t i = size_t(std::max(0L, keep)); i < pods.size(); ++i)
+      for (size_t h = 1; h < p.pods[size_t(pods[i])].holds.size(); ++h) freed[b].push_back(p.pods[size_t(pods[i])].holds[h].first);
+  }
+  for (size_t ki = 0; ki < m.classes.size(); ++ki) {
+    const Klass& k = m.classes[ki];
+    std::vector<int> gpus = k.block >= 0 ? freed[size_t(k.block)] : k.gpus;
+    if (k.block < 0)
+      std::sort(gpus.begin(), gpus.end(), [&](int a, int b) {
+        return std::pair(p.gpus[size_t(a)].node, p.gpus[size_t(a)].index) < std::pair(p.gpus[size_t(b)].node, p.gpus[size_t(b)].index);
+      });
+    // Unchanged columns first, then by target, so that the GPUs of one node tend to take the same one.
+    std::vector<size_t> order(k.cols.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const Col &ca = k.cols[a], &cb = k.cols[b];
+      const bool flip = k.block >= 0;  // freed GPUs: the changed columns first (see above)
+      return std::tuple(ca.changed != flip, !ca.used, ca.target) < std::tuple(cb.changed != flip, !cb.used, cb.target);
+    });
+    size_t next = 0;
+    for (size_t j : order) {
+      long n = values.empty() ? 0 : std::lround(values[size_t(k.cols[j].var)]);
+      for (long c = 0; c < n && next < gpus.size(); ++c) choice[size_t(gpus[next++])] = {int(ki), j};
+    }
+    // Whatever rounding left: as it is.
+    while (next < gpus.size()) choice[size_t(gpus[next++])] = {k.block >= 0 ? -1 : int(ki), k.unchanged_used};
+  }
+  return choice;
+}
+
+// The mig-parted entries a node's targets resolve to in an existing config, compared GPU by GPU.
+bool config_gives(const config::MigConfig& cfg, const Problem& p, const Node& n, const std::vector<Target>& targets) {
+  for (size_t i = 0; i < n.gpus.size(); ++i) {
+    const GpuModel& model = *n.model;
+    const config::MigConfigEntry* e = nullptr;
+    for (const auto& entry : cfg.entries)
+      if (entry.devices.selects(uint32_t(i)) && config::filter_selects(entry, model.pci_device_id, 0, &model)) {
+        e = &entry;
+        break;
+      }
+    if (!e) return false;
+    if (e->mig_enabled != targets[i].mig) return false;
+    if (!e->mig_enabled) continue;
+    ProfileCounts want = target_counts(model, targets[i]), have;
+    for (const auto& d : e->mig_devices) have[d.canonical.empty() ? d.profile : d.canonical] += d.count;
+    std::erase_if(have, [](const auto& kv) { return kv.second == 0; });
+    if (want != have) return false;
+  }
+  (void)p;
+  return true;
+}
+
+void name_configs(const Problem& p, FleetPlan& plan) {
+  plan.node_config.assign(p.nodes.size(), "");
+  std::map<std::string, std::string> generated_by_content;
+  for (size_t ni = 0; ni < p.nodes.size(); ++ni) {
+    const Node& n = p.nodes[ni];
+    plan.node_config[ni] = n.config;
+    if (!plan.node_changed(p, int(ni))) continue;
+    std::vector<Target> targets;
+    for (int g : n.gpus) targets.push_back(plan.gpus[size_t(g)].target);
+    std::string found;
+    if (p.configs)
+      for (const auto& cfg : p.configs->configs)
+        if (config_gives(cfg, p, n, targets)) {
+          found = cfg.name;
+          break;
+        }
+    if (found.empty()) {
+      // One entry per distinct target, naming its devices (all when there is one).
+      std::map<Target, std::vector<uint32_t>> groups;
+      for (size_t i = 0; i < targets.size(); ++i) groups[targets[i]].push_back(uint32_t(i));
+      std::string content = n.model->name;
+      config::MigConfig cfg;
+      for (const auto& [t, devices] : groups) {
+        config::MigConfigEntry e;
+        e.devices.all = groups.size() == 1;
+        if (!e.devices.all) e.devices.indices = devices;
+        e.mig_enabled = t.mig;
+        for (const auto& [name, count] : target_counts(*n.model, t)) e.mig_devices.push_back({name, name, count, {}});
+        content += ";";
+        for (uint32_t d : devices) content += std::to_string(d) + ",";
+        content += t.mig ? "on:" : "off:";
+        for (const auto& md : e.mig_devices) content += md.profile + "=" + std::to_string(md.count) + ",";
+        cfg.entries.push_back(std::move(e));
+      }
+      auto it = generated_by_content.find(content);
+      if (it == generated_by_content.end()) {
+        std::string model = n.model->name;
+        for (auto& c : model) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        cfg.name = "tessera-fleet-" + model + "-" + hash_text(content).substr(0, 8);
+        it = generated_by_content.emplace(content, cfg.name).first;
+        plan.generated.configs.push_back(std::move(cfg));
+      }
+      found = it->second;
+    }
+    plan.node_config[ni] = found;
+  }
+}
+
+}  // namespace
+
+bool FleetPlan::node_changed(const Problem& p, int node) const {
+  for (int g : p.nodes[size_t(node)].gpus)
+    if (gpus[size_t(g)].changed) return true;
+  return false;
+}
+
+namespace {
+
+FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
+  auto started = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+  FleetPlan plan;
+  Model m;
+  m.p = &p;
+  build_classes(m);
+  std::vector<Expr> levels;
+  formulate(m, options, levels);
+  size_t ncols = 0;
+  for (const auto& k : m.classes) ncols += k.cols.size();
+  plan.notes.push_back("model: " + std::to_string(m.classes.size()) + " GPU classes, " + std::to_string(ncols) +
+                       " layout columns, " + std::to_string(m.multi.size()) + " pods on several devices, " +
+                       std::to_string(m.program.rows.size()) + " rows; built in " + format_seconds(elapsed()));
+
+  static const char* kLevelName[] = {"unserved", "evicted", "changed_gpus", "gpus_used"};
+  std::vector<double> values;
+  int64_t bounds[4] = {0, 0, 0, 0};
+  int64_t found[4] = {-1, -1, -1, -1};
+  bool proven[4] = {false, false, false, false};
+  bool infeasible = false;
+  for (int level = 0; level < 4; ++level) {
+    const Expr& e = levels[size_t(level)];
+    for (auto& c : m.program.columns) c.cost = 0;
+    for (auto [var, coef] : e.terms) m.program.columns[size_t(var)].cost += coef;
+    double left = std::max(0.05, options.seconds - elapsed());
+    static const double kShare[] = {0.4, 0.45, 0.6, 1.0};
+    SolveLimits limits;
+    limits.seconds = std::max(0.05, left * kShare[level]);
+    // Each solve starts from a plan that holds: the GPUs as they are for the first, the level
+    // before's solution (which meets its own fixing row) for the others.
+    const std::vector<double> start = values.empty() ? trivial_start(m) : values;
+    auto sol = planner::solve_program(m.program, limits, start);
+    if (sol.status == SolveStatus::infeasible) {
+      infeasible = true;
+      plan.notes.push_back(std::string(kLevelName[level]) + ": infeasible");
+      break;
+    }
+    if (sol.values.empty()) {
+      plan.notes.push_back(std::string(kLevelName[level]) + ": no solution within the time limit; the levels from here keep the plan found before");
+      bounds[level] = std::max<int64_t>(0, int64_t(std::ceil(sol.bound + e.constant - 1e-6)));
+      break;
+    }
+    values = sol.values;
+    double v = 0;
+    for (auto [var, coef] : e.terms) v += coef * values[size_t(var)];
+    int64_t value = std::llround(v + e.constant);
+    found[level] = value;
+    proven[level] = sol.status == SolveStatus::optimal;
+    bounds[level] = proven[level] ? value : std::min<int64_t>(value, std::max<int64_t>(0, int64_t(std::ceil(sol.bound + e.constant - 1e-6))));
+    plan.notes.push_back(std::string(kLevelName[level]) + ": " + std::to_string(value) +
+                         (proven[level] ? " (optimal)" : ", bound " + std::to_string(bounds[level])) + " in " +
+                         format_seconds(sol.seconds));
+    Row fix;
+    fix.terms = e.terms;
+    fix.upper = double(value) - e.constant + 0.5;
+    m.program.rows.push_back(std::move(fix));
+  }
+  if (infeasible && values.empty()) {
+    plan.status = "infeasible";
+    plan.gpus.resize(p.gpus.size());
+    for (size_t g = 0; g < p.gpus.size(); ++g) plan.gpus[g] = {current_target(p.gpus[g]), false, p.gpus[g].instances};
+    plan.placement.assign(p.pods.size(), -1);
+    plan.evicted.assign(p.pods.size(), false);
+    for (size_t i = 0; i < p.pods.size(); ++i) plan.placement[i] = p.pods[i].node;
+    plan.objective = evaluate(p, plan);
+    name_configs(p, plan);
+    plan.seconds = elapsed();
+    return plan;
+  }
+
+  // From the aggregate to GPUs and pods.
+  auto choice = spread(m, values);
+  plan.gpus.resize(p.gpus.size());
+  std::vector<GpuOutcome> outcomes(p.gpus.size());
+  std::vector<bool> in_use(p.gpus.size(), false);
+  for (size_t g = 0; g < p.gpus.size(); ++g) {
+    if (choice[g].first < 0) {  // a kept block's GPU
+      outcomes[g] = apply_target(p.gpus[g], current_target(p.gpus[g]));
+      in_use[g] = true;
+    } else {
+      const Klass& k = m.classes[size_t(choice[g].first)];
+      const Col& c = k.cols[choice[g].second];
+      outcomes[g] = apply_target(p.gpus[g], candidate_targets(*k.model)[c.target]);
+      in_use[g] = c.used;
+    }
+    plan.gpus[g] = {outcomes[g].target, outcomes[g].changed, outcomes[g].layout};
+  }
+  plan.placement.assign(p.pods.size(), -1);
+  plan.evicted.assign(p.pods.size(), false);
+  for (size_t i = 0; i < p.pods.size(); ++i) {
+    const Pod& pod = p.pods[i];
+    if (!pod.running()) continue;
+    bool kept = true;
+    for (auto [g, inst] : pod.holds) kept = kept && outcomes[size_t(g)].kept[size_t(inst)];
+    if (kept) {
+      plan.placement[i] = pod.node;
+      continue;
+    }
+    plan.evicted[i] = true;
+    for (auto& pg : plan.gpus)
+      for (auto& inst : pg.layout)
+        if (inst.pod == int(i)) inst.pod = -1;
+  }
+  // GPUs with a kept pod are in use whatever their column says.
+  for (size_t g = 0; g < p.gpus.size(); ++g)
+    for (const auto& inst : plan.gpus[g].layout)
+      if (inst.pod >= 0) in_use[g] = true;
+  // Pods to place: the biggest first, evicted before pending.
+  std::vector<int> demand;
+  for (size_t i = 0; i < p.pods.size(); ++i)
+    if (plan.placement[i] < 0) demand.push_back(int(i));
+  std::stable_sort(demand.begin(), demand.end(), [&](int a, int b) {
+    const Pod &pa = p.pods[size_t(a)], &pb = p.pods[size_t(b)];
+    return std::tuple(-int(pa.count), !pa.running()) < std::tuple(-int(pb.count), !pb.running());
+  });
+  // Free instances per GPU and resource; GPUs that already hold a pod are filled first.
+  const size_t R = p.resources.size();
+  std::vector<std::vector<std::vector<size_t>>> slots(p.gpus.size(), std::vector<std::vector<size_t>>(R));
+  std::vector<bool> occupied(p.gpus.size(), false);
+  std::vector<std::set<size_t>> warm(R), cold(R);  // GPUs with a free instance of r, with and without pods
+  std::vector<std::vector<int>> free_count(R, std::vector<int>(p.nodes.size(), 0));
+  // A GPU's free instances by resource, as its layout in the plan has them (again after its target changes).
+  auto reslot = [&](size_t g) {
+    const int node = p.gpus[g].node;
+    for (size_t q = 0; q < R; ++q) {
+      warm[q].erase(g);
+      cold[q].erase(g);
+      free_count[q][size_t(node)] -= int(slots[g][q].size());
+      slots[g][q].clear();
+    }
+    if (!in_use[g]) return;
+    Gpu after = p.gpus[g];
+    after.mig = plan.gpus[g].target.mig;
+    const auto& layout = plan.gpus[g].layout;
+    for (size_t s = 0; s < layout.size(); ++s) {
+      int r = p.resource_index(instance_resource(after, layout[s]));
+      if (layout[s].pod < 0 && r >= 0) slots[g][size_t(r)].push_back(s);
+    }
+    for (size_t q = 0; q < R; ++q)
+      if (!slots[g][q].empty()) {
+        (occupied[g] ? warm : cold)[q].insert(g);
+        free_count[q][size_t(node)] += int(slots[g][q].size());
+      }
+  };
+  for (size_t g = 0; g < p.gpus.size(); ++g) {
+    for (const auto& inst : plan.gpus[g].layout) occupied[g] = occupied[g] || inst.pod >= 0;
+    reslot(g);
+  }
+  auto take = [&](size_t g, size_t r, int pod) {
+    size_t s = slots[g][r].back();
+    slots[g][r].pop_back();
+    plan.gpus[g].layout[s].pod = pod;
+    --free_count[r][size_t(p.gpus[g].node)];
+    if (!occupied[g]) {
+      occupied[g] = true;
+      for (size_t q = 0; q < R; ++q)
+        if (cold[q].erase(g)) warm[q].insert(g);
+    }
+    if (slots[g][r].empty()) warm[r].erase(g);
+  };
+  for (int i : demand) {
+    const Pod& pod = p.pods[size_t(i)];
+    const size_t r = size_t(pod.resource);
+    if (pod.count == 1) {
+      size_t g;
+      if (!warm[r].empty()) g = *warm[r].begin();
+      else if (!cold[r].empty()) g = *cold[r].begin();
+      else continue;
+      take(g, r, i);
+      plan.placement[size_t(i)] = p.gpus[g].node;
+      continue;
+    }
+    int best = -1;
+    for (size_t n = 0; n < p.nodes.size(); ++n)
+      if (free_count[r][n] >= int(pod.count) && (best < 0 || free_count[r][n] < free_count[r][size_t(best)])) best = int(n);
+    if (best < 0) continue;
+    uint32_t placed = 0;
+    std::vector<int> order = p.nodes[size_t(best)].gpus;
+    std::stable_partition(order.begin(), order.end(), [&](int g) { return bool(occupied[size_t(g)]); });
+    for (int g : order)
+      while (placed < pod.count && !slots[size_t(g)][r].empty()) {
+        take(size_t(g), r, i);
+        ++placed;
+      }
+    plan.placement[size_t(i)] = best;
+  }
+  // Repair: a pod left over (one that needs several devices on one node, which the aggregate does not
+  // see) may fit once GPUs of a node that hold nothing, and never held a pod, take another target
+  // (reslot, above).
+  auto count_of = [&](const Gpu& gpu, const Target& t, int r) {
+    if (!t.mig) return r == 0 ? 1 : 0;
+    int n = 0;
+    for (uint32_t q : t.profiles) n += p.resource_index(gpu.model->profiles[q].name) == r;
+    return n;
+  };
+  auto never_busy = [&](size_t g) {
+    return std::none_of(p.gpus[g].instances.begin(), p.gpus[g].instances.end(), [](const Instance& x) { return x.pod >= 0; });
+  };
+  for (int i : demand) {
+    if (plan.placement[size_t(i)] >= 0) continue;
+    const Pod& pod = p.pods[size_t(i)];
+    const int r = pod.resource;
+    for (size_t n = 0; n < p.nodes.size() && plan.placement[size_t(i)] < 0; ++n) {
+      int have = free_count[size_t(r)][n];
+      std::vector<std::pair<size_t, std::optional<Target>>> moves;  // GPU, new target (nullopt: as it is, now in use)
+      std::vector<int> gpus = p.nodes[n].gpus;
+      std::stable_partition(gpus.begin(), gpus.end(), [&](int g) { return plan.gpus[size_t(g)].changed; });
+      std::map<int, int> relocate;  // resource -> pods to move off converted GPUs
+      auto free_elsewhere = [&](int q) {
+        int c = 0;
+        for (const auto* set : {&warm[size_t(q)], &cold[size_t(q)]})
+          for (size_t h : *set)
+            if (p.gpus[h].node != int(n)) c += int(slots[h][size_t(q)].size());
+        return c;
+      };
+      for (int gi : gpus) {
+        if (have >= int(pod.count)) break;
+        size_t g = size_t(gi);
+        if (!never_busy(g)) continue;
+        // Pods placed here (never kept ones) may move to free instances on other nodes.
+        std::map<int, int> here;
+        bool movable = true;
+        for (const auto& x : plan.gpus[g].layout)
+          if (x.pod >= 0) {
+            movable = movable && p.pods[size_t(x.pod)].count == 1;
+            ++here[p.pods[size_t(x.pod)].resource];
+          }
+        if (!movable) continue;
+        bool room = true;
+        for (auto [q, c] : here) room = room && free_elsewhere(q) >= relocate[q] + c;
+        if (!room) continue;
+        const Gpu& gpu = p.gpus[g];
+        int now_free = in_use[g] ? int(slots[g][size_t(r)].size()) : 0;
+        int as_is = count_of(gpu, plan.gpus[g].target, r);
+        const Target* best = nullptr;
+        int best_n = 0;
+        for (const auto& t : candidate_targets(*gpu.model))
+          if (int c = count_of(gpu, t, r); c > best_n) {
+            best_n = c;
+            best = &t;
+          }
+        if (!occupied[g] && !in_use[g] && as_is > 0 && as_is >= best_n) {
+          moves.push_back({g, std::nullopt});
+          have += as_is;
+        } else if (best && best_n > now_free) {
+          moves.push_back({g, *best});
+          have += best_n - now_free;
+          for (auto [q, c] : here) relocate[q] += c;
+        }
+      }
+      if (have < int(pod.count)) continue;
+      for (auto& [g, t] : moves) {
+        std::vector<int> displaced;
+        if (t) {
+          for (const auto& x : plan.gpus[g].layout)
+            if (x.pod >= 0) displaced.push_back(x.pod);
+          GpuOutcome out = apply_target(p.gpus[g], *t);
+          plan.gpus[g] = {out.target, out.changed, out.layout};
+          occupied[g] = false;
+        }
+        in_use[g] = true;
+        reslot(g);
+        for (int d : displaced) {
+          size_t q = size_t(p.pods[size_t(d)].resource);
+          std::optional<size_t> h;
+          for (const auto* set : {&warm[q], &cold[q]}) {
+            for (size_t c : *set)
+              if (p.gpus[c].node != int(n)) {
+                h = c;
+                break;
+              }
+            if (h) break;
+          }
+          if (!h) {  // cannot happen: counted above
+            plan.placement[size_t(d)] = -1;
+            continue;
+          }
+          take(*h, q, d);
+          plan.placement[size_t(d)] = p.gpus[*h].node;
+        }
+      }
+      uint32_t placed = 0;
+      std::vector<int> order = p.nodes[n].gpus;
+      std::stable_partition(order.begin(), order.end(), [&](int g) { return bool(occupied[size_t(g)]); });
+      for (int g : order)
+        while (placed < pod.count && !slots[size_t(g)][size_t(r)].empty()) {
+          take(size_t(g), size_t(r), i);
+          ++placed;
+        }
+      plan.placement[size_t(i)] = int(n);
+    }
+  }
+  // First fit for what is still left: an instance of the pod's profile added to a GPU in use, its
+  // layout kept around the instances it has (the agent keeps every instance that holds a pod), as
+  // long as the pods placed there find instances of their resource again.
+  auto augment = [&](size_t g, int r) -> bool {
+    const Gpu& gpu = p.gpus[g];
+    const PlannedGpu& now = plan.gpus[g];
+    if (!now.target.mig || r == 0) return false;
+    const GpuInstanceProfile* prof = gpu.model->profile(p.resources[size_t(r)]);
+    if (!prof) return false;
+    uint32_t q = uint32_t(prof - gpu.model->profiles.data());
+    uint32_t slices = prof->slices;
+    for (uint32_t x : now.target.profiles) slices += gpu.model->profiles[x].slices;
+    if (slices > gpu.model->compute_slices) return false;
+    Target t = now.target;
+    t.profiles.push_back(q);
+    std::sort(t.profiles.begin(), t.profiles.end());
+    if (!place_profiles(*gpu.model, t.profiles)) return false;
+    GpuOutcome out = apply_target(gpu, t);
+    // Kept pods stay kept; placed ones take free instances of their resource in the new layout.
+    std::vector<int> placed_here;
+    for (const auto& x : now.layout)
+      if (x.pod >= 0) {
+        const Pod& pod = p.pods[size_t(x.pod)];
+        bool kept_pod = pod.running() && !plan.evicted[size_t(x.pod)];
+        if (kept_pod) {
+          if (std::none_of(out.layout.begin(), out.layout.end(), [&](const Instance& y) { return y.pod == x.pod; })) return false;
+        } else {
+          placed_here.push_back(x.pod);
+        }
+      }
+    std::vector<Instance> layout = out.layout;
+    for (auto& y : layout)
+      if (y.pod >= 0 && plan.evicted[size_t(y.pod)]) y.pod = -1;  // an evicted pod's instance kept by chance is free
+    Gpu after = gpu;
+    after.mig = true;
+    for (int pod : placed_here) {
+      bool ok = false;
+      for (auto& y : layout)
+        if (y.pod < 0 && p.resource_index(instance_resource(after, y)) == p.pods[size_t(pod)].resource) {
+          y.pod = pod;
+          ok = true;
+          break;
+        }
+      if (!ok) return false;
+    }
+    plan.gpus[g] = {out.target, out.changed, layout};
+    in_use[g] = true;
+    reslot(g);
+    return true;
+  };
+  std::set<std::pair<int, uint32_t>> exhausted;
+  for (int i : demand) {
+    if (plan.placement[size_t(i)] >= 0) continue;
+    const Pod& pod = p.pods[size_t(i)];
+    const int r = pod.resource;
+    if (exhausted.contains({r, pod.count}) || exhausted.contains({r, 1})) continue;
+    for (size_t n = 0; n < p.nodes.size() && plan.placement[size_t(i)] < 0; ++n) {
+      for (int g : p.nodes[n].gpus)
+        while (free_count[size_t(r)][n] < int(pod.count) && in_use[size_t(g)] && augment(size_t(g), r)) {
+        }
+      if (free_count[size_t(r)][n] < int(pod.count)) continue;
+      uint32_t placed = 0;
+      std::vector<int> order = p.nodes[n].gpus;
+      std::stable_partition(order.begin(), order.end(), [&](int g) { return bool(occupied[size_t(g)]); });
+      for (int g : order)
+        while (placed < pod.count && !slots[size_t(g)][size_t(r)].empty()) {
+          take(size_t(g), size_t(r), i);
+          ++placed;
+        }
+      plan.placement[size_t(i)] = int(n);
+    }
+    if (plan.placement[size_t(i)] < 0) exhausted.insert({r, pod.count});
+  }
+  // Clean-up: a changed GPU that never held a pod and holds none now goes back as it was; one whose
+  // pods (each on one device) all fit in free instances elsewhere hands them over first.
+  for (size_t g = 0; g < p.gpus.size(); ++g) {
+    if (!plan.gpus[g].changed || !never_busy(g)) continue;
+    std::vector<std::pair<size_t, int>> mine;  // (slot, pod)
+    bool movable = true;
+    for (size_t s = 0; s < plan.gpus[g].layout.size(); ++s)
+      if (int pod = plan.gpus[g].layout[s].pod; pod >= 0) {
+        mine.push_back({s, pod});
+        movable = movable && p.pods[size_t(pod)].count == 1;
+      }
+    if (!movable) continue;
+    // Enough free instances elsewhere, per resource?
+    std::map<int, int> need;
+    for (auto [s, pod] : mine) ++need[p.pods[size_t(pod)].resource];
+    bool fits = true;
+    for (auto [r, n] : need) {
+      int elsewhere = 0;
+      for (size_t h : warm[size_t(r)])
+        if (h != g) elsewhere += int(slots[h][size_t(r)].size());
+      fits = fits && elsewhere >= n;
+    }
+    if (!fits) continue;
+    for (auto [s, pod] : mine) {
+      size_t r = size_t(p.pods[size_t(pod)].resource);
+      size_t h = *warm[r].begin() == g ? *std::next(warm[r].begin()) : *warm[r].begin();
+      plan.gpus[g].layout[s].pod = -1;
+      take(h, r, pod);
+      plan.placement[size_t(pod)] = p.gpus[h].node;
+    }
+    plan.gpus[g] = {current_target(p.gpus[g]), false, p.gpus[g].instances};
+    in_use[g] = false;
+    occupied[g] = false;
+    reslot(g);
+  }
+  plan.objective = evaluate(p, plan);
+  int64_t obj[4] = {plan.objective.unserved, plan.objective.evicted, plan.objective.changed_gpus, plan.objective.gpus_used};
+  bool all_proven = true;
+  plan.gap = 0;
+  for (int level = 0; level < 4; ++level) {
+    // A level not reached keeps the bound it had (0 when nothing was proven about it).
+    bool exact = (proven[level] && found[level] == obj[level]) || obj[level] <= bounds[level];
+    if (!exact && all_proven) {
+      double gap = double(obj[level] - std::min(bounds[level], obj[level])) / double(std::max<int64_t>(1, obj[level]));
+      plan.gap = gap;
+      if (obj[level] != found[level] && found[level] >= 0)
+        plan.notes.push_back(std::string(kLevelName[level]) + ": the aggregate gave " + std::to_string(found[level]) +
+                             ", the concrete plan " + std::to_string(obj[level]) + " (pods that need several devices on one node)");
+    }
+    // While the levels before are at their bound, a level's bound holds as is; after the first that
+    // is not, the bounds are those of the program (they assume the levels before at their bound).
+    if (all_proven) bounds[level] = std::min(bounds[level], obj[level]);
+    all_proven = all_proven && exact;
+  }
+  plan.bound = {bounds[0], bounds[1], bounds[2], bounds[3]};
+  plan.status = all_proven ? "optimal" : "feasible";
+  name_configs(p, plan);
+  plan.rollout = order_rollout(p, plan, options, &plan.notes);
+  plan.seconds = elapsed();
+  return plan;
+}
+
+// Status and gap of `plan` against lower bounds proven level by level (each bound holds once the
+// levels before it are at their bound).
+void grade(FleetPlan& plan, const Objective& bound) {
+  int64_t obj[4] = {plan.objective.unserved, plan.objective.evicted, plan.objective.changed_gpus, plan.objective.gpus_used};
+  int64_t b[4] = {bound.unserved, bound.evicted, bound.changed_gpus, bound.gpus_used};
+  plan.status = "optimal";
+  plan.gap = 0;
+  for (int level = 0; level < 4 && plan.status == "optimal"; ++level) {
+    if (obj[level] > b[level]) {
+      plan.status = "feasible";
+      plan.gap = double(obj[level] - b[level]) / double(std::max<int64_t>(1, obj[level]));
+    } else {
+      b[level] = obj[level];
+    }
+  }
+  plan.bound = {b[0], b[1], b[2], b[3]};
+}
+
+}  // namespace
+
+// The aggregate does not see that a pod asking for several whole GPUs needs them on one node. When
+// the concrete plan leaves such pods out, a second solve sets them on nodes first (the nodes with the
+// most GPUs that hold nothing, MIG off ones first) and plans the rest around them; the better plan
+// wins, graded against the first solve's bounds, which hold for both.
+FleetPlan plan_fleet(const Problem& p, const PlanOptions& options) {
+  auto started = std::chrono::steady_clock::now();
+  PlanOptions first = options;
+  first.seconds = options.seconds * 0.4;
+  FleetPlan a = solve_once(p, first);
+  if (a.status == "optimal") return a;
+  const Objective bound = a.bound;  // the first solve's: they hold for every plan below
+  // The greedy first fit (no eviction) is a plan too: never return a worse one.
+  auto fall_back = [&](FleetPlan best) {
+    FleetPlan ff = first_fit_plan(p);
+    if (ff.objective < best.objective && (!options.max_evictions || ff.objective.evicted <= *options.max_evictions)) {
+      ff.notes = best.notes;
+      ff.notes.push_back("the greedy first fit beat the model's plan: it is the plan, graded against the model's bounds");
+      grade(ff, bound);
+      name_configs(p, ff);
+      ff.rollout = order_rollout(p, ff, options, &ff.notes);
+      best = std::move(ff);
+    }
+    best.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return best;
+  };
+  bool left_out = false;
+  for (size_t i = 0; i < p.pods.size(); ++i)
+    left_out = left_out || (a.placement[i] < 0 && p.pods[i].resource == 0 && p.pods[i].count > 1 && !p.pods[i].running());
+  if (!left_out) return fall_back(std::move(a));
+  // The second problem: pending multi-GPU pods pinned, as if running, on GPUs that hold nothing.
+  Problem q = p;
+  std::vector<bool> reserved(p.gpus.size(), false);
+  std::vector<int> pending;
+  for (size_t i = 0; i < p.pods.size(); ++i)
+    if (!p.pods[i].running() && p.pods[i].resource == 0 && p.pods[i].count > 1) pending.push_back(int(i));
+  std::stable_sort(pending.begin(), pending.end(), [&](int x, int y) { return p.pods[size_t(x)].count > p.pods[size_t(y)].count; });
+  auto empty = [&](int g) {
+    return !reserved[size_t(g)] && std::none_of(p.gpus[size_t(g)].instances.begin(), p.gpus[size_t(g)].instances.end(),
+                                                [](const Instance& x) { return x.pod >= 0; });
+  };
+  for (int i : pending) {
+    const Pod& pod = p.pods[size_t(i)];
+    int best = -1;
+    std::pair<int, int> best_key{-1, -1};  // (empty MIG-off GPUs, empty GPUs)
+    for (size_t n = 0; n < p.nodes.size(); ++n) {
+      int off = 0, all = 0;
+      for (int g : p.nodes[n].gpus)
+        if (empty(g)) {
+          ++all;
+          off += !p.gpus[size_t(g)].mig;
+        }
+      if (all < int(pod.count)) continue;
+      // Fewest GPUs left over (best fit), then the most already MIG off.
+      std::pair<int, int> key{-(all - int(pod.count)), off};
+      if (key > best_key) {
+        best_key = key;
+        best = int(n);
+      }
+    }
+    if (best < 0) continue;
+    std::vector<int> gpus = p.nodes[size_t(best)].gpus;
+    std::stable_partition(gpus.begin(), gpus.end(), [&](int g) { return !p.gpus[size_t(g)].mig; });
+    Pod& qp = q.pods[size_t(i)];
+    qp.node = best;
+    qp.holds.clear();
+    for (int g : gpus) {
+      if (qp.holds.size() == pod.count) break;
+      if (!empty(g)) continue;
+      reserved[size_t(g)] = true;
+      q.gpus[size_t(g)].mig = false;
+      q.gpus[size_t(g)].instances = {Instance{0, 0, i}};
+      qp.holds.push_back({g, 0});
+    }
+  }
+  PlanOptions second = options;
+  second.seconds = std::max(0.2, options.seconds * 0.75 - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  FleetPlan b = solve_once(q, second);
+  // Back to the real problem: the pinned pods are placed, not running; their GPUs change if they had MIG on.
+  FleetPlan c = b;
+  for (size_t g = 0; g < p.gpus.size(); ++g) {
+    if (!reserved[g]) continue;
+    c.gpus[g].changed = c.gpus[g].target != current_target(p.gpus[g]);
+  }
+  for (int i : pending) c.evicted[size_t(i)] = false;
+  c.generated = {};
+  c.notes = a.notes;
+  c.notes.push_back("pods on several whole GPUs: the first plan left some out; planned again with them set on nodes first");
+  c.objective = evaluate(p, c);
+  if (c.objective >= a.objective) {
+    a.notes.push_back("pods on several whole GPUs: a second plan with them set first was no better");
+    return fall_back(std::move(a));
+  }
+  grade(c, a.bound);
+  name_configs(p, c);
+  c.rollout = order_rollout(p, c, options, &c.notes);
+  return fall_back(std::move(c));
+}
+
+Objective evaluate(const Problem& p, const FleetPlan& plan) {
+  Objective o;
+  for (size_t i = 0; i < p.pods.size(); ++i) {
+    if (plan.placement[i] < 0) ++o.unserved;
+    if (plan.evicted[i]) ++o.evicted;
+  }
+  for (const auto& g : plan.gpus) {
+    if (g.changed) ++o.changed_gpus;
+    if (std::any_of(g.layout.begin(), g.layout.end(), [](const Instance& i) { return i.pod >= 0; })) ++o.gpus_used;
+  }
+  return o;
+}
+
+std::vector<std::vector<int>> order_rollout(const Problem& p, const FleetPlan& plan, const PlanOptions& options,
+                                            std::vector<std::string>* notes) {
+  std::vector<std::pair<int64_t, int>> changed;  // (evictions, node)
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    if (!plan.node_changed(p, int(n))) continue;
+    int64_t ev = 0;
+    for (size_t i = 0; i < p.pods.size(); ++i)
+      if (plan.evicted[i] && p.pods[i].node == int(n)) ++ev;
+    changed.push_back({ev, int(n)});
+  }
+  std::stable_sort(changed.begin(), changed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::vector<int>> waves;
+  const int64_t cap = std::max<int64_t>(0, options.max_wave_evictions);
+  const size_t max_nodes = options.max_wave_nodes > 0 ? size_t(options.max_wave_nodes) : SIZE_MAX;
+  int64_t in_wave = 0;
+  bool zero_wave = false;
+  for (auto [ev, n] : changed) {
+    bool fresh = waves.empty() || waves.back().size() >= max_nodes || (ev == 0) != zero_wave || in_wave + ev > cap;
+    if (fresh) {
+      waves.push_back({});
+      in_wave = 0;
+      zero_wave = ev == 0;
+    }
+    if (ev > cap && notes)
+      notes->push_back("rollout: node " + p.nodes[size_t(n)].name + " alone evicts " + std::to_string(ev) +
+                       " pods, more than --max-wave-evictions " + std::to_string(cap) + "; it goes in a wave of its own");
+    waves.back().push_back(n);
+    in_wave += ev;
+    if (ev > cap) in_wave = cap + 1;  // nothing joins it
+  }
+  return waves;
+}
+
+}  // namespace tessera::fleet

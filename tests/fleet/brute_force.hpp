@@ -1,0 +1,190 @@
+// The tests' oracle: an exhaustive search over every legal layout of every
+// GPU of a tiny fleet, written apart from the model in src/fleet. It shares
+// only the facts: the catalog's placement rules (core's place_profiles) and
+// what the node agent does to a GPU whose counts change (mig::plan_gpu, with
+// the pod-holding instances busy). Every pod placement is searched too.
+#pragma once
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "fleet/fleet.hpp"
+#include "mig/mig_plan.hpp"
+
+namespace tessera::fleet::testing {
+
+struct Choice {
+  bool mig = false;
+  ProfileCounts counts;
+};
+
+// Every profile-count vector the GPU can hold (media variants left out), and MIG off.
+inline std::vector<Choice> all_choices(const GpuModel& model) {
+  std::vector<uint32_t> profiles;
+  for (uint32_t i = 0; i < model.profiles.size(); ++i)
+    if (model.profiles[i].name.find('+') == std::string::npos && model.profiles[i].name.find("-me") == std::string::npos)
+      profiles.push_back(i);
+  std::vector<Choice> out{Choice{false, {}}};
+  std::vector<uint32_t> counts(profiles.size(), 0);
+  std::function<void(size_t, uint32_t)> rec = [&](size_t k, uint32_t slices) {
+    if (k == profiles.size()) {
+      std::vector<uint32_t> wanted;
+      ProfileCounts c;
+      for (size_t i = 0; i < profiles.size(); ++i) {
+        wanted.insert(wanted.end(), counts[i], profiles[i]);
+        if (counts[i]) c[model.profiles[profiles[i]].name] = counts[i];
+      }
+      if (place_profiles(model, wanted)) out.push_back(Choice{true, c});
+      return;
+    }
+    const auto& p = model.profiles[profiles[k]];
+    for (uint32_t n = 0; n <= p.max_count && slices + n * p.slices <= model.compute_slices; ++n) {
+      counts[k] = n;
+      rec(k + 1, slices + n * p.slices);
+    }
+    counts[k] = 0;
+  };
+  rec(0, 0);
+  return out;
+}
+
+struct After {
+  bool mig = false;
+  bool changed = false;
+  std::vector<std::pair<std::string, int>> slots;  // (resource, pod kept there or -1)
+  std::vector<bool> kept;                          // per old instance
+};
+
+inline After outcome(const Gpu& gpu, const Choice& c) {
+  After a;
+  a.mig = c.mig;
+  a.kept.assign(gpu.instances.size(), false);
+  ProfileCounts now;
+  if (gpu.mig)
+    for (const auto& i : gpu.instances) ++now[gpu.model->profiles[i.profile].name];
+  bool same = c.mig == gpu.mig && (!c.mig || now == c.counts);
+  a.changed = !same;
+  if (same) {
+    for (size_t i = 0; i < gpu.instances.size(); ++i) {
+      a.kept[i] = true;
+      a.slots.push_back({c.mig ? gpu.model->profiles[gpu.instances[i].profile].name : std::string("gpu"), gpu.instances[i].pod});
+    }
+    return a;
+  }
+  if (!c.mig) {
+    a.slots.push_back({"gpu", -1});
+    return a;
+  }
+  if (!gpu.mig) {
+    for (const auto& [name, n] : c.counts)
+      for (uint32_t k = 0; k < n; ++k) a.slots.push_back({name, -1});
+    return a;
+  }
+  mig::GpuState st;
+  st.model = gpu.model;
+  st.mig_enabled = true;
+  for (size_t i = 0; i < gpu.instances.size(); ++i) {
+    mig::CurrentInstance ci;
+    ci.gi_id = uint32_t(100 + i);
+    ci.placed = {gpu.instances[i].profile, gpu.instances[i].start};
+    ci.compute_instances = 1;
+    if (gpu.instances[i].pod >= 0) ci.processes = {"x"};
+    st.instances.push_back(ci);
+  }
+  mig::PlanOptions o;
+  o.force = true;
+  auto plan = mig::plan_gpu(st, mig::DesiredGpu{true, c.counts}, o);
+  for (uint32_t gi : plan->kept) {
+    size_t i = gi - 100;
+    a.kept[i] = true;
+    a.slots.push_back({gpu.model->profiles[gpu.instances[i].profile].name, gpu.instances[i].pod});
+  }
+  for (const auto& cr : plan->created) a.slots.push_back({gpu.model->profiles[cr.profile].name, -1});
+  return a;
+}
+
+// The lexicographic optimum over every layout of every GPU and every placement of every pod.
+inline Objective brute_force(const Problem& p, std::optional<int64_t> max_evictions = std::nullopt) {
+  const size_t G = p.gpus.size();
+  std::vector<std::vector<After>> options(G);
+  for (size_t g = 0; g < G; ++g)
+    for (const auto& c : all_choices(*p.gpus[g].model)) options[g].push_back(outcome(p.gpus[g], c));
+  Objective best{INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
+  std::vector<size_t> pick(G, 0);
+  for (;;) {
+    // Kept pods: every instance kept.
+    std::vector<bool> kept(p.pods.size(), false);
+    int64_t evicted = 0, changed = 0;
+    for (size_t i = 0; i < p.pods.size(); ++i) {
+      if (!p.pods[i].running()) continue;
+      bool k = true;
+      for (auto [g, inst] : p.pods[i].holds) k = k && options[size_t(g)][pick[size_t(g)]].kept[size_t(inst)];
+      kept[i] = k;
+      if (!k) ++evicted;
+    }
+    for (size_t g = 0; g < G; ++g) changed += options[g][pick[g]].changed;
+    if (!max_evictions || evicted <= *max_evictions) {
+      // Free slots per GPU per resource; a slot whose pod is not kept is free.
+      std::vector<std::map<std::string, int>> free(G);
+      std::vector<bool> used(G, false);
+      for (size_t g = 0; g < G; ++g)
+        for (const auto& [r, pod] : options[g][pick[g]].slots) {
+          if (pod >= 0 && kept[size_t(pod)]) used[g] = true;
+          else ++free[g][r];
+        }
+      std::vector<int> demand;
+      for (size_t i = 0; i < p.pods.size(); ++i)
+        if (!kept[i]) demand.push_back(int(i));
+      // Search: each demand pod unserved, or on one node with its count spread over that node's GPUs.
+      int64_t best_unserved = INT64_MAX, best_used = INT64_MAX;
+      std::function<void(size_t, int64_t)> place = [&](size_t k, int64_t unserved) {
+        if (unserved > best_unserved) return;
+        if (k == demand.size()) {
+          int64_t u = std::count(used.begin(), used.end(), true);
+          if (unserved < best_unserved || (unserved == best_unserved && u < best_used)) {
+            best_unserved = unserved;
+            best_used = u;
+          }
+          return;
+        }
+        const Pod& pod = p.pods[size_t(demand[k])];
+        const std::string& r = p.resources[size_t(pod.resource)];
+        place(k + 1, unserved + 1);
+        for (const auto& node : p.nodes) {
+          // Every way to take pod.count instances from the node's GPUs.
+          std::function<void(size_t, uint32_t)> spread = [&](size_t gi, uint32_t left) {
+            if (left == 0) {
+              place(k + 1, unserved);
+              return;
+            }
+            if (gi == node.gpus.size()) return;
+            size_t g = size_t(node.gpus[gi]);
+            int avail = free[g][r];
+            for (int take = std::min<int>(avail, int(left)); take >= 0; --take) {
+              free[g][r] -= take;
+              bool was = used[g];
+              if (take) used[g] = true;
+              spread(gi + 1, left - uint32_t(take));
+              used[g] = was;
+              free[g][r] += take;
+            }
+          };
+          spread(0, pod.count);
+        }
+      };
+      place(0, 0);
+      Objective o{best_unserved, evicted, changed, best_used};
+      if (o < best) best = o;
+    }
+    size_t g = 0;
+    while (g < G && ++pick[g] == options[g].size()) pick[g++] = 0;
+    if (g == G) break;
+  }
+  return best;
+}
+
+}  // namespace tessera::fleet::testing

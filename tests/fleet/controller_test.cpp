@@ -1,0 +1,236 @@
+// The fleet controller over an in-memory API server: nothing changes before
+// a person approves the plan's hash, a stale plan is refused and planned
+// again, waves go one at a time behind the node agents' success, a failure
+// stops the rollout, --dry-run changes nothing.
+#include <gtest/gtest.h>
+
+#include "fleet/controller.hpp"
+#include "fleet/helpers.hpp"
+
+namespace tessera::fleet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class FakeApi : public FleetApi {
+ public:
+  std::vector<json> nodes, pods;
+  std::map<std::string, ConfigMapView> cms;
+  std::vector<std::pair<std::string, std::string>> events;  // (reason, message)
+  std::vector<std::pair<std::string, std::string>> labelled;  // (node, config) in order
+
+  Result<json> snapshot() override {
+    std::vector<json> items = nodes;
+    for (const auto& p : pods) items.push_back(p);
+    return list(items);
+  }
+  Result<std::optional<ConfigMapView>> get_configmap(const std::string& name) override {
+    auto it = cms.find(name);
+    if (it == cms.end()) return std::optional<ConfigMapView>();
+    return std::optional<ConfigMapView>(it->second);
+  }
+  Result<void> put_configmap(const std::string& name, const std::map<std::string, std::string>& data,
+                             const std::map<std::string, std::optional<std::string>>& annotations) override {
+    auto& cm = cms[name];
+    for (const auto& [k, v] : data) cm.data[k] = v;
+    for (const auto& [k, v] : annotations) {
+      if (v) cm.annotations[k] = *v;
+      else cm.annotations.erase(k);
+    }
+    return {};
+  }
+  Result<void> label_node(const std::string& name, const std::map<std::string, std::optional<std::string>>& labels) override {
+    for (auto& n : nodes)
+      if (n["metadata"]["name"] == name) {
+        for (const auto& [k, v] : labels) {
+          if (v) n["metadata"]["labels"][k] = *v;
+          else n["metadata"]["labels"].erase(k);
+          if (k == kMigConfigLabel && v) labelled.push_back({name, *v});
+        }
+        return {};
+      }
+    return fail(Errc::not_found, "no node " + name);
+  }
+  Result<void> event(const std::string&, const std::string& reason, const std::string& message) override {
+    events.push_back({reason, message});
+    return {};
+  }
+  void set_state(const std::string& name, const std::string& state) {
+    for (auto& n : nodes)
+      if (n["metadata"]["name"] == name) n["metadata"]["labels"][kMigStateLabel] = state;
+  }
+  std::string label(const std::string& name, const std::string& key) {
+    for (auto& n : nodes)
+      if (n["metadata"]["name"] == name) return n["metadata"]["labels"].value(key, "");
+    return "";
+  }
+  bool has_event(const std::string& reason) const {
+    return std::any_of(events.begin(), events.end(), [&](const auto& e) { return e.first == reason; });
+  }
+};
+
+// Two A100 nodes of seven 1g.10gb, three pods on each; two 3g.40gb pods wait.
+// Each node takes one 3g.40gb beside its pods: two changed nodes, no eviction.
+void two_node_fleet(FakeApi& api) {
+  api.nodes = {node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb")};
+  for (const char* n : {"a", "b"})
+    for (int i = 0; i < 3; ++i) api.pods.push_back(pod(std::string(n) + "-run-" + std::to_string(i), "1g.10gb", 1, n));
+  api.pods.push_back(pod("big-0", "3g.40gb", 1));
+  api.pods.push_back(pod("big-1", "3g.40gb", 1));
+  api.cms["tessera-mig-config"].data["config.yaml"] = std::string("# the operators' file\n") + kMigConfigs;
+}
+
+ControllerOptions options() {
+  ControllerOptions o;
+  o.pending_after = 60s;
+  o.poll = 1s;
+  o.config_propagation = 10s;
+  o.wave_timeout = 120s;
+  o.plan.max_wave_nodes = 1;
+  o.plan.seconds = 5;
+  return o;
+}
+
+TEST(FleetController, NothingChangesBeforeApprovalThenWavesGoInOrder) {
+  FakeApi api;
+  two_node_fleet(api);
+  Controller c(api, options());
+  Clock::time_point t{};
+  c.step(t);
+  EXPECT_EQ(c.phase(), ControllerPhase::watching) << "pending for less than --pending-after";
+  EXPECT_EQ(c.metrics().pending_gpu_pods, 2);
+  c.step(t + 61s);
+  ASSERT_EQ(c.phase(), ControllerPhase::proposed);
+  const auto& cm = api.cms.at(kPlanConfigMap);
+  EXPECT_EQ(cm.data.at("hash"), c.plan_hash());
+  EXPECT_EQ(cm.annotations.at(kPlanHashAnnotation), c.plan_hash());
+  EXPECT_NE(cm.data.at("summary").find("2 node(s) change"), std::string::npos) << cm.data.at("summary");
+  json plan = json::parse(cm.data.at("plan.json"));
+  EXPECT_EQ(plan["rollout"].size(), 2u);
+  EXPECT_TRUE(api.has_event("FleetPlanProposed"));
+  // Waiting: nothing changes, however long.
+  for (int i = 0; i < 5; ++i) c.step(t + 70s + i * 10s);
+  EXPECT_TRUE(api.labelled.empty());
+  EXPECT_EQ(api.label("a", kMigConfigLabel), "all-1g.10gb");
+  // A wrong hash is not an approval.
+  api.cms[kPlanConfigMap].annotations[kApproveAnnotation] = "0123456789abcdef";
+  c.step(t + 130s);
+  EXPECT_EQ(c.phase(), ControllerPhase::proposed);
+  EXPECT_TRUE(api.has_event("FleetPlanNotApproved"));
+  // Approved: the configs go into the mig-parted ConfigMap first, comments kept.
+  api.cms[kPlanConfigMap].annotations[kApproveAnnotation] = c.plan_hash();
+  c.step(t + 140s);
+  EXPECT_EQ(c.phase(), ControllerPhase::propagating);
+  const std::string& mig = api.cms.at("tessera-mig-config").data.at("config.yaml");
+  EXPECT_TRUE(mig.starts_with("# the operators' file\n"));
+  std::string wave1 = plan["rollout"][0][0], wave2 = plan["rollout"][1][0];
+  std::string cfg1 = plan["nodes"][wave1 == "a" ? 0 : 1]["mig.config"];
+  EXPECT_NE(mig.find(cfg1 + ":"), std::string::npos) << mig;
+  EXPECT_TRUE(api.labelled.empty()) << "no label before the nodes can see the new configs";
+  c.step(t + 151s);
+  ASSERT_EQ(api.labelled.size(), 1u);
+  EXPECT_EQ(api.labelled[0], std::pair(wave1, cfg1));
+  EXPECT_EQ(api.label(wave1, kMigStateLabel), "") << "the old state is cleared with the relabel";
+  c.step(t + 152s);
+  EXPECT_EQ(api.labelled.size(), 1u) << "the second wave waits for the first's success";
+  api.set_state(wave1, "pending");
+  c.step(t + 153s);
+  EXPECT_EQ(api.labelled.size(), 1u);
+  api.set_state(wave1, "success");
+  c.step(t + 154s);
+  ASSERT_EQ(api.labelled.size(), 2u);
+  EXPECT_EQ(api.labelled[1].first, wave2);
+  EXPECT_EQ(c.metrics().waves_done, 1);
+  api.set_state(wave2, "success");
+  c.step(t + 155s);
+  EXPECT_EQ(c.phase(), ControllerPhase::done);
+  EXPECT_TRUE(api.has_event("FleetPlanApplied"));
+  EXPECT_NE(c.metrics_text().find("tessera_fleet_waves_done 2"), std::string::npos);
+}
+
+TEST(FleetController, AStalePlanIsRefusedAndPlannedAgain) {
+  FakeApi api;
+  two_node_fleet(api);
+  Controller c(api, options());
+  c.request_plan();
+  c.step(Clock::time_point{});
+  ASSERT_EQ(c.phase(), ControllerPhase::proposed);
+  std::string first = c.plan_hash();
+  api.pods.push_back(pod("late", "1g.10gb", 1));  // the cluster changes
+  api.cms[kPlanConfigMap].annotations[kApproveAnnotation] = first;
+  c.step(Clock::time_point{} + 5s);
+  EXPECT_TRUE(api.has_event("FleetPlanStale"));
+  EXPECT_EQ(c.phase(), ControllerPhase::proposed);
+  EXPECT_NE(c.plan_hash(), first);
+  EXPECT_FALSE(api.cms[kPlanConfigMap].annotations.contains(kApproveAnnotation)) << "the old approval is cleared";
+  EXPECT_TRUE(api.labelled.empty());
+}
+
+TEST(FleetController, AFailedWaveStopsTheRollout) {
+  FakeApi api;
+  two_node_fleet(api);
+  auto o = options();
+  o.config_propagation = 0s;
+  Controller c(api, o);
+  c.request_plan();
+  Clock::time_point t{};
+  c.step(t);
+  api.cms[kPlanConfigMap].annotations[kApproveAnnotation] = c.plan_hash();
+  c.step(t + 1s);
+  c.step(t + 2s);
+  ASSERT_EQ(api.labelled.size(), 1u);
+  api.set_state(api.labelled[0].first, "failed");
+  c.step(t + 3s);
+  EXPECT_EQ(c.phase(), ControllerPhase::failed);
+  EXPECT_TRUE(api.has_event("FleetRolloutFailed"));
+  c.step(t + 4s);
+  EXPECT_EQ(api.labelled.size(), 1u) << "the later waves are left as they are";
+  EXPECT_NE(api.cms[kPlanConfigMap].data["status"].find("failed"), std::string::npos);
+}
+
+TEST(FleetController, DryRunChangesNothing) {
+  FakeApi api;
+  two_node_fleet(api);
+  auto o = options();
+  o.dry_run = true;
+  Controller c(api, o);
+  c.request_plan();
+  c.step(Clock::time_point{});
+  api.cms[kPlanConfigMap].annotations[kApproveAnnotation] = c.plan_hash();
+  std::string before = api.cms["tessera-mig-config"].data["config.yaml"];
+  for (int i = 1; i < 5; ++i) c.step(Clock::time_point{} + i * 1s);
+  EXPECT_TRUE(api.labelled.empty());
+  EXPECT_EQ(api.cms["tessera-mig-config"].data["config.yaml"], before);
+}
+
+TEST(FleetController, AutoApproveRollsOutWithoutAPerson) {
+  FakeApi api;
+  two_node_fleet(api);
+  auto o = options();
+  o.auto_approve = true;
+  o.plan.max_evictions = 0;
+  o.config_propagation = 0s;
+  Controller c(api, o);
+  c.request_plan();
+  c.step(Clock::time_point{});
+  c.step(Clock::time_point{} + 1s);
+  EXPECT_EQ(api.labelled.size(), 1u);
+  EXPECT_FALSE(api.has_event("FleetPlanNotApproved"));
+}
+
+TEST(FleetController, AddMigConfigsKeepsTheFile) {
+  std::string text = "# mine\nversion: v1\nmig-configs:\n  # a comment\n  all-disabled:\n    - devices: all\n      mig-enabled: false\n";
+  json add = {{"new-one", json::array({{{"devices", json::array({0})}, {"mig-enabled", true}, {"mig-devices", {{"3g.40gb", 2}}}}})}};
+  auto out = add_mig_configs(text, add);
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_TRUE(out->starts_with(text));
+  config::Diagnostics d;
+  auto parsed = config::parse_mig_parted(*out, "x", d);
+  ASSERT_TRUE(parsed && !d.has_errors()) << *out;
+  ASSERT_NE(parsed->find("new-one"), nullptr);
+  EXPECT_EQ(parsed->find("new-one")->entries[0].mig_devices[0].count, 2u);
+  EXPECT_EQ(*add_mig_configs(*out, add), *out) << "a config already there is left alone";
+}
+
+}  // namespace
+}  // namespace tessera::fleet::testing

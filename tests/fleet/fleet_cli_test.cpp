@@ -1,0 +1,112 @@
+// `tessera fleet plan` as a user runs it: the JSON contract, text, yaml, SVG, bad input and exit codes.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "fleet/helpers.hpp"
+#include "kube/fake_apiserver.hpp"
+#include "support/run.hpp"
+
+namespace tessera::fleet::testing {
+namespace {
+
+using tessera::testing::run;
+using tessera::testing::TempDir;
+
+json snapshot() {
+  return list({node("a", "NVIDIA-A100-SXM4-80GB", 2, "all-1g.10gb"), node("h", "NVIDIA-H100-80GB-HBM3", 1, "all-disabled"),
+               pod("r0", "1g.10gb", 1, "a"), pod("r1", "1g.10gb", 1, "a"), pod("w", "gpu", 1, "h"), pod("big", "3g.40gb", 1),
+               pod("s", "1g.10gb", 1)});
+}
+
+TEST(FleetCli, JsonIsTheContract) {
+  TempDir dir;
+  std::string snap = dir.write("snap.json", snapshot().dump());
+  std::string mig = dir.write("mig.yaml", kMigConfigs);
+  auto r = run({TESSERA_BIN, "fleet", "plan", "--snapshot", snap, "--mig-config", mig, "--output", "json", "--svg", dir.path() + "/p.svg"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json doc = json::parse(r.out);
+  EXPECT_EQ(doc["status"], "optimal");
+  EXPECT_EQ(doc["objective"], json({{"unserved", 0}, {"evicted", 0}, {"changed_gpus", 1}, {"gpus_used", 2}}));
+  EXPECT_EQ(doc["gap"], 0.0);
+  ASSERT_EQ(doc["nodes"].size(), 2u);
+  const json& a = doc["nodes"][0];
+  EXPECT_EQ(a["name"], "a");
+  EXPECT_TRUE(a["changed"].get<bool>());
+  EXPECT_EQ(a["evict"], json::array());
+  EXPECT_EQ(doc["nodes"][1]["gpus"][0], json({{"index", 0}, {"mig", nullptr}}));
+  EXPECT_EQ(doc["nodes"][1]["mig.config"], "all-disabled");
+  EXPECT_EQ(doc["placements"].size(), 5u) << "every pod served, running or pending";
+  EXPECT_EQ(doc["placements"]["ml/big"], "a");
+  EXPECT_EQ(doc["unserved"], json::array());
+  std::string cfg = a["mig.config"];
+  EXPECT_TRUE(doc["mig-parted"]["mig-configs"].contains(cfg));
+  EXPECT_TRUE(doc["mig-parted"]["mig-configs"].contains("all-disabled"));
+  EXPECT_EQ(doc["mig-parted"]["version"], "v1");
+  EXPECT_EQ(doc["rollout"], json::array({json::array({"a"})}));
+  EXPECT_EQ(doc["hash"].get<std::string>().size(), 16u);
+  std::ifstream svg(dir.path() + "/p.svg");
+  std::string text((std::istreambuf_iterator<char>(svg)), {});
+  EXPECT_TRUE(text.starts_with("<svg")) << text.substr(0, 40);
+
+  auto t = run({TESSERA_BIN, "fleet", "plan", "--snapshot", snap, "--mig-config", mig});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("fleet plan: optimal"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("pods unserved"), std::string::npos);
+  auto y = run({TESSERA_BIN, "fleet", "plan", "--snapshot", snap, "--mig-config", mig, "--output", "yaml"});
+  ASSERT_EQ(y.exit_code, 0) << y.err;
+  EXPECT_NE(y.out.find("\"status\": \"optimal\""), std::string::npos) << y.out.substr(0, 200);
+}
+
+TEST(FleetCli, BadInput) {
+  TempDir dir;
+  std::string mig = dir.write("mig.yaml", kMigConfigs);
+  std::string notlist = dir.write("n.json", R"({"kind": "Pod", "metadata": {"name": "x"}})");
+  auto r = run({TESSERA_BIN, "fleet", "plan", "--snapshot", notlist, "--mig-config", mig});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "tessera fleet plan: " + notlist + ": not a Kubernetes List (kind 'Pod'; expected kind List with items, as "
+                   "`kubectl get nodes,pods -A -o json` prints)\n");
+  std::string unknown = dir.write("u.json", list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "nope")}).dump());
+  r = run({TESSERA_BIN, "fleet", "plan", "--snapshot", unknown, "--mig-config", mig});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("Node a: nvidia.com/mig.config='nope' is not a config in " + mig), std::string::npos) << r.err;
+  r = run({TESSERA_BIN, "fleet", "plan", "--mig-config", mig});
+  EXPECT_EQ(r.exit_code, 2);
+  r = run({TESSERA_BIN, "fleet", "plan", "--snapshot", dir.write("j.json", "{"), "--mig-config", mig});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("not JSON"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::fleet::testing
+
+namespace tessera::fleet::testing {
+namespace {
+
+// --from-cluster: the Nodes and Pods from the API server, and without --mig-config the mig-parted
+// ConfigMap the node agents read.
+TEST(FleetCli, FromTheCluster) {
+  tessera::kube::testing::FakeApiServer server;
+  server.add_node("gpu-1", {{"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"}, {"nvidia.com/gpu.count", "2"},
+                            {"nvidia.com/mig.config", "all-1g.10gb"}});
+  server.add_node("cpu-1");
+  server.add_pod("ml", "plain", "gpu-1");  // asks for no GPU: not the planner's
+  server.put_configmap("tessera", "tessera-mig-config", {{"config.yaml", kMigConfigs}});
+  TempDir dir;
+  std::string kubeconfig = dir.write("kubeconfig", "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
+                                                   "    server: " + server.url() + "\ncontexts:\n- name: t\n  context:\n    cluster: c\n"
+                                                   "    user: u\nusers:\n- name: u\n  user: {}\n");
+  auto r = run({TESSERA_BIN, "fleet", "plan", "--from-cluster", "--kubeconfig", kubeconfig, "--namespace", "tessera", "--output", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json doc = json::parse(r.out);
+  ASSERT_EQ(doc["nodes"].size(), 1u);
+  EXPECT_EQ(doc["nodes"][0]["name"], "gpu-1");
+  EXPECT_EQ(doc["nodes"][0]["mig.config"], "all-1g.10gb");
+  EXPECT_EQ(doc["status"], "optimal");
+  auto missing = run({TESSERA_BIN, "fleet", "plan", "--from-cluster", "--kubeconfig", kubeconfig, "--namespace", "other"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("configmaps \"tessera-mig-config\" not found"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace tessera::fleet::testing

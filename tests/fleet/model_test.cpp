@@ -1,0 +1,154 @@
+// The model against the exhaustive search of brute_force.hpp on tiny fleets:
+// every level of the objective equal, the plan checked by the independent
+// checker, and the cases that make a layout planner go wrong.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "fleet/brute_force.hpp"
+#include "fleet/helpers.hpp"
+
+namespace tessera::fleet::testing {
+namespace {
+
+std::string describe(const Objective& o) {
+  return "unserved " + std::to_string(o.unserved) + ", evicted " + std::to_string(o.evicted) + ", changed " +
+         std::to_string(o.changed_gpus) + ", used " + std::to_string(o.gpus_used);
+}
+
+FleetPlan solve_and_check(const Fleet& f, PlanOptions options = {}) {
+  options.seconds = 20;
+  FleetPlan plan = plan_fleet(f.problem, options);
+  auto ok = check_fleet_plan(f.problem, plan, options);
+  EXPECT_TRUE(ok) << ok.error().message;
+  return plan;
+}
+
+void expect_oracle(const Fleet& f, PlanOptions options = {}) {
+  FleetPlan plan = solve_and_check(f, options);
+  Objective want = brute_force(f.problem, options.max_evictions);
+  EXPECT_EQ(describe(plan.objective), describe(want));
+  EXPECT_EQ(plan.status, "optimal");
+  EXPECT_EQ(describe(plan.bound), describe(plan.objective));
+}
+
+// A 4g.40gb starts only at slice 0. Pods on the 1g instances at 4, 5 and 6
+// leave room for it once the idle 1g instances at 0-3 go: no eviction.
+TEST(FleetModel, ALargeProfileFitsOnceIdleSmallInstancesMove) {
+  json ann = {{"gpus", json::array({{{"index", 0}, {"mig", true}, {"instances", json::array()}}})}};
+  for (int s = 0; s < 7; ++s) {
+    json inst = {{"profile", "1g.10gb"}, {"start", s}};
+    if (s >= 4) inst["pod"] = "ml/run-" + std::to_string(s);
+    ann["gpus"][0]["instances"].push_back(inst);
+  }
+  auto f = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb", ann), pod("run-4", "1g.10gb", 1, "a"),
+                     pod("run-5", "1g.10gb", 1, "a"), pod("run-6", "1g.10gb", 1, "a"), pod("big", "4g.40gb", 1)});
+  ASSERT_TRUE(f.problem.nodes[0].placements_known);
+  FleetPlan plan = solve_and_check(f);
+  EXPECT_EQ(describe(plan.objective), "unserved 0, evicted 0, changed 1, used 1");
+  EXPECT_EQ(describe(plan.objective), describe(brute_force(f.problem)));
+  ASSERT_EQ(plan.gpus[0].layout.size(), 4u);
+  EXPECT_EQ(plan.gpus[0].layout[0].start, 0u);
+  EXPECT_EQ(f.problem.gpus[0].model->profiles[plan.gpus[0].layout[0].profile].name, "4g.40gb");
+}
+
+// Without the annotation the pods are counted onto the first instances (0, 1, 2):
+// the 4g.40gb then costs evictions, and the oracle agrees on the same facts.
+TEST(FleetModel, WithoutPlacementsPodsCountOntoTheFirstInstances) {
+  auto f = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), pod("run-4", "1g.10gb", 1, "a"),
+                     pod("run-5", "1g.10gb", 1, "a"), pod("run-6", "1g.10gb", 1, "a"), pod("big", "4g.40gb", 1)});
+  EXPECT_FALSE(f.problem.nodes[0].placements_known);
+  expect_oracle(f);
+}
+
+// A running 3g.40gb at slice 0 pins that half: one pending 2g.20gb fits
+// beside it. Both fit only if the 3g.40gb pod leaves and comes back on a
+// 3g.40gb at slice 4 (2g@0, 2g@2, 3g@4): served beats not evicting. With
+// --max-evictions 0 the pod pins the layout and one 2g.20gb waits.
+TEST(FleetModel, RunningPodsPinTheLayout) {
+  auto f = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb"), pod("keep", "3g.40gb", 1, "a"),
+                     pod("p1", "2g.20gb", 1), pod("p2", "2g.20gb", 1)});
+  FleetPlan plan = solve_and_check(f);
+  EXPECT_EQ(describe(plan.objective), "unserved 0, evicted 1, changed 1, used 1");
+  expect_oracle(f);
+  PlanOptions pinned;
+  pinned.max_evictions = 0;
+  plan = solve_and_check(f, pinned);
+  EXPECT_EQ(describe(plan.objective), "unserved 1, evicted 0, changed 1, used 1");
+  expect_oracle(f, pinned);
+}
+
+// Two products: 1g.10gb is a resource of both the A100-80GB and the H100; the
+// pending 1g.10gb pods go where the change costs least.
+TEST(FleetModel, TwoProducts) {
+  auto f = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), node("h", "NVIDIA-H100-80GB-HBM3", 1, "all-1g.10gb"),
+                     pod("w", "gpu", 1, "a"), pod("s1", "1g.10gb", 1), pod("s2", "1g.10gb", 1), pod("b", "3g.40gb", 1)});
+  expect_oracle(f);
+}
+
+TEST(FleetModel, MaxEvictionsIsAConstraint) {
+  auto f = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), pod("r0", "1g.10gb", 1, "a"),
+                     pod("r1", "1g.10gb", 1, "a"), pod("big", "7g.80gb", 1)});
+  PlanOptions none;
+  expect_oracle(f, none);
+  PlanOptions capped;
+  capped.max_evictions = 0;
+  FleetPlan plan = solve_and_check(f, capped);
+  EXPECT_EQ(plan.objective.evicted, 0);
+  EXPECT_EQ(plan.objective.unserved, 1);
+  expect_oracle(f, capped);
+}
+
+// A pod on two whole GPUs is kept only if both stay whole.
+TEST(FleetModel, PodsOnSeveralGpus) {
+  auto f = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 2, "all-disabled"), pod("tp", "gpu", 2, "a"),
+                     pod("s1", "1g.10gb", 1), pod("s2", "3g.40gb", 1)});
+  expect_oracle(f);
+  auto g = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 2, "all-1g.10gb"), pod("two", "1g.10gb", 2, "a"),
+                     pod("w", "gpu", 1), pod("x", "4g.40gb", 1)});
+  expect_oracle(g);
+}
+
+TEST(FleetModel, NothingPendingChangesNothing) {
+  auto f = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 2, "all-1g.10gb"), pod("r0", "1g.10gb", 1, "a")});
+  FleetPlan plan = solve_and_check(f);
+  EXPECT_EQ(describe(plan.objective), "unserved 0, evicted 0, changed 0, used 1");
+  EXPECT_TRUE(plan.rollout.empty());
+  EXPECT_EQ(plan.node_config[0], "all-1g.10gb");
+}
+
+// Random tiny fleets: 2-3 nodes of one GPU each (A100-80GB, H100, A30), a few
+// running and pending pods; every level equal to the exhaustive search's.
+TEST(FleetModel, RandomTinyFleetsMatchTheExhaustiveSearch) {
+  std::mt19937 rng(7);
+  const std::vector<std::pair<std::string, std::vector<std::string>>> products = {
+      {"NVIDIA-A100-SXM4-80GB", {"all-1g.10gb", "all-3g.40gb", "all-balanced", "all-disabled"}},
+      {"NVIDIA-H100-80GB-HBM3", {"all-1g.10gb", "all-balanced", "all-disabled"}},
+      {"NVIDIA-A30", {"a30-1g", "all-disabled"}}};
+  const std::vector<std::string> resources = {"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "gpu", "1g.6gb", "2g.12gb"};
+  int cases = 0;
+  for (int round = 0; round < 30; ++round) {
+    json items = json::array();
+    int nodes = 2 + int(rng() % 2);
+    std::vector<std::string> names;
+    for (int n = 0; n < nodes; ++n) {
+      // At most one node without the A30's small table, so the search stays small.
+      const auto& [product, cfgs] = products[n == 2 ? 2 : rng() % 2];
+      std::string name = "n" + std::to_string(n);
+      items.push_back(node(name, product, 1, cfgs[rng() % cfgs.size()]));
+      names.push_back(name);
+    }
+    int running = int(rng() % 3), pending = 1 + int(rng() % 3);
+    for (int i = 0; i < running; ++i)
+      items.push_back(pod("r" + std::to_string(i), resources[rng() % resources.size()], 1, names[rng() % names.size()]));
+    for (int i = 0; i < pending; ++i) items.push_back(pod("p" + std::to_string(i), resources[rng() % resources.size()], 1));
+    auto f = fleet_of(items);
+    SCOPED_TRACE(items.dump());
+    expect_oracle(f);
+    ++cases;
+  }
+  EXPECT_EQ(cases, 30);
+}
+
+}  // namespace
+}  // namespace tessera::fleet::testing

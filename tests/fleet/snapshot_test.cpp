@@ -1,0 +1,109 @@
+// The snapshot reader and problem builder: what counts as running and
+// pending, the layout annotation, GFD's product names, and bad input, each a
+// precise error naming the object.
+#include <gtest/gtest.h>
+
+#include "fleet/helpers.hpp"
+
+namespace tessera::fleet::testing {
+namespace {
+
+Result<Problem> problem_of(const json& doc, const config::MigPartedConfig& cfg) {
+  auto snap = parse_snapshot(doc, "snap.json");
+  if (!snap) return unexpected(snap.error());
+  return build_problem(*snap, cfg);
+}
+
+TEST(FleetSnapshot, RunningPendingAndIgnored) {
+  auto cfg = configs();
+  auto p = problem_of(list({node("a", "NVIDIA-A100-SXM4-80GB", 2, "all-1g.10gb"), pod("run", "1g.10gb", 1, "a"),
+                            pod("starting", "1g.10gb", 1, "a", "Pending"), pod("wait", "3g.40gb", 1),
+                            pod("done", "1g.10gb", 1, "a", "Succeeded"), pod("gone", "1g.10gb", 1, "a", "Failed"),
+                            {{"kind", "Pod"}, {"metadata", {{"name", "cpu"}, {"namespace", "x"}}}, {"spec", {{"containers", json::array()}}}}}),
+                      cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  ASSERT_EQ(p->pods.size(), 3u);
+  EXPECT_EQ(p->pods[0].id, "ml/run");
+  EXPECT_TRUE(p->pods[0].running());
+  EXPECT_TRUE(p->pods[1].running()) << "Pending on a node counts as running there";
+  EXPECT_FALSE(p->pods[2].running());
+  ASSERT_EQ(p->gpus.size(), 2u);
+  EXPECT_EQ(p->gpus[0].instances.size(), 7u);
+  EXPECT_EQ(p->gpus[0].instances[0].pod, 0);
+  EXPECT_EQ(p->gpus[0].instances[1].pod, 1);
+}
+
+TEST(FleetSnapshot, GfdProductNames) {
+  const auto& c = Catalog::builtin();
+  EXPECT_EQ(find_product(c, "NVIDIA-A100-SXM4-80GB")->name, "A100-SXM4-80GB");
+  EXPECT_EQ(find_product(c, "NVIDIA-H100-80GB-HBM3")->name, "H100-SXM5-80GB");
+  EXPECT_EQ(find_product(c, "NVIDIA-H200")->name, "H200-SXM-141GB");
+  EXPECT_EQ(find_product(c, "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb")->name, "A100-SXM4-80GB");
+  EXPECT_EQ(find_product(c, "Tesla-T4"), nullptr);
+}
+
+TEST(FleetSnapshot, TheLayoutAnnotationGivesPlacementsAndHolders) {
+  auto cfg = configs();
+  json ann = {{"gpus", json::array({{{"index", 0}, {"mig", true},
+                                     {"instances", json::array({{{"profile", "3g.40gb"}, {"start", 4}, {"pod", "ml/x"}}})}},
+                                    {{"index", 1}, {"mig", false}, {"pod", "ml/w"}}})}};
+  auto p = problem_of(list({node("a", "NVIDIA-A100-SXM4-80GB", 2, "all-1g.10gb", ann), pod("x", "3g.40gb", 1, "a"),
+                            pod("w", "gpu", 1, "a")}),
+                      cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_TRUE(p->nodes[0].placements_known);
+  ASSERT_EQ(p->gpus[0].instances.size(), 1u);
+  EXPECT_EQ(p->gpus[0].instances[0].start, 4u);
+  EXPECT_EQ(p->pods[1].id, "ml/x");  // pods in name order
+  EXPECT_EQ(p->gpus[0].instances[0].pod, 1);
+  EXPECT_FALSE(p->gpus[1].mig);
+  EXPECT_EQ(p->gpus[1].instances[0].pod, 0);
+}
+
+TEST(FleetSnapshot, BadInputIsAPreciseError) {
+  auto cfg = configs();
+  auto expect_error = [&](const json& doc, const std::string& want) {
+    auto p = problem_of(doc, cfg);
+    ASSERT_FALSE(p) << "accepted: " << doc.dump();
+    EXPECT_EQ(p.error().message, want);
+  };
+  expect_error(json{{"kind", "Node"}, {"metadata", {{"name", "a"}}}},
+               "snap.json: not a Kubernetes List (kind 'Node'; expected kind List with items, as `kubectl get nodes,pods -A -o json` prints)");
+  expect_error(list({node("a", "NVIDIA-T4", 1, "")}),
+               "Node a: nvidia.com/gpu.product='NVIDIA-T4' is not a GPU in the catalog (nearest: NVIDIA-A30, NVIDIA-H200, NVIDIA-B200; "
+               "`tessera catalog` lists them)");
+  expect_error(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10g")}),
+               "Node a: nvidia.com/mig.config='all-1g.10g' is not a config in test.yaml (nearest: all-1g.10gb, all-3g.40gb, a30-1g)");
+  json two = pod("two", "1g.10gb", 1);
+  two["spec"]["containers"].push_back({{"name", "d"}, {"resources", {{"limits", {{"nvidia.com/mig-2g.20gb", "1"}}}}}});
+  expect_error(list({two}), "Pod ml/two: asks for 2 different GPU resources (nvidia.com/mig-1g.10gb, nvidia.com/mig-2g.20gb); "
+                            "a pod may ask for one MIG profile or whole GPUs");
+  json half = pod("half", "gpu", 1);
+  half["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "500m";
+  expect_error(list({half}), "Pod ml/half: nvidia.com/gpu '\"500m\"' is not a whole number of devices");
+  json bad_count = node("a", "NVIDIA-A100-SXM4-80GB", 1, "");
+  bad_count["metadata"]["labels"]["nvidia.com/gpu.count"] = "eight";
+  expect_error(list({bad_count}), "Node a: nvidia.com/gpu.count='eight' is not a GPU count from 1 to 64");
+}
+
+TEST(FleetSnapshot, TheHashFollowsTheFactsNotTheOrder) {
+  json a = list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), pod("p", "1g.10gb", 1)});
+  json b = list({pod("p", "1g.10gb", 1), node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb")});
+  json c = list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), pod("p", "1g.10gb", 1, "a")});
+  EXPECT_EQ(parse_snapshot(a, "x")->hash, parse_snapshot(b, "y")->hash);
+  EXPECT_NE(parse_snapshot(a, "x")->hash, parse_snapshot(c, "x")->hash);
+}
+
+TEST(FleetSnapshot, InfeasibleIsAResult) {
+  // A profile no GPU in the fleet has: the pod stays unserved, the plan is still a plan.
+  auto cfg = configs();
+  auto p = problem_of(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), pod("odd", "1g.18gb", 1)}), cfg);
+  ASSERT_TRUE(p);
+  FleetPlan plan = plan_fleet(*p);
+  EXPECT_EQ(plan.status, "optimal");
+  EXPECT_EQ(plan.objective.unserved, 1);
+  EXPECT_TRUE(check_fleet_plan(*p, plan));
+}
+
+}  // namespace
+}  // namespace tessera::fleet::testing
