@@ -138,6 +138,7 @@ class Daemon {
   struct Conn {
     int fd;
     std::string buf;
+    long client = 0;  // a CUDA client's connection (kClientHello): its id; 0 for a UI's
   };
 
   void log(const std::string& message) {
@@ -199,7 +200,63 @@ class Daemon {
   void close_conn(Conn& c, bool log_it) {
     ::close(c.fd);
     c.fd = -1;
+    if (c.client) {
+      for (const auto& k : state_.clients)
+        if (k.id == c.client)
+          log("Client " + std::to_string(k.pid ? k.pid : k.reported_pid) + " disconnected (tessera simulator)");
+      std::erase_if(state_.clients, [&](const Client& k) { return k.id == c.client; });
+      c.client = 0;
+      save_state();
+      return;
+    }
     if (log_it) log("UI closed");
+  }
+
+  // A CUDA client (the simulator's stand-in): a server for its user (started
+  // if there is none), the limits it gets, its connection kept open for its life.
+  void connect_client(Conn& c, const std::string& line) {
+    std::istringstream in(line);
+    std::string hello, threads, pinned;
+    long reported = 0;
+    in >> hello >> threads >> pinned >> reported;
+    if (threads == "-") threads.clear();
+    if (pinned == "-") pinned.clear();
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    ::getsockopt(c.fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+    const long uid = static_cast<long>(cred.uid);
+    auto reply = [&](const std::string& text) { write_all(c.fd, std::to_string(text.size()) + "\n" + text); };
+    auto of_user = [&](const Server& s) { return s.uid == uid; };
+    auto server = std::find_if(state_.servers.begin(), state_.servers.end(), of_user);
+    if (server == state_.servers.end() && !state_.servers.empty()) {
+      reply("tessera sim: a server for user " + std::to_string(state_.servers.front().uid) +
+            " is running; queuing a client of another user is not modelled\n");
+      return;
+    }
+    if (server == state_.servers.end()) {
+      start_server(uid);
+      server = std::find_if(state_.servers.begin(), state_.servers.end(), of_user);
+      if (server == state_.servers.end()) {
+        reply("tessera sim: no server could be started for user " + std::to_string(uid) + "\n");
+        return;
+      }
+    }
+    Client client = client_limits(*server, threads, pinned);
+    client.id = ++clients_seen_;
+    client.pid = static_cast<int>(cred.pid);
+    client.reported_pid = static_cast<int>(reported);
+    client.uid = uid;
+    client.connected_at = now_text(true, "%Y-%m-%dT%H:%M:%S");
+    state_.clients.push_back(client);
+    c.client = client.id;
+    std::string limits;
+    for (const auto& [dev, limit] : client.pinned_mem_limits)
+      limits += (limits.empty() ? "" : ",") + dev + "=" + limit.text;
+    log("NEW CLIENT " + std::to_string(client.pid ? client.pid : client.reported_pid) + " from user " +
+        std::to_string(uid) + ": server " + std::to_string(server->pid) + " (tessera simulator)");
+    save_state();
+    reply(std::to_string(server->pid) + "\n" + one_decimal(client.thread_percentage) + "\n" +
+          (limits.empty() ? "none" : limits) + "\n");
   }
 
   void serve(int fd) {
@@ -217,6 +274,11 @@ class Daemon {
       c->buf.erase(0, nl + 1);
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.find_first_not_of(" \t") == std::string::npos) continue;
+      if (line.rfind(kClientHello, 0) == 0) {
+        if (!c->client && !hanging()) connect_client(*c, line);
+        continue;
+      }
+      if (c->client) continue;  // a client says nothing more
       state_.commands.push_back(line);
       if (hanging()) {  // the test hook: take the command, never answer
         save_state();
@@ -255,7 +317,7 @@ class Daemon {
     }
     log("Starting new server " + std::to_string(pid) + " for user " + std::to_string(uid));
     log("NEW SERVER " + std::to_string(pid) + ": Ready");
-    state_.servers.push_back({static_cast<int>(pid), uid});
+    state_.servers.push_back({static_cast<int>(pid), uid, state_.thread_percentage, state_.pinned_mem_limits});
   }
 
   void reap_servers() {
@@ -264,6 +326,12 @@ class Daemon {
       int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       log("Server " + std::to_string(pid) + " exited with status " + std::to_string(code));
       std::erase_if(state_.servers, [pid](const Server& s) { return s.pid == pid; });
+      // Its clients lose it.
+      for (auto& c : conns_)
+        if (c.fd >= 0 && c.client &&
+            std::any_of(state_.clients.begin(), state_.clients.end(),
+                        [&](const Client& k) { return k.id == c.client && k.server == pid; }))
+          close_conn(c, false);
       save_state();
     }
   }
@@ -279,6 +347,7 @@ class Daemon {
       }
     }
     state_.servers.clear();
+    state_.clients.clear();
     for (auto& c : conns_)
       if (c.fd >= 0) ::close(c.fd);
     conns_.clear();
@@ -299,6 +368,7 @@ class Daemon {
   bool quit_ = false;
   State state_;
   std::vector<Conn> conns_;
+  long clients_seen_ = 0;
 };
 
 bool socket_address(const std::string& pipe_dir, sockaddr_un& addr) {
@@ -442,7 +512,8 @@ int start_daemon(const Paths& paths, bool background) {
   return 0;
 }
 
-int run_client(const Paths& paths) {
+// The daemon's socket, connected; -1 (with NVIDIA's message on stderr) when no daemon listens.
+static int connect_daemon(const Paths& paths) {
   sockaddr_un addr{};
   int fd = -1;
   if (socket_address(paths.pipe_dir, addr)) {
@@ -452,10 +523,57 @@ int run_client(const Paths& paths) {
       fd = -1;
     }
   }
-  if (fd < 0) {
-    std::cerr << kNoDaemon << "\n";
+  if (fd < 0) std::cerr << kNoDaemon << "\n";
+  return fd;
+}
+
+int run_sim_client(const Paths& paths) {
+  const int fd = connect_daemon(paths);
+  if (fd < 0) return 1;
+  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGINT, on_stop_signal);
+  auto env_value = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::string(v) : std::string("-");
+  };
+  std::string hello = std::string(kClientHello) + " " + env_value("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") + " " +
+                      env_value("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") + " " + std::to_string(::getpid()) + "\n";
+  std::string pending, payload;
+  if (!write_all(fd, hello) || !read_reply(fd, pending, payload)) {
+    std::cerr << "tessera sim MPS client: lost the connection to the control daemon\n";
     return 1;
   }
+  std::istringstream reply(payload);
+  std::string server, threads, pinned;
+  std::getline(reply, server);
+  std::getline(reply, threads);
+  std::getline(reply, pinned);
+  if (server.empty() || server.find_first_not_of("0123456789") != std::string::npos) {
+    std::cerr << payload;
+    return 1;
+  }
+  std::cout << "tessera sim MPS client " << ::getpid() << ": MPS server " << server << ", active thread percentage "
+            << threads << ", pinned device memory limit " << pinned << std::endl;
+  // Connected for its life: until a signal, or until the daemon goes.
+  while (!g_stop_signal) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    char buf[256];
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::cout << "tessera sim MPS client " << ::getpid() << ": lost its MPS server " << server << std::endl;
+      return 1;
+    }
+  }
+  ::close(fd);
+  return 0;
+}
+
+int run_client(const Paths& paths) {
+  const int fd = connect_daemon(paths);
+  if (fd < 0) return 1;
   std::signal(SIGPIPE, SIG_IGN);
   std::string pending, payload;
   for (std::string line; std::getline(std::cin, line);) {

@@ -19,4 +19,10 @@ int start_daemon(const Paths& paths, bool background);
 // No arguments: commands from stdin to the daemon, replies to stdout.
 int run_client(const Paths& paths);
 
+// `--tessera-sim-client`: a stand-in for a CUDA program under MPS. Connects to
+// the daemon, which starts a server for its user if there is none; prints the
+// limits it got; stays connected until SIGTERM/SIGINT (exit 0) or until the
+// daemon or its server goes (exit 1).
+int run_sim_client(const Paths& paths);
+
 }  // namespace tessera_mps_sim

@@ -11,7 +11,11 @@
 //    line, among them get_server_list, start_server -uid <uid>,
 //    set_default_active_thread_percentage <percentage>,
 //    get_default_active_thread_percentage, set_default_device_pinned_mem_limit
-//    <dev> <value>, get_default_device_pinned_mem_limit <dev>, quit.
+//    <dev> <value>, get_default_device_pinned_mem_limit <dev>, quit, and per
+//    server get_client_list <PID>, set_/get_active_thread_percentage <PID>,
+//    set_/get_device_pinned_mem_limit <PID> <dev>. The defaults "only affect
+//    the next server"; a server's own limits reach "all clients created with
+//    that server afterwards. Existing clients are not affected."
 //    [same pages; k8s-device-plugin cmd/mps-control-daemon/mps/daemon.go]
 //  - NVIDIA's device plugin runs `nvidia-cuda-mps-control -d` (it returns once
 //    the daemon is up) with only CUDA_MPS_PIPE_DIRECTORY and
@@ -62,11 +66,15 @@ int main(int argc, char** argv) {
   std::string arg = argv[1];
   if (argc == 2 && arg == "-d") return tessera_mps_sim::start_daemon(paths, true);
   if (argc == 2 && arg == "-f") return tessera_mps_sim::start_daemon(paths, false);
+  if (argc == 2 && arg == "--tessera-sim-client") return tessera_mps_sim::run_sim_client(paths);
   if (argc == 2 && (arg == "-h" || arg == "--help")) {
     std::cout << "Usage: nvidia-cuda-mps-control [-d | -f]\n"
                  "  -d  start the control daemon in the background\n"
                  "  -f  start the control daemon in the foreground\n"
                  "  (no option: read commands from stdin and send them to the daemon)\n"
+                 "  --tessera-sim-client  the simulator's stand-in for a CUDA program: connect as an MPS\n"
+                 "      client (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT), print\n"
+                 "      its limits, stay connected until SIGTERM or until the daemon goes\n"
                  "This is tessera's simulator of the MPS control program (sim/mps/README.md).\n";
     return 0;
   }

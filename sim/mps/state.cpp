@@ -42,11 +42,6 @@ std::optional<double> parse_percentage(const std::string& s) {
   return v;
 }
 
-std::string one_decimal(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
 
 // A device as the real commands take it: an index among the daemon's visible
 // devices, or a GPU/MIG UUID (a prefix of one, as CUDA_VISIBLE_DEVICES allows).
@@ -88,7 +83,43 @@ std::string escape(const std::string& s) {
   return out + "\"";
 }
 
+// A server named by its pid, as the per-server commands take it; null (and
+// `error` set) when there is none.
+Server* find_server(State& state, const std::string& pid, std::string& error) {
+  auto n = parse_long(pid);
+  if (n)
+    for (auto& s : state.servers)
+      if (s.pid == *n) return &s;
+  error = "Invalid server PID " + pid + ": no such MPS server";
+  return nullptr;
+}
+
 }  // namespace
+
+std::string one_decimal(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+Client client_limits(const Server& server, const std::string& threads, const std::string& pinned) {
+  Client c;
+  c.server = server.pid;
+  c.thread_percentage = server.thread_percentage;
+  if (auto p = parse_percentage(threads); p && *p < c.thread_percentage) c.thread_percentage = *p;
+  c.pinned_mem_limits = server.pinned_mem_limits;
+  std::stringstream in(pinned);
+  for (std::string item; std::getline(in, item, ',');) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos) continue;
+    std::string dev = item.substr(0, eq), value = item.substr(eq + 1);
+    auto bytes = parse_mem_value(value);
+    if (!bytes) continue;
+    auto it = c.pinned_mem_limits.find(dev);
+    if (it == c.pinned_mem_limits.end() || *bytes < it->second.bytes) c.pinned_mem_limits[dev] = Limit{value, *bytes};
+  }
+  return c;
+}
 
 std::optional<std::uint64_t> parse_mem_value(const std::string& text) {
   size_t i = 0;
@@ -167,6 +198,77 @@ Outcome execute(State& state, const std::string& line) {
     out.reply = {it == state.pinned_mem_limits.end() ? "0" : it->second.text};
     return out;
   }
+  if (cmd == "get_client_list") {
+    if (w.size() != 2) return usage("get_client_list <server PID>");
+    std::string err;
+    Server* server = find_server(state, w[1], err);
+    if (!server) {
+      out.reply = {err};
+      return out;
+    }
+    for (const auto& c : state.clients)
+      if (c.server == server->pid) out.reply.push_back(std::to_string(c.pid ? c.pid : c.reported_pid));
+    return out;
+  }
+  if (cmd == "set_active_thread_percentage") {
+    if (w.size() != 3) return usage("set_active_thread_percentage <server PID> <percentage>");
+    std::string err;
+    Server* server = find_server(state, w[1], err);
+    if (!server) {
+      out.reply = {err};
+      return out;
+    }
+    auto p = parse_percentage(w[2]);
+    if (!p) {
+      out.reply = {"Invalid active thread percentage " + w[2] + ": expected a number greater than 0 and at most 100"};
+      return out;
+    }
+    server->thread_percentage = *p;
+    return out;
+  }
+  if (cmd == "get_active_thread_percentage") {
+    if (w.size() != 2) return usage("get_active_thread_percentage <server PID>");
+    std::string err;
+    Server* server = find_server(state, w[1], err);
+    out.reply = {server ? one_decimal(server->thread_percentage) : err};
+    return out;
+  }
+  if (cmd == "set_device_pinned_mem_limit") {
+    if (w.size() != 4) return usage("set_device_pinned_mem_limit <server PID> <dev> <value>");
+    std::string err;
+    Server* server = find_server(state, w[1], err);
+    if (!server) {
+      out.reply = {err};
+      return out;
+    }
+    if (auto bad = check_device(state, w[2]); !bad.empty()) {
+      out.reply = {bad};
+      return out;
+    }
+    auto bytes = parse_mem_value(w[3]);
+    if (!bytes) {
+      out.reply = {"Invalid memory limit " + w[3] + ": expected a number with a unit, e.g. 512M or 2G"};
+      return out;
+    }
+    server->pinned_mem_limits[w[2]] = Limit{w[3], *bytes};
+    return out;
+  }
+  if (cmd == "get_device_pinned_mem_limit") {
+    if (w.size() != 3) return usage("get_device_pinned_mem_limit <server PID> <dev>");
+    std::string err;
+    Server* server = find_server(state, w[1], err);
+    if (!server) {
+      out.reply = {err};
+      return out;
+    }
+    if (auto bad = check_device(state, w[2]); !bad.empty()) {
+      out.reply = {bad};
+      return out;
+    }
+    auto it = server->pinned_mem_limits.find(w[2]);
+    out.reply = {it == server->pinned_mem_limits.end() ? "0" : it->second.text};
+    return out;
+  }
   if (cmd == "quit") {
     if (w.size() == 1) {
       out.quit = true;
@@ -183,9 +285,8 @@ Outcome execute(State& state, const std::string& line) {
   }
   // Real commands this simulator does not model, so a test sees why nothing happened.
   static const char* const kNotSimulated[] = {
-      "get_server_status", "get_client_list", "get_device_client_list", "shutdown_server",
-      "set_active_thread_percentage", "get_active_thread_percentage", "set_device_pinned_mem_limit",
-      "get_device_pinned_mem_limit", "terminate_client", "ps", "set_default_chunk_size", "get_default_chunk_size"};
+      "get_server_status", "get_device_client_list", "shutdown_server", "terminate_client", "ps",
+      "set_default_chunk_size", "get_default_chunk_size"};
   for (const char* known : kNotSimulated)
     if (cmd == known) {
       out.reply = {"tessera sim: " + cmd + " is a real command the simulator does not model"};
@@ -219,9 +320,29 @@ std::string to_json(const State& s) {
     first = false;
   }
   o << (first ? "},\n" : "\n  },\n");
+  auto limits = [&](const std::map<std::string, Limit>& m) {
+    std::string text = "{";
+    bool first_limit = true;
+    for (const auto& [dev, limit] : m) {
+      text += (first_limit ? "" : ", ") + escape(dev) + ": " + escape(limit.text);
+      first_limit = false;
+    }
+    return text + "}";
+  };
   o << "  \"servers\": [";
   for (size_t i = 0; i < s.servers.size(); ++i)
-    o << (i ? ", " : "") << "{\"pid\": " << s.servers[i].pid << ", \"uid\": " << s.servers[i].uid << "}";
+    o << (i ? ", " : "") << "{\"pid\": " << s.servers[i].pid << ", \"uid\": " << s.servers[i].uid
+      << ", \"active_thread_percentage\": " << one_decimal(s.servers[i].thread_percentage)
+      << ", \"device_pinned_mem_limits\": " << limits(s.servers[i].pinned_mem_limits) << "}";
+  o << "],\n";
+  o << "  \"clients\": [";
+  for (size_t i = 0; i < s.clients.size(); ++i)
+    o << (i ? ", " : "") << "{\"id\": " << s.clients[i].id << ", \"pid\": " << s.clients[i].pid
+      << ", \"reported_pid\": " << s.clients[i].reported_pid << ", \"uid\": " << s.clients[i].uid
+      << ", \"server\": " << s.clients[i].server
+      << ", \"active_thread_percentage\": " << one_decimal(s.clients[i].thread_percentage)
+      << ", \"device_pinned_mem_limits\": " << limits(s.clients[i].pinned_mem_limits)
+      << ", \"connected_at\": " << escape(s.clients[i].connected_at) << "}";
   o << "],\n";
   o << "  \"commands\": [";
   for (size_t i = 0; i < s.commands.size(); ++i) o << (i ? ", " : "") << escape(s.commands[i]);

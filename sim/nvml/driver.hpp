@@ -1,5 +1,5 @@
 // The simulated driver's per-process half: NVML's init count, the node store
-// opened by nvmlInit_v2 (directory from TESSERA_SIM_DIR), and the handles
+// opened by nvmlInit_v2 (directory from TESSERA_SIM), and the handles
 // given out. Handles are interned by what they name (a GPU index, or the
 // never-reused uid of an instance), so asking twice gives the same pointer,
 // and a handle to a destroyed instance stays invalid. This is a C library's
@@ -28,6 +28,75 @@ TESSERA_NVML_FUNCTIONS(TESSERA_SIM_DECLARE, TESSERA_SIM_DECLARE)
 #undef TESSERA_SIM_DECLARE
 }
 }  // namespace tessera::nvml::abi
+
+// The older and unversioned entry points a real libnvidia-ml.so.1 exports
+// beside the ones tessera binds, for outside clients that dlsym them by name
+// (HAMi-core's interposer, programs built against an old nvml.h). Source:
+// nvml.h, the declarations under `#ifdef NVML_NO_UNVERSIONED_FUNC_DEFS` (NVML
+// 12.2 and 13.3 headers), and the 11.0 header for the layouts older entry
+// points write. Declared here so a definition that drifts fails to compile.
+namespace tessera::sim::compat {
+
+using namespace nvml::abi;
+
+// nvml.h nvmlProcessInfo_v1_t: what nvmlDeviceGet*RunningProcesses (v1) fill, 16 bytes.
+struct nvmlProcessInfo_v1_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+};
+static_assert(sizeof(nvmlProcessInfo_v1_t) == 16);
+
+// nvml.h (11.0) nvmlComputeInstanceInfo_t before `placement` was added, 24
+// bytes: what nvmlComputeInstanceGetInfo (v1) writes (facts 1.5 #1).
+struct nvmlComputeInstanceInfo_v1_t {
+  nvmlDevice_t device;
+  nvmlGpuInstance_t gpuInstance;
+  unsigned int id;
+  unsigned int profileId;
+};
+static_assert(sizeof(nvmlComputeInstanceInfo_v1_t) == 24);
+
+// nvmlEventData_t before gpuInstanceId/computeInstanceId: what nvmlEventSetWait
+// (v1) fills, 24 bytes; _v2 fills the instance ids too (facts 1.2).
+struct nvmlEventData_v1_t {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;
+};
+static_assert(sizeof(nvmlEventData_v1_t) == 24);
+
+// nvml.h nvmlProcessUtilizationSample_t (nvmlDeviceGetProcessUtilization), 32 bytes.
+struct nvmlProcessUtilizationSample_t {
+  unsigned int pid;
+  unsigned long long timeStamp;  // CPU timestamp, microseconds
+  unsigned int smUtil;
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+};
+static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32);
+
+extern "C" {
+nvmlReturn_t nvmlInit(void);
+nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* cudaDriverVersion);
+nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount);
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device);
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pciBusId, nvmlDevice_t* device);
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* pciBusId, nvmlDevice_t* device);
+nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t* pci);
+nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t* pci);
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t* pci);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* infoCount,
+                                                  nvmlProcessInfo_v1_t* infos);
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
+                                             unsigned int* processSamplesCount, unsigned long long lastSeenTimeStamp);
+nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_v1_t* data, unsigned int timeoutms);
+nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t computeInstance, nvmlComputeInstanceInfo_v1_t* info);
+nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t device, unsigned int profileId,
+                                                        nvmlGpuInstancePlacement_t* placements, unsigned int* count);
+}
+
+}  // namespace tessera::sim::compat
 
 // Exported NVML entry points: default visibility in a library built with
 // -fvisibility=hidden, C linkage.

@@ -1,4 +1,7 @@
-// Simulated NVML: initialisation, system queries and whole-device queries.
+// Simulated NVML: initialisation, system queries and whole-device queries,
+// under the names tessera binds and the older ones other clients use.
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -6,6 +9,7 @@
 #include "nvml/functions.hpp"
 
 using namespace tessera::sim;
+using namespace tessera::sim::compat;
 
 namespace {
 
@@ -33,13 +37,6 @@ void memory_of(const Node& node, const DeviceRef& ref, uint64_t& total, uint64_t
   if (used > total) used = total;
 }
 
-nvmlDeviceArchitecture_t architecture_of(const tessera::GpuModel& model) {
-  if (model.architecture == "Ampere") return NVML_DEVICE_ARCH_AMPERE;
-  if (model.architecture == "Hopper") return NVML_DEVICE_ARCH_HOPPER;
-  if (model.architecture == "Blackwell") return NVML_DEVICE_ARCH_BLACKWELL;
-  return NVML_DEVICE_ARCH_UNKNOWN;
-}
-
 void fill_pci(const Node& node, uint32_t gpu, nvmlPciInfo_t* pci) {
   const auto& g = node.gpus[gpu];
   std::memset(pci, 0, sizeof *pci);
@@ -52,23 +49,28 @@ void fill_pci(const Node& node, uint32_t gpu, nvmlPciInfo_t* pci) {
   pci->pciSubSystemId = 0x147F10DE;
 }
 
-// NVLink links per GPU: 12 on Ampere (A100), 18 on Hopper and Blackwell.
-unsigned int nvlink_count(const tessera::GpuModel& model) { return model.architecture == "Ampere" ? 12 : 18; }
+// NVLink links per GPU (hardware.cpp).
+unsigned int nvlink_count(const hw::Gpu& model) { return model.nvlinks; }
 
 }  // namespace
 
-TESSERA_SIM_EXPORT nvmlReturn_t nvmlInit_v2(void) {
+namespace {
+
+// nvmlInit_v2 and nvmlInit (v1) share one reference count; v1 initialised every
+// GPU at once (nvml.h, nvmlInit_v2), which a simulated GPU never fails.
+nvmlReturn_t init(const char* function) {
   auto& d = driver();
   std::lock_guard lock(d.mu);
   if (d.init_count == 0) {
-    const char* dir = std::getenv("TESSERA_SIM_DIR");
+    // The node directory: TESSERA_SIM, the variable `--sim DIR` of the command line stands for.
+    const char* dir = std::getenv("TESSERA_SIM");
     if (!dir || !*dir) return NVML_ERROR_DRIVER_NOT_LOADED;
     auto store = NodeStore::open(dir);
     if (!store) return NVML_ERROR_DRIVER_NOT_LOADED;
     d.store = std::move(*store);
   }
   auto node = d.store->read();
-  Return r = node ? d.inject_fault("nvmlInit_v2", **node) : NVML_ERROR_UNKNOWN;
+  Return r = node ? d.inject_fault(function, **node) : NVML_ERROR_UNKNOWN;
   if (r != NVML_SUCCESS) {
     if (d.init_count == 0) d.reset();
     return r;
@@ -76,6 +78,12 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlInit_v2(void) {
   ++d.init_count;
   return NVML_SUCCESS;
 }
+
+}  // namespace
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlInit_v2(void) { return init("nvmlInit_v2"); }
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlInit(void) { return init("nvmlInit"); }
 
 TESSERA_SIM_EXPORT nvmlReturn_t nvmlShutdown(void) {
   auto& d = driver();
@@ -132,28 +140,107 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsign
               [&](Driver&, const Node& node) { return copy_string(node.driver_version, version, length); });
 }
 
-TESSERA_SIM_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* cudaDriverVersion) {
-  return call("nvmlSystemGetCudaDriverVersion_v2", [&](Driver&, const Node& node) {
+namespace {
+
+nvmlReturn_t cuda_driver_version(const char* function, int* cudaDriverVersion) {
+  return call(function, [&](Driver&, const Node& node) {
     if (!cudaDriverVersion) return NVML_ERROR_INVALID_ARGUMENT;
     *cudaDriverVersion = node.cuda_version;
     return NVML_SUCCESS;
   });
 }
 
-TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) {
-  return call("nvmlDeviceGetCount_v2", [&](Driver&, const Node& node) {
+}  // namespace
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* cudaDriverVersion) {
+  return cuda_driver_version("nvmlSystemGetCudaDriverVersion_v2", cudaDriverVersion);
+}
+
+// v1 answers with a version it knows even without libcuda (facts 1.2); the simulated node has one.
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* cudaDriverVersion) {
+  return cuda_driver_version("nvmlSystemGetCudaDriverVersion", cudaDriverVersion);
+}
+
+// nvml.h, nvmlDeviceGetCount_v2: v1 leaves out devices NVML may not talk to
+// and _v2 counts them; every simulated GPU is accessible, so both count all.
+namespace {
+
+nvmlReturn_t device_count(const char* function, unsigned int* deviceCount) {
+  return call(function, [&](Driver&, const Node& node) {
     if (!deviceCount) return NVML_ERROR_INVALID_ARGUMENT;
     *deviceCount = static_cast<unsigned int>(node.gpus.size());
     return NVML_SUCCESS;
   });
 }
 
-TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
-  return call("nvmlDeviceGetHandleByIndex_v2", [&](Driver& d, const Node& node) {
+nvmlReturn_t handle_by_index(const char* function, unsigned int index, nvmlDevice_t* device) {
+  return call(function, [&](Driver& d, const Node& node) {
     if (!device || index >= node.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
     *device = d.gpu_handle(index);
     return NVML_SUCCESS;
   });
+}
+
+// nvml.h, nvmlDeviceGetHandleByPciBusId_v2: "domain:bus:device.function",
+// "domain:bus:device" or "bus:device.function", all hexadecimal.
+bool parse_bus_id(const char* text, unsigned int& domain, unsigned int& bus, unsigned int& device,
+                  unsigned int& function) {
+  int used = 0;
+  size_t length = std::strlen(text);
+  domain = function = 0;
+  if (std::sscanf(text, "%x:%x:%x.%x%n", &domain, &bus, &device, &function, &used) == 4 &&
+      static_cast<size_t>(used) == length)
+    return true;
+  domain = function = 0;
+  used = 0;
+  if (std::sscanf(text, "%x:%x:%x%n", &domain, &bus, &device, &used) == 3 && static_cast<size_t>(used) == length)
+    return true;
+  domain = function = 0;
+  used = 0;
+  return std::sscanf(text, "%x:%x.%x%n", &bus, &device, &function, &used) == 3 &&
+         static_cast<size_t>(used) == length;
+}
+
+// v1 differs only for devices the caller may not use (NOT_FOUND rather than
+// NO_PERMISSION, nvml.h): none here.
+nvmlReturn_t handle_by_bus_id(const char* function, const char* pciBusId, nvmlDevice_t* device) {
+  return call(function, [&](Driver& d, const Node& node) {
+    unsigned int domain = 0, bus = 0, dev = 0, fn = 0;
+    if (!pciBusId || !device || !parse_bus_id(pciBusId, domain, bus, dev, fn)) return NVML_ERROR_INVALID_ARGUMENT;
+    for (uint32_t i = 0; i < node.gpus.size(); ++i) {
+      if (domain != 0 || node.gpus[i].bus != bus || dev != 0 || fn != 0) continue;
+      if (node.gpus[i].lost) return NVML_ERROR_GPU_IS_LOST;
+      *device = d.gpu_handle(i);
+      return NVML_SUCCESS;
+    }
+    return NVML_ERROR_NOT_FOUND;
+  });
+}
+
+}  // namespace
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) {
+  return device_count("nvmlDeviceGetCount_v2", deviceCount);
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount) {
+  return device_count("nvmlDeviceGetCount", deviceCount);
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+  return handle_by_index("nvmlDeviceGetHandleByIndex_v2", index, device);
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
+  return handle_by_index("nvmlDeviceGetHandleByIndex", index, device);
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pciBusId, nvmlDevice_t* device) {
+  return handle_by_bus_id("nvmlDeviceGetHandleByPciBusId_v2", pciBusId, device);
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* pciBusId, nvmlDevice_t* device) {
+  return handle_by_bus_id("nvmlDeviceGetHandleByPciBusId", pciBusId, device);
 }
 
 TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
@@ -181,8 +268,7 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* nam
     DeviceRef ref;
     if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
     const auto& model = model_of(node.gpus[ref.gpu]);
-    // A few catalog models lack the name NVML gives them; say what they are.
-    std::string text = model.nvml_name.empty() ? "NVIDIA " + model.name : model.nvml_name;
+    std::string text = model.nvml_name;
     if (ref.is_mig())
       if (const auto* p = model.profile_by_id(ref.gi->profile_id)) text += " MIG " + p->name;
     return copy_string(text, name, length);
@@ -207,14 +293,31 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, un
   });
 }
 
-TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
-  return call("nvmlDeviceGetPciInfo_v3", [&](Driver&, const Node& node) {
+// nvml.h declares v1, _v2 and _v3 with the same nvmlPciInfo_t.
+namespace {
+
+nvmlReturn_t pci_info(const char* function, nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  return call(function, [&](Driver&, const Node& node) {
     DeviceRef ref;
     if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
     if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
     fill_pci(node, ref.gpu, pci);
     return NVML_SUCCESS;
   });
+}
+
+}  // namespace
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  return pci_info("nvmlDeviceGetPciInfo_v3", device, pci);
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  return pci_info("nvmlDeviceGetPciInfo_v2", device, pci);
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  return pci_info("nvmlDeviceGetPciInfo", device, pci);
 }
 
 TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
@@ -262,7 +365,7 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, n
     DeviceRef ref;
     if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
     if (!arch) return NVML_ERROR_INVALID_ARGUMENT;
-    *arch = architecture_of(model_of(node.gpus[ref.gpu]));
+    *arch = model_of(node.gpus[ref.gpu]).architecture;
     return NVML_SUCCESS;
   });
 }
@@ -272,10 +375,9 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t 
     DeviceRef ref;
     if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
     if (!major || !minor) return NVML_ERROR_INVALID_ARGUMENT;
-    const auto& cc = model_of(node.gpus[ref.gpu]).compute_capability;  // "9.0"
-    *major = std::atoi(cc.c_str());
-    auto dot = cc.find('.');
-    *minor = dot == std::string::npos ? 0 : std::atoi(cc.c_str() + dot + 1);
+    const auto& model = model_of(node.gpus[ref.gpu]);
+    *major = model.cc_major;
+    *minor = model.cc_minor;
     return NVML_SUCCESS;
   });
 }
@@ -346,39 +448,99 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device,
 
 namespace {
 
-nvmlReturn_t running_processes(const char* function, nvmlDevice_t device, unsigned int* infoCount,
-                               nvmlProcessInfo_t* infos) {
+// The running-process calls differ in the entry they write: v1 pid and
+// memory (nvmlProcessInfo_v1_t, 16 bytes), _v2 and _v3 those plus the GPU and
+// compute instance ids (nvmlProcessInfo_t, 24 bytes).
+template <class Info, class Make>
+nvmlReturn_t running_processes(const char* function, nvmlDevice_t device, unsigned int* infoCount, Info* infos,
+                               Make make) {
   return call(function, [&](Driver&, const Node& node) {
     DeviceRef ref;
     if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
     if (!infoCount) return NVML_ERROR_INVALID_ARGUMENT;
-    std::vector<nvmlProcessInfo_t> found;
+    std::vector<Info> found;
     for (const auto& p : node.processes) {
       if (p.gpu != ref.gpu) continue;
       if (ref.is_mig() && p.gpu_instance != ref.gi->id) continue;
-      found.push_back(nvmlProcessInfo_t{
-          p.pid, p.memory_bytes, p.gpu_instance < 0 ? NVML_INSTANCE_ID_NONE : static_cast<unsigned int>(p.gpu_instance),
-          p.compute_instance < 0 ? NVML_INSTANCE_ID_NONE : static_cast<unsigned int>(p.compute_instance)});
+      found.push_back(make(p));
     }
     unsigned int capacity = *infoCount;
     *infoCount = static_cast<unsigned int>(found.size());
     if (found.size() > capacity) return NVML_ERROR_INSUFFICIENT_SIZE;
     if (!found.empty() && !infos) return NVML_ERROR_INVALID_ARGUMENT;
-    for (size_t i = 0; i < found.size(); ++i) infos[i] = found[i];  // the 24-byte stride
+    for (size_t i = 0; i < found.size(); ++i) infos[i] = found[i];  // the caller's stride: sizeof(Info)
     return NVML_SUCCESS;
   });
 }
+
+nvmlProcessInfo_t process_info(const SimProcess& p) {
+  return nvmlProcessInfo_t{
+      p.pid, p.memory_bytes, p.gpu_instance < 0 ? NVML_INSTANCE_ID_NONE : static_cast<unsigned int>(p.gpu_instance),
+      p.compute_instance < 0 ? NVML_INSTANCE_ID_NONE : static_cast<unsigned int>(p.compute_instance)};
+}
+
+nvmlProcessInfo_v1_t process_info_v1(const SimProcess& p) { return nvmlProcessInfo_v1_t{p.pid, p.memory_bytes}; }
 
 }  // namespace
 
 TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
                                                                         nvmlProcessInfo_t* infos) {
-  return running_processes("nvmlDeviceGetComputeRunningProcesses_v3", device, infoCount, infos);
+  return running_processes("nvmlDeviceGetComputeRunningProcesses_v3", device, infoCount, infos, process_info);
 }
 
 TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int* infoCount,
                                                                         nvmlProcessInfo_t* infos) {
-  return running_processes("nvmlDeviceGetComputeRunningProcesses_v2", device, infoCount, infos);
+  return running_processes("nvmlDeviceGetComputeRunningProcesses_v2", device, infoCount, infos, process_info);
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* infoCount,
+                                                                     nvmlProcessInfo_v1_t* infos) {
+  return running_processes("nvmlDeviceGetComputeRunningProcesses", device, infoCount, infos, process_info_v1);
+}
+
+// nvml.h, nvmlDeviceGetProcessUtilization: one sample per running process
+// with non-zero utilisation in the last sample period, newer than
+// lastSeenTimeStamp (CPU time, microseconds); NOT_FOUND when there is none;
+// with `utilization` NULL, the count needed; not supported in MIG mode. The
+// simulated GPU's utilisation is shared evenly by its processes, in periods
+// of 1/6 s (the shortest nvml.h gives for a utilisation sample period).
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                                nvmlProcessUtilizationSample_t* utilization,
+                                                                unsigned int* processSamplesCount,
+                                                                unsigned long long lastSeenTimeStamp) {
+  return call("nvmlDeviceGetProcessUtilization", [&](Driver&, const Node& node) {
+    DeviceRef ref;
+    if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
+    const auto& g = node.gpus[ref.gpu];
+    if (ref.is_mig() || g.mig_current) return NVML_ERROR_NOT_SUPPORTED;
+    if (!processSamplesCount) return NVML_ERROR_INVALID_ARGUMENT;
+    constexpr unsigned long long kPeriodUs = 1000000 / 6;
+    auto now_us = static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                      std::chrono::system_clock::now().time_since_epoch())
+                                                      .count());
+    unsigned long long stamp = now_us / kPeriodUs * kPeriodUs;
+    std::vector<uint32_t> pids;
+    for (const auto& p : node.processes)
+      if (p.gpu == ref.gpu) pids.push_back(p.pid);
+    std::vector<nvmlProcessUtilizationSample_t> samples;
+    auto n = static_cast<unsigned int>(pids.size());
+    for (unsigned int i = 0; i < n && stamp > lastSeenTimeStamp; ++i) {
+      // An even share, the remainder to the first processes.
+      unsigned int sm = g.gpu_util / n + (i < g.gpu_util % n ? 1 : 0);
+      unsigned int mem = g.memory_util / n + (i < g.memory_util % n ? 1 : 0);
+      if (sm == 0 && mem == 0) continue;
+      samples.push_back(nvmlProcessUtilizationSample_t{pids[i], stamp, sm, mem, 0, 0});
+    }
+    if (samples.empty()) {
+      *processSamplesCount = 0;
+      return NVML_ERROR_NOT_FOUND;
+    }
+    unsigned int capacity = utilization ? *processSamplesCount : 0;
+    *processSamplesCount = static_cast<unsigned int>(samples.size());
+    if (samples.size() > capacity) return NVML_ERROR_INSUFFICIENT_SIZE;
+    for (size_t i = 0; i < samples.size(); ++i) utilization[i] = samples[i];
+    return NVML_SUCCESS;
+  });
 }
 
 TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
@@ -413,9 +575,10 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, un
   });
 }
 
-TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
-                                                                    nvmlPciInfo_t* pci) {
-  return call("nvmlDeviceGetNvLinkRemotePciInfo_v2", [&](Driver&, const Node& node) {
+namespace {
+
+nvmlReturn_t nvlink_remote_pci(const char* function, nvmlDevice_t device, unsigned int link, nvmlPciInfo_t* pci) {
+  return call(function, [&](Driver&, const Node& node) {
     uint32_t gpu = 0;
     if (Return r = resolve_gpu(node, device, gpu); r != NVML_SUCCESS) return r;
     const auto& peers = node.gpus[gpu].nvlink_peers;
@@ -425,4 +588,17 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t
     fill_pci(node, peers[link % peers.size()], pci);
     return NVML_SUCCESS;
   });
+}
+
+}  // namespace
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                                    nvmlPciInfo_t* pci) {
+  return nvlink_remote_pci("nvmlDeviceGetNvLinkRemotePciInfo_v2", device, link, pci);
+}
+
+// nvml.h declares v1 with the same nvmlPciInfo_t.
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link,
+                                                                 nvmlPciInfo_t* pci) {
+  return nvlink_remote_pci("nvmlDeviceGetNvLinkRemotePciInfo", device, link, pci);
 }

@@ -5,6 +5,7 @@
 #include "driver.hpp"
 
 using namespace tessera::sim;
+using namespace tessera::sim::compat;
 
 namespace {
 
@@ -21,8 +22,8 @@ SimGpmSample* as_sample(Driver& d, nvmlGpmSample_t sample) {
   return d.gpm_samples.count(s) ? s : nullptr;
 }
 
-bool gpm_capable(const tessera::GpuModel& model) {
-  return model.architecture == "Hopper" || model.architecture == "Blackwell";  // GPM: Hopper and newer (facts 1.2)
+bool gpm_capable(const hw::Gpu& model) {
+  return model.has_gpm();  // GPM: Hopper and newer (facts 1.2)
 }
 
 uint64_t now_ns() {
@@ -68,24 +69,31 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, un
   });
 }
 
-TESSERA_SIM_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeoutms) {
+namespace {
+
+// Waits for the next registered event and hands it to `deliver`, which writes
+// the caller's struct: the whole nvmlEventData_t for _v2, its first three
+// fields for v1.
+template <class Deliver>
+nvmlReturn_t wait_event(const char* function, nvmlEventSet_t set, bool has_data, unsigned int timeoutms,
+                        Deliver deliver) {
   // Polls the node (another process may inject the event), without holding
   // the driver's lock while sleeping.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutms);
   for (;;) {
     bool found = false;
-    Return r = call("nvmlEventSetWait_v2", [&](Driver& d, const Node& node) {
+    Return r = call(function, [&](Driver& d, const Node& node) {
       auto* s = as_event_set(d, set);
-      if (!s || !data) return NVML_ERROR_INVALID_ARGUMENT;
+      if (!s || !has_data) return NVML_ERROR_INVALID_ARGUMENT;
       for (const auto& e : node.events) {
         if (e.seq <= s->last_seq) continue;
         auto reg = s->registered.find(e.gpu);
         if (reg == s->registered.end() || !(reg->second & e.type)) continue;
         s->last_seq = e.seq;
-        *data = nvmlEventData_t{
+        deliver(nvmlEventData_t{
             d.gpu_handle(e.gpu), e.type, e.data,
             e.gpu_instance < 0 ? NVML_INSTANCE_ID_NONE : static_cast<unsigned int>(e.gpu_instance),
-            e.compute_instance < 0 ? NVML_INSTANCE_ID_NONE : static_cast<unsigned int>(e.compute_instance)};
+            e.compute_instance < 0 ? NVML_INSTANCE_ID_NONE : static_cast<unsigned int>(e.compute_instance)});
         found = true;
         return NVML_SUCCESS;
       }
@@ -97,6 +105,19 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEven
     std::this_thread::sleep_for(
         std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(5), deadline - now));
   }
+}
+
+}  // namespace
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeoutms) {
+  return wait_event("nvmlEventSetWait_v2", set, data != nullptr, timeoutms,
+                    [&](const nvmlEventData_t& event) { *data = event; });
+}
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_v1_t* data, unsigned int timeoutms) {
+  return wait_event("nvmlEventSetWait", set, data != nullptr, timeoutms, [&](const nvmlEventData_t& event) {
+    *data = nvmlEventData_v1_t{event.device, event.eventType, event.eventData};
+  });
 }
 
 TESSERA_SIM_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {

@@ -7,6 +7,7 @@
 #include "nvml/functions.hpp"
 
 using namespace tessera::sim;
+using namespace tessera::sim::compat;
 
 namespace {
 
@@ -44,7 +45,7 @@ std::vector<std::pair<const SimGpuInstance*, const SimComputeInstance*>> mig_dev
 }
 
 template <class Info>
-void fill_gi_profile(const tessera::GpuInstanceProfile& p, Info& info) {
+void fill_gi_profile(const hw::GiProfile& p, Info& info) {
   info.id = p.profile_id;
   info.sliceCount = p.slices;
   info.instanceCount = p.max_count;
@@ -60,11 +61,11 @@ void fill_gi_profile(const tessera::GpuInstanceProfile& p, Info& info) {
 // The profile at an NVML index: INVALID_ARGUMENT beyond NVML's range,
 // NOT_SUPPORTED for an index this GPU lacks.
 Return gi_profile_at(const Node& node, nvmlDevice_t device, unsigned int index,
-                     const tessera::GpuInstanceProfile*& out) {
+                     const hw::GiProfile*& out) {
   uint32_t gpu = 0;
   if (Return r = resolve_gpu(node, device, gpu); r != NVML_SUCCESS) return r;
   if (index >= NVML_GPU_INSTANCE_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
-  out = model_of(node.gpus[gpu]).profile_by_nvml_index(index);
+  out = model_of(node.gpus[gpu]).profile_by_index(index);
   return out ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
 
@@ -164,7 +165,7 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t devi
 TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile,
                                                                     nvmlGpuInstanceProfileInfo_t* info) {
   return call("nvmlDeviceGetGpuInstanceProfileInfo", [&](Driver&, const Node& node) {
-    const tessera::GpuInstanceProfile* p = nullptr;
+    const hw::GiProfile* p = nullptr;
     if (Return r = gi_profile_at(node, device, profile, p); r != NVML_SUCCESS) return r;
     if (!info) return NVML_ERROR_INVALID_ARGUMENT;
     *info = nvmlGpuInstanceProfileInfo_t{};
@@ -177,7 +178,7 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t
 TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsigned int profile,
                                                                      nvmlGpuInstanceProfileInfo_v2_t* info) {
   return call("nvmlDeviceGetGpuInstanceProfileInfoV", [&](Driver&, const Node& node) {
-    const tessera::GpuInstanceProfile* p = nullptr;
+    const hw::GiProfile* p = nullptr;
     if (Return r = gi_profile_at(node, device, profile, p); r != NVML_SUCCESS) return r;
     if (!info) return NVML_ERROR_INVALID_ARGUMENT;
     std::string name = "MIG " + p->name;
@@ -229,6 +230,25 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nv
   });
 }
 
+// v1, as the 11.0 nvml.h documents it: the buffer must hold every placement
+// (NULL is INVALID_ARGUMENT, there is no count query), MIG mode must be on
+// (NOT_SUPPORTED), and `count` is only written.
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t device, unsigned int profileId,
+                                                                           nvmlGpuInstancePlacement_t* placements,
+                                                                           unsigned int* count) {
+  return call("nvmlDeviceGetGpuInstancePossiblePlacements", [&](Driver&, const Node& node) {
+    uint32_t gpu = 0;
+    if (Return r = resolve_gpu(node, device, gpu); r != NVML_SUCCESS) return r;
+    if (!count || !placements) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!node.gpus[gpu].mig_current) return NVML_ERROR_NOT_SUPPORTED;
+    const auto* p = model_of(node.gpus[gpu]).profile_by_id(profileId);
+    if (!p) return NVML_ERROR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < p->placements.size(); ++i) placements[i] = {p->placements[i].start, p->placements[i].size};
+    *count = static_cast<unsigned int>(p->placements.size());
+    return NVML_SUCCESS;
+  });
+}
+
 TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profileId,
                                                                           unsigned int* count) {
   return call("nvmlDeviceGetGpuInstanceRemainingCapacity", [&](Driver&, const Node& node) {
@@ -244,7 +264,7 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDe
 namespace {
 
 nvmlReturn_t create_gi(const char* function, nvmlDevice_t device, unsigned int profileId,
-                       std::optional<tessera::Placement> placement, nvmlGpuInstance_t* gpuInstance) {
+                       std::optional<Placement> placement, nvmlGpuInstance_t* gpuInstance) {
   return call(function, [&](Driver& d, const Node& node) {
     uint32_t gpu = 0;
     if (Return r = resolve_gpu(node, device, gpu); r != NVML_SUCCESS) return r;
@@ -268,7 +288,7 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDev
                                                                          nvmlGpuInstance_t* gpuInstance) {
   if (!placement) return NVML_ERROR_INVALID_ARGUMENT;
   return create_gi("nvmlDeviceCreateGpuInstanceWithPlacement", device, profileId,
-                   tessera::Placement{placement->start, placement->size}, gpuInstance);
+                   Placement{placement->start, placement->size}, gpuInstance);
 }
 
 TESSERA_SIM_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance) {
@@ -416,18 +436,39 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuIns
   });
 }
 
-TESSERA_SIM_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance,
-                                                              nvmlComputeInstanceInfo_t* info) {
-  return call("nvmlComputeInstanceGetInfo_v2", [&](Driver& d, const Node& node) {
+namespace {
+
+template <class Write>
+nvmlReturn_t compute_instance_info(const char* function, nvmlComputeInstance_t computeInstance, bool has_info,
+                                   Write write) {
+  return call(function, [&](Driver& d, const Node& node) {
     uint32_t gpu = 0;
     ComputeRef ref;
     if (Return r = resolve_compute_instance(node, computeInstance, gpu, ref); r != NVML_SUCCESS) return r;
-    if (!info) return NVML_ERROR_INVALID_ARGUMENT;
-    *info = nvmlComputeInstanceInfo_t{d.gpu_handle(gpu),
-                                      gi_handle(d, gpu, ref.gi->uid),
-                                      ref.ci->id,
-                                      ref.ci->profile_id,
-                                      {ref.ci->start, ref.ci->size}};
+    if (!has_info) return NVML_ERROR_INVALID_ARGUMENT;
+    write(nvmlComputeInstanceInfo_t{d.gpu_handle(gpu),
+                                    gi_handle(d, gpu, ref.gi->uid),
+                                    ref.ci->id,
+                                    ref.ci->profile_id,
+                                    {ref.ci->start, ref.ci->size}});
     return NVML_SUCCESS;
   });
+}
+
+}  // namespace
+
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance,
+                                                              nvmlComputeInstanceInfo_t* info) {
+  return compute_instance_info("nvmlComputeInstanceGetInfo_v2", computeInstance, info != nullptr,
+                               [&](const nvmlComputeInstanceInfo_t& full) { *info = full; });
+}
+
+// v1 writes the 24 bytes the struct had before `placement` (facts 1.5 #1).
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t computeInstance,
+                                                           nvmlComputeInstanceInfo_v1_t* info) {
+  return compute_instance_info("nvmlComputeInstanceGetInfo", computeInstance, info != nullptr,
+                               [&](const nvmlComputeInstanceInfo_t& full) {
+                                 *info = nvmlComputeInstanceInfo_v1_t{full.device, full.gpuInstance, full.id,
+                                                                      full.profileId};
+                               });
 }

@@ -9,7 +9,7 @@ using namespace nvml::abi;
 
 namespace {
 
-int profile_index(const GpuModel& model, uint32_t profile_id) {
+int profile_index(const hw::Gpu& model, uint32_t profile_id) {
   for (size_t i = 0; i < model.profiles.size(); ++i)
     if (model.profiles[i].profile_id == profile_id) return static_cast<int>(i);
   return -1;
@@ -25,7 +25,7 @@ bool overlaps(uint32_t a_start, uint32_t a_size, uint32_t b_start, uint32_t b_si
   return a_start < b_start + b_size && b_start < a_start + a_size;
 }
 
-const ComputeInstanceProfile* compute_profile(const GpuModel& model, const SimGpuInstance& gi, uint32_t profile_id) {
+const hw::CiProfile* compute_profile(const hw::Gpu& model, const SimGpuInstance& gi, uint32_t profile_id) {
   const auto* gp = model.profile_by_id(gi.profile_id);
   if (!gp) return nullptr;
   for (const auto& cp : gp->compute_profiles)
@@ -34,7 +34,7 @@ const ComputeInstanceProfile* compute_profile(const GpuModel& model, const SimGp
 }
 
 // Where a compute instance of `cp` fits in `gi` now, if anywhere.
-std::optional<Placement> free_compute_placement(const SimGpuInstance& gi, const ComputeInstanceProfile& cp,
+std::optional<Placement> free_compute_placement(const SimGpuInstance& gi, const hw::CiProfile& cp,
                                                 uint32_t gi_slices) {
   uint32_t used = 0, same = 0;
   for (const auto& ci : gi.compute_instances) {
@@ -57,7 +57,7 @@ std::optional<Placement> free_compute_placement(const SimGpuInstance& gi, const 
 // (core/mig_layout), so a bug there cannot hide behind the simulator.
 class SliceMap {
  public:
-  SliceMap(const GpuModel& model, const SimGpu& gpu) : model_(model), taken_(model.memory_slices, false) {
+  SliceMap(const hw::Gpu& model, const SimGpu& gpu) : model_(model), taken_(model.memory_slices, false) {
     for (const auto& gi : gpu.gpu_instances) {
       const auto* p = model.profile_by_id(gi.profile_id);
       if (!p) continue;
@@ -68,7 +68,7 @@ class SliceMap {
   // Whether a new instance of `p` at `start` is allowed now. The hardware's
   // rules: a start the profile may take, free memory slices, enough compute
   // slices left, the profile's and the GPU's instance limits.
-  bool fits(const GpuInstanceProfile& p, uint32_t start) const {
+  bool fits(const hw::GiProfile& p, uint32_t start) const {
     bool allowed = std::any_of(p.placements.begin(), p.placements.end(),
                                [&](const Placement& pl) { return pl.start == start; });
     if (!allowed || start + p.memory_slices > taken_.size()) return false;
@@ -81,13 +81,13 @@ class SliceMap {
   }
 
   // The first start, in the profile's placement order, that fits now.
-  std::optional<uint32_t> first_fit(const GpuInstanceProfile& p) const {
+  std::optional<uint32_t> first_fit(const hw::GiProfile& p) const {
     for (const auto& pl : p.placements)
       if (fits(p, pl.start)) return pl.start;
     return std::nullopt;
   }
 
-  void take(const GpuInstanceProfile& p, uint32_t start) {
+  void take(const hw::GiProfile& p, uint32_t start) {
     for (uint32_t s = start; s < start + p.memory_slices && s < taken_.size(); ++s) taken_[s] = true;
     compute_used_ += p.slices;
     ++instances_;
@@ -95,7 +95,7 @@ class SliceMap {
   }
 
  private:
-  const GpuModel& model_;
+  const hw::Gpu& model_;
   std::vector<bool> taken_;
   uint32_t compute_used_ = 0;
   uint32_t instances_ = 0;

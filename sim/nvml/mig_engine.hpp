@@ -1,8 +1,8 @@
 // The simulated driver's MIG rules, applied to a Node: which GPU and compute
 // instances may be created where, and what NVML returns when they may not.
-// The profiles' facts (placements, slices, limits) are the catalog's data;
-// the rules that combine them are the simulator's own slice-occupancy code,
-// never tessera's layout functions. An unknown profile or a
+// The profiles' facts (placements, slices, limits) are the simulator's own
+// hardware table (hardware.hpp); the rules that combine them are its own
+// slice-occupancy code, never tessera's layout functions. An unknown profile or a
 // placement the profile cannot take is NVML_ERROR_INVALID_ARGUMENT, a
 // placement that is taken or a GPU that is full INSUFFICIENT_RESOURCES,
 // destroying something in use IN_USE, MIG calls on a GPU not in MIG mode
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/catalog.hpp"
+#include "hardware.hpp"
 #include "node.hpp"
 #include "nvml/abi.hpp"
 

@@ -1,5 +1,6 @@
 #include "node.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -10,10 +11,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Activity, sm_util, sm_occupancy,
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimComputeInstance, uid, id, profile_id, start, size, uuid)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimGpuInstance, uid, id, profile_id, start, size, activity,
                                                 compute_instances)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimMemoryLimit, name_space, soft, hard)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimGpu, model, uuid, bus, minor, nvlink_peers, mig_current, mig_pending,
                                                 gpu_util, memory_util, activity, gpu_instances, lost,
                                                 reserved_mib, temperature_c, power_mw, sm_clock_mhz, mem_clock_mhz,
-                                                ecc_corrected, ecc_uncorrected)
+                                                ecc_corrected, ecc_uncorrected, memory_limits)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimProcess, pid, gpu, gpu_instance, compute_instance, memory_bytes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimEvent, seq, gpu, type, data, gpu_instance, compute_instance)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimFault, function, nth, times, calls, error)
@@ -49,11 +51,10 @@ std::string make_uuid(const char* prefix, uint64_t seed, uint64_t salt, uint64_t
 std::string next_mig_uuid(Node& node) { return make_uuid("MIG", node.seed, 0x4D49, ++node.mig_uuids_issued); }
 
 Result<Node> make_node(const NodeSpec& spec) {
-  const auto& catalog = Catalog::builtin();
-  const GpuModel* model = catalog.find(spec.gpu);
+  const hw::Gpu* model = hw::find_gpu(spec.gpu);
   if (!model) {
     std::string hint;
-    for (const auto& n : catalog.nearest_names(spec.gpu)) hint += (hint.empty() ? "" : ", ") + n;
+    for (const auto& n : hw::nearest_gpu_names(spec.gpu)) hint += (hint.empty() ? "" : ", ") + n;
     return fail(Errc::not_found, "unknown GPU model '" + spec.gpu + "' (nearest: " + hint + ")");
   }
   if (spec.count < 1 || spec.count > 16)
@@ -79,11 +80,11 @@ Result<Node> make_node(const NodeSpec& spec) {
   return node;
 }
 
-const GpuModel& model_of(const SimGpu& gpu) {
+const hw::Gpu& model_of(const SimGpu& gpu) {
   // Node files are only made by make_node, so the model exists; a file edited
   // by hand to name another falls back to the first model rather than crash.
-  const GpuModel* m = Catalog::builtin().find(gpu.model);
-  return m ? *m : Catalog::builtin().models().front();
+  const hw::Gpu* m = hw::find_gpu(gpu.model);
+  return m ? *m : hw::gpus().front();
 }
 
 std::string to_json_text(const Node& node) { return nlohmann::json(node).dump(); }

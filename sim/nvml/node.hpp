@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/catalog.hpp"
-#include "core/error.hpp"
+#include "core/error.hpp"  // Result and Errc only (header-only; the simulator links no tessera code)
+#include "hardware.hpp"
 
 namespace tessera::sim {
 
@@ -41,8 +41,16 @@ struct SimGpuInstance {
   std::vector<SimComputeInstance> compute_instances;
 };
 
+// A driver-enforced memory limit of one cgroup partition on a GPU (R615+):
+// what nvmlDeviceSetMemoryLimits_v1 recorded for the cgroup directory.
+struct SimMemoryLimit {
+  std::string name_space;  // the cgroup's directory, as given
+  uint64_t soft = 0;
+  uint64_t hard = 0;
+};
+
 struct SimGpu {
-  std::string model;  // catalog name
+  std::string model;  // the model's name in the simulator's hardware table (hardware.hpp)
   std::string uuid;
   uint32_t bus = 0;
   uint32_t minor = 0;
@@ -69,6 +77,7 @@ struct SimGpu {
   // Volatile ECC error counts: each ECC event raised adds one.
   uint64_t ecc_corrected = 0;
   uint64_t ecc_uncorrected = 0;
+  std::vector<SimMemoryLimit> memory_limits;
 };
 
 // Instance ids are -1 for a process on a whole GPU.
@@ -116,7 +125,7 @@ struct Node {
 };
 
 struct NodeSpec {
-  std::string gpu;  // catalog name or alias
+  std::string gpu;  // model name, NVML name or alias (hardware.hpp)
   uint32_t count = 1;
   bool nvlink_all = false;
   bool mig = false;  // start with MIG mode enabled
@@ -124,7 +133,7 @@ struct NodeSpec {
   bool privileged = true;
 };
 
-// A fresh node from the catalog; errors name an unknown model or bad count.
+// A fresh node of the simulator's hardware table; errors name an unknown model or bad count.
 [[nodiscard]] Result<Node> make_node(const NodeSpec& spec);
 
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", the same for the same inputs.
@@ -132,8 +141,8 @@ std::string make_uuid(const char* prefix, uint64_t seed, uint64_t salt, uint64_t
 // The next MIG device UUID of `node` (advances its counter).
 std::string next_mig_uuid(Node& node);
 
-// The catalog model of a simulated GPU (found when the node was created).
-const GpuModel& model_of(const SimGpu& gpu);
+// The hardware model of a simulated GPU (found when the node was created).
+const hw::Gpu& model_of(const SimGpu& gpu);
 
 std::string to_json_text(const Node& node);
 [[nodiscard]] Result<Node> node_from_json_text(const std::string& text);

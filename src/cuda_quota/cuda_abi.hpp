@@ -17,6 +17,7 @@ enum CUresult : int {
   CUDA_ERROR_OUT_OF_MEMORY = 2,  // [CH]; the runtime's cudaErrorMemoryAllocation is 2 too
   CUDA_ERROR_NOT_INITIALIZED = 3,
   CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_PERMITTED = 800,  // [CH] "the attempted operation is not permitted"
 };
 
 typedef int CUdevice;
@@ -27,6 +28,13 @@ typedef struct CUarray_st* CUarray;
 typedef struct CUmipmappedArray_st* CUmipmappedArray;
 typedef struct CUmemPoolHandle_st* CUmemoryPool;
 typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct CUmod_st* CUmodule;
+typedef struct CUgraph_st* CUgraph;
+typedef struct CUgraphNode_st* CUgraphNode;
+typedef struct CUgraphExec_st* CUgraphExec;
+typedef struct CUexecAffinityParam_st CUexecAffinityParam;  // cuCtxCreate_v3's parameters (never read)
+typedef struct CUctxCreateParams_st CUctxCreateParams;      // cuCtxCreate_v4's parameters (never read)
+typedef int CUjit_option;
 typedef std::uint64_t cuuint64_t;
 struct CUuuid {
   unsigned char bytes[16];
@@ -54,14 +62,39 @@ struct CUmemAllocationProp {
   void* win32HandleMetaData;
   unsigned char allocFlags[8];
 };
-// [CH] CUmemPoolProps: allocType, handleTypes, location, then fields never read.
+// [CH] CUmemPoolProps: allocType, handleTypes, location, then fields never
+// read (88 bytes in all).
 struct CUmemPoolProps {
   int allocType;
   int handleTypes;
   CUmemLocation location;
+  unsigned char unread[72];
 };
-// [CH] CUmemPool_attribute: RELEASE_THRESHOLD 4, RESERVED_MEM_CURRENT 5.
+// [CH] CUmemPool_attribute: RELEASE_THRESHOLD 4, RESERVED_MEM_CURRENT 5, USED_MEM_CURRENT 7.
 inline constexpr int CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5;
+inline constexpr int CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7;
+
+// [CH] CUDA_MEM_ALLOC_NODE_PARAMS (v1): the pool's properties (its location is
+// the device), access descriptors, the size, and the address CUDA chose.
+struct CUDA_MEM_ALLOC_NODE_PARAMS {
+  CUmemPoolProps poolProps;
+  const void* accessDescs;
+  std::size_t accessDescCount;
+  std::size_t bytesize;
+  CUdeviceptr dptr;
+};
+// [CH] CUgraphNodeType: MEM_ALLOC 10; CUgraphMem_attribute: RESERVED_MEM_CURRENT 2.
+inline constexpr int CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10;
+inline constexpr int CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT = 2;
+// [CH] CUDA_GRAPH_INSTANTIATE_PARAMS and its UPLOAD flag (2): the graph's
+// memory is mapped on hUploadStream at instantiation.
+struct CUDA_GRAPH_INSTANTIATE_PARAMS {
+  cuuint64_t flags;
+  CUstream hUploadStream;
+  CUgraphNode hErrNode_out;
+  int result_out;
+};
+inline constexpr cuuint64_t CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD = 2;
 
 // [CH] array descriptors; the bare (2000) ABIs use 32-bit sizes.
 struct CUDA_ARRAY_DESCRIPTOR {
@@ -118,6 +151,11 @@ CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev);
 CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice dev);
 CUresult cuCtxDestroy(CUcontext ctx);
 CUresult cuCtxDestroy_v2(CUcontext ctx);
+CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev);
+CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev);
+CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams, unsigned int flags,
+                        CUdevice dev);
+CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* ctxCreateParams, unsigned int flags, CUdevice dev);
 CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev);
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev);
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
@@ -146,9 +184,32 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps);
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, std::size_t minBytesToKeep);
 CUresult cuMemPoolDestroy(CUmemoryPool pool);
+CUresult cuModuleLoad(CUmodule* module, const char* fname);
+CUresult cuModuleLoadData(CUmodule* module, const void* image);
+CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions, CUjit_option* options,
+                            void** optionValues);
+CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin);
+CUresult cuModuleUnload(CUmodule hmod);
+CUresult cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode, char* logBuffer,
+                            std::size_t bufferSize);
+CUresult cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode, char* logBuffer,
+                               std::size_t bufferSize);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags);
+CUresult cuGraphInstantiateWithParams(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                      CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams);
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams);
+CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
+CUresult cuDeviceGraphMemTrim(CUdevice device);
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags);
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult* symbolStatus);
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory);
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory);
 }
+
+static_assert(sizeof(CUmemPoolProps) == 88 && sizeof(CUDA_MEM_ALLOC_NODE_PARAMS) == 120);

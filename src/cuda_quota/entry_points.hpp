@@ -23,6 +23,10 @@
   X(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020, false)          \
   X(cuCtxDestroy, "cuCtxDestroy", 2000, false)                     \
   X(cuCtxDestroy_v2, "cuCtxDestroy", 4000, false)                  \
+  X(cuCtxCreate, "cuCtxCreate", 2000, false)                       \
+  X(cuCtxCreate_v2, "cuCtxCreate", 3020, false)                    \
+  X(cuCtxCreate_v3, "cuCtxCreate", 11040, false)                   \
+  X(cuCtxCreate_v4, "cuCtxCreate", 12050, false)                   \
   X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, false) \
   X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 7000, false) \
   X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, false) \
@@ -48,6 +52,22 @@
   X(cuMemPoolCreate, "cuMemPoolCreate", 11020, false)              \
   X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, false)              \
   X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, false)            \
+  X(cuModuleLoad, "cuModuleLoad", 2000, false)                     \
+  X(cuModuleLoadData, "cuModuleLoadData", 2000, false)             \
+  X(cuModuleLoadDataEx, "cuModuleLoadDataEx", 2010, false)         \
+  X(cuModuleLoadFatBinary, "cuModuleLoadFatBinary", 2000, false)   \
+  X(cuModuleUnload, "cuModuleUnload", 2000, false)                 \
+  X(cuGraphInstantiate, "cuGraphInstantiate", 10000, false)        \
+  X(cuGraphInstantiate_v2, "cuGraphInstantiate", 11000, false)     \
+  X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040, false) \
+  X(cuGraphInstantiateWithParams, "cuGraphInstantiateWithParams", 12000, false) \
+  X(cuGraphInstantiateWithParams_ptsz, "cuGraphInstantiateWithParams", 12000, true) \
+  X(cuGraphUpload, "cuGraphUpload", 11010, false)                  \
+  X(cuGraphUpload_ptsz, "cuGraphUpload", 11010, true)              \
+  X(cuGraphLaunch, "cuGraphLaunch", 10000, false)                  \
+  X(cuGraphLaunch_ptsz, "cuGraphLaunch", 10000, true)              \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000, false)        \
+  X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", 11040, false)    \
   X(cuGetProcAddress, "cuGetProcAddress", 11030, false)            \
   X(cuGetProcAddress_v2, "cuGetProcAddress", 12000, false)         \
   X(nvmlDeviceGetMemoryInfo, "nvmlDeviceGetMemoryInfo", 0, false)  \

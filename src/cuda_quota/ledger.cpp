@@ -39,13 +39,29 @@ std::uint32_t slot_state(const Slot& slot) {
       .load(std::memory_order_acquire);
 }
 
+// CRC-32 (IEEE), a byte at a time through a table built at compile time: every
+// process checks the header's ~2.5 KB when it opens the ledger, and the bitwise
+// loop cost ~35 us of that start-up.
+struct CrcTable {
+  std::uint32_t entry[256];
+};
+
+constexpr CrcTable make_crc_table() {
+  CrcTable t{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t c = i;
+    for (int bit = 0; bit < 8; ++bit) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+    t.entry[i] = c;
+  }
+  return t;
+}
+
+constexpr CrcTable kCrcTable = make_crc_table();
+
 std::uint32_t crc32(const void* data, std::size_t size) {
   const auto* p = static_cast<const unsigned char*>(data);
   std::uint32_t crc = 0xFFFFFFFFu;
-  for (std::size_t i = 0; i < size; ++i) {
-    crc ^= p[i];
-    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
-  }
+  for (std::size_t i = 0; i < size; ++i) crc = (crc >> 8) ^ kCrcTable.entry[(crc ^ p[i]) & 0xFFu];
   return ~crc;
 }
 
@@ -78,6 +94,11 @@ bool ofd_lock(int fd, std::size_t index, short type) {
   lock.l_start = static_cast<off_t>(index);
   lock.l_len = 1;
   return fcntl(fd, F_OFD_SETLK, &lock) == 0;
+}
+
+const char* fix_for(const OpenOptions& options) {
+  return options.create ? "remove it; the next process creates a new ledger"
+                        : "create the pod again; the device plugin makes a new ledger at Allocate";
 }
 
 }  // namespace
@@ -245,12 +266,15 @@ bool Ledger::open(const OpenOptions& options) {
     fd_ = ::open(path_, kOpenFlags);
     if (fd_ >= 0) break;
     const int error = errno;
-    if (error == ENOENT && attempt < 3) {
+    if (error == ENOENT && options.create && attempt < 3) {
       if (!create_file(options)) return false;
       continue;
     }
-    if (error == ELOOP) return refuse("it is a symbolic link", "remove it; the next process creates a new ledger");
-    if (error == EISDIR) return refuse("it is not a regular file", "remove it; the next process creates a new ledger");
+    if (error == ENOENT)
+      return refuse("it does not exist", "the device plugin creates it at Allocate, before the container starts: "
+                                         "check the container's mounts, or create the pod again");
+    if (error == ELOOP) return refuse("it is a symbolic link", fix_for(options));
+    if (error == EISDIR) return refuse("it is not a regular file", fix_for(options));
     char buffer[128];
     char problem[192];
     snprintf(problem, sizeof problem, "cannot open it: %s", error_text(error, buffer, sizeof buffer));
@@ -259,18 +283,18 @@ bool Ledger::open(const OpenOptions& options) {
 
   struct stat st {};
   if (fstat(fd_, &st) != 0) return refuse("fstat failed", "check the directory's mount");
-  if (!S_ISREG(st.st_mode)) return refuse("it is not a regular file", "remove it; the next process creates a new ledger");
+  if (!S_ISREG(st.st_mode)) return refuse("it is not a regular file", fix_for(options));
   if (st.st_uid != options.uid && st.st_uid != 0 && options.uid != 0) {
     char problem[160];
     snprintf(problem, sizeof problem, "it is owned by uid %u, neither uid %u nor root",
              static_cast<unsigned>(st.st_uid), static_cast<unsigned>(options.uid));
-    return refuse(problem, "remove it; the next process creates a new ledger");
+    return refuse(problem, fix_for(options));
   }
   if (st.st_size != static_cast<off_t>(kLedgerFileBytes)) {
     char problem[160];
     snprintf(problem, sizeof problem, "its size is %lld bytes, expected %zu",
              static_cast<long long>(st.st_size), kLedgerFileBytes);
-    return refuse(problem, "remove it; the next process creates a new ledger");
+    return refuse(problem, fix_for(options));
   }
   file_dev_ = st.st_dev;
   file_ino_ = st.st_ino;
@@ -293,7 +317,7 @@ bool Ledger::open(const OpenOptions& options) {
 
 bool Ledger::check_header(const OpenOptions& options) {
   const Header& h = *header_;
-  const char* fix = "remove it; the next process creates a new ledger";
+  const char* fix = fix_for(options);
   char problem[512];
   if (memcmp(h.magic, kLedgerMagic, sizeof h.magic) != 0) return refuse("bad magic, not a tessera ledger", fix);
   if (h.version != kLedgerVersion) {
@@ -334,10 +358,59 @@ bool Ledger::check_header(const OpenOptions& options) {
                static_cast<unsigned long long>(charged), static_cast<unsigned long long>(device.memory));
       return refuse(problem, fix);
     }
+    if (options.exact_quota && device.quota != quota_[d]) {
+      snprintf(problem, sizeof problem,
+               "device %zu's quota in it is %llu bytes, the limits file's %llu: it was not made by the device plugin "
+               "for this container's limits, or they were rewritten",
+               d, static_cast<unsigned long long>(device.quota), static_cast<unsigned long long>(quota_[d]));
+      return refuse(problem, "create the pod again; the device plugin writes both at Allocate");
+    }
     if (device.quota < quota_[d]) quota_[d] = device.quota;
   }
   return true;
 }
+
+namespace {
+
+// Fills a new, empty file `fd` with a complete ledger, mutex included, before
+// anyone can open it. The caller checked the key's and UUIDs' lengths.
+bool build_file(int fd, std::string_view key, std::span<const DeviceQuota> devices, std::uint32_t creator_uid) {
+  bool built = false;
+  if (fchmod(fd, 0666) != 0 || ftruncate(fd, static_cast<off_t>(kLedgerFileBytes)) != 0) return false;
+  void* map = mmap(nullptr, kLedgerFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) return false;
+  auto* h = static_cast<Header*>(map);  // the file is all zeros
+  memcpy(h->magic, kLedgerMagic, sizeof h->magic);
+  h->version = kLedgerVersion;
+  h->header_bytes = kHeaderBytes;
+  h->slot_bytes = kSlotBytes;
+  h->slot_count = kSlotCount;
+  h->file_bytes = kLedgerFileBytes;
+  h->device_count = static_cast<std::uint32_t>(devices.size());
+  h->creator_uid = creator_uid;
+  built = copy_field(h->key, kKeyBytes, key);
+  for (std::size_t d = 0; d < devices.size(); ++d) {
+    built = built && copy_field(h->devices[d].uuid, kUuidBytes, devices[d].uuid);
+    h->devices[d].quota = devices[d].quota;
+    h->devices[d].memory = devices[d].memory;
+  }
+  h->crc = header_crc(*h);
+  pthread_mutexattr_t attr;
+  built = built && pthread_mutexattr_init(&attr) == 0;
+  if (built) {
+    built = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED) == 0 &&
+            pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST) == 0 && pthread_mutex_init(&h->mutex, &attr) == 0;
+    pthread_mutexattr_destroy(&attr);
+  }
+  munmap(map, kLedgerFileBytes);
+  return built;
+}
+
+bool valid_text(std::string_view text, std::size_t field_bytes) {
+  return !text.empty() && text.size() < field_bytes && text.find('\0') == std::string_view::npos;
+}
+
+}  // namespace
 
 bool Ledger::create_file(const OpenOptions& options) {
   char tmp[PATH_MAX + 32];
@@ -350,38 +423,7 @@ bool Ledger::create_file(const OpenOptions& options) {
     snprintf(problem, sizeof problem, "cannot create %s: %s", tmp, error_text(errno, buffer, sizeof buffer));
     return refuse(problem, "check the directory's mount and permissions (mode 1777)");
   }
-  // Build the file completely, mutex included, before anyone can see it.
-  bool built = false;
-  if (fchmod(fd, 0666) == 0 && ftruncate(fd, static_cast<off_t>(kLedgerFileBytes)) == 0) {
-    void* map = mmap(nullptr, kLedgerFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map != MAP_FAILED) {
-      auto* h = static_cast<Header*>(map);  // the file is all zeros
-      memcpy(h->magic, kLedgerMagic, sizeof h->magic);
-      h->version = kLedgerVersion;
-      h->header_bytes = kHeaderBytes;
-      h->slot_bytes = kSlotBytes;
-      h->slot_count = kSlotCount;
-      h->file_bytes = kLedgerFileBytes;
-      h->device_count = device_count_;
-      h->creator_uid = static_cast<std::uint32_t>(options.uid);
-      built = copy_field(h->key, kKeyBytes, options.key);  // open() checked the lengths
-      for (std::size_t d = 0; d < options.devices.size(); ++d) {
-        built = built && copy_field(h->devices[d].uuid, kUuidBytes, options.devices[d].uuid);
-        h->devices[d].quota = options.devices[d].quota;
-        h->devices[d].memory = options.devices[d].memory;
-      }
-      h->crc = header_crc(*h);
-      pthread_mutexattr_t attr;
-      built = built && pthread_mutexattr_init(&attr) == 0;
-      if (built) {
-        built = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED) == 0 &&
-                pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST) == 0 &&
-                pthread_mutex_init(&h->mutex, &attr) == 0;
-        pthread_mutexattr_destroy(&attr);
-      }
-      munmap(map, kLedgerFileBytes);
-    }
-  }
+  const bool built = build_file(fd, options.key, options.devices, static_cast<std::uint32_t>(options.uid));
   ::close(fd);
   if (!built) {
     unlink(tmp);
@@ -395,6 +437,91 @@ bool Ledger::create_file(const OpenOptions& options) {
     return refuse(problem, "check the directory's mount and permissions (mode 1777)");
   }
   return true;
+}
+
+Prepared prepare_ledger(const PrepareOptions& options) {
+  Prepared out;
+  char buffer[128];
+  auto fail = [&](const char* what, int error) {
+    snprintf(out.message, sizeof out.message, "ledger in %.*s: %s%s%s", static_cast<int>(options.directory.size()),
+             options.directory.data(), what, error ? ": " : "", error ? error_text(error, buffer, sizeof buffer) : "");
+    return out;
+  };
+  if (options.devices.empty() || options.devices.size() > kMaxDevices) return fail("1 to 16 devices are needed", 0);
+  if (!valid_text(options.key, kKeyBytes)) return fail("the key is empty, too long or holds a NUL", 0);
+  for (const auto& d : options.devices)
+    if (!valid_text(d.uuid, kUuidBytes)) return fail("a device UUID is empty, too long or holds a NUL", 0);
+  char path[PATH_MAX];
+  if (options.directory.empty() || options.directory.size() + 48 >= sizeof path) return fail("the directory name is empty or too long", 0);
+  snprintf(path, sizeof path, "%.*s/%s", static_cast<int>(options.directory.size()), options.directory.data(), kFileName);
+
+  // What the path holds now: never followed, never written.
+  const int old = ::open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (old >= 0) {
+    struct stat st {};
+    if (fstat(old, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == static_cast<off_t>(kLedgerFileBytes)) {
+      // A live process holds a slot while it holds an OFD lock on the slot's
+      // byte. F_OFD_GETLK names one conflicting lock, not necessarily the
+      // first: ask for the whole range, then count byte by byte if any.
+      auto held = [&](std::size_t first, std::size_t count) {
+        struct flock lock {};
+        lock.l_type = F_RDLCK;  // conflicts with a holder's write lock; needs only a read descriptor
+        lock.l_whence = SEEK_SET;
+        lock.l_start = static_cast<off_t>(first);
+        lock.l_len = static_cast<off_t>(count);
+        return fcntl(old, F_OFD_GETLK, &lock) == 0 && lock.l_type != F_UNLCK;
+      };
+      if (held(0, kSlotCount))
+        for (std::size_t i = 0; i < kSlotCount; ++i) out.holders += held(i, 1) ? 1 : 0;
+      if (out.holders > 0) {
+        void* map = mmap(nullptr, kHeaderBytes, PROT_READ, MAP_SHARED, old, 0);
+        if (map != MAP_FAILED) {
+          const Header& h = *static_cast<const Header*>(map);
+          bool same = memcmp(h.magic, kLedgerMagic, sizeof h.magic) == 0 && h.version == kLedgerVersion &&
+                      header_crc(h) == h.crc && h.device_count == options.devices.size() &&
+                      field_equals(h.key, kKeyBytes, options.key);
+          for (std::size_t d = 0; same && d < options.devices.size(); ++d)
+            same = field_equals(h.devices[d].uuid, kUuidBytes, options.devices[d].uuid) &&
+                   h.devices[d].quota == options.devices[d].quota;
+          munmap(map, kHeaderBytes);
+          if (same) {
+            ::close(old);
+            out.ok = out.reused = true;
+            return out;
+          }
+        }
+      }
+    }
+    ::close(old);
+  }
+
+  // Build a new one aside and rename it over the path: a process that still
+  // maps the old file keeps it, every process from now on opens this one.
+  static std::atomic<unsigned> counter{0};
+  char tmp[PATH_MAX + 64];
+  snprintf(tmp, sizeof tmp, "%s.new.%ld.%u", path, static_cast<long>(getpid()), counter.fetch_add(1));
+  unlink(tmp);
+  const int fd = ::open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0) return fail("cannot create a new ledger", errno);
+  const bool built = build_file(fd, options.key, options.devices, static_cast<std::uint32_t>(geteuid()));
+  const int build_error = errno;
+  ::close(fd);
+  if (!built) {
+    unlink(tmp);
+    return fail("cannot build a new ledger", build_error);
+  }
+  if (rename(tmp, path) != 0) {
+    const int error = errno;
+    unlink(tmp);
+    return fail("cannot put the new ledger in place", error);
+  }
+  out.ok = true;
+  if (out.holders > 0)
+    snprintf(out.message, sizeof out.message,
+             "ledger %s: replaced while %u process(es) still held the old one (its devices or quotas differ); "
+             "they keep it, new processes use the new one",
+             path, out.holders);
+  return out;
 }
 
 bool Ledger::slot_alive(std::size_t index) const {

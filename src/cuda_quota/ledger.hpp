@@ -113,7 +113,40 @@ struct OpenOptions {
   std::string_view key;        // the container's key; must match an existing ledger's
   std::span<const DeviceQuota> devices;  // 1..kMaxDevices; must match an existing ledger's UUIDs
   uid_t uid = ::geteuid();     // whose files are trusted besides root's (tests inject another)
+  // Create the file when it is absent (the environment's mode). Off where the
+  // device plugin made it before the container started (the limits file's):
+  // a missing ledger is then refused, so no process of the container can be
+  // the one that makes it.
+  bool create = true;
+  // Refuse a ledger whose quota for any device differs from the caller's
+  // (instead of enforcing the smaller): with a limits file both come from the
+  // node, so a difference means one of them was not written for this
+  // container.
+  bool exact_quota = false;
 };
+
+// What the device plugin asks of a container's ledger at Allocate.
+struct PrepareOptions {
+  std::string_view directory;            // the file is `<directory>/ledger`
+  std::string_view key;
+  std::span<const DeviceQuota> devices;  // 1..kMaxDevices
+};
+
+struct Prepared {
+  bool ok = false;
+  bool reused = false;       // an existing ledger a live process holds, with these exact devices and quotas
+  std::uint32_t holders = 0; // processes holding a slot of the ledger found at the path (0 when none was)
+  char message[PATH_MAX + 256] = {};  // why not ok; or, when a held ledger had to be replaced, that it was
+};
+
+// Makes `<directory>/ledger` a fresh ledger for these devices, built aside
+// (mode 0666, so a process of any uid can charge) and renamed over whatever
+// the path held, never written through a symlink or into an existing file.
+// One exception: a ledger some live process still holds a slot of is kept
+// when its key, UUIDs and quotas are exactly these (a second Allocate for a
+// running container must not split its accounting). The directory must
+// exist. For the device plugin, before any process of the container exists.
+Prepared prepare_ledger(const PrepareOptions& options);
 
 enum class Status {
   ok,

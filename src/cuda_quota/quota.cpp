@@ -4,7 +4,11 @@
 #include "cuda_quota/quota.hpp"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +21,7 @@
 
 #include "cuda_quota/env.h"
 #include "cuda_quota/ledger.hpp"
+#include "cuda_quota/limits.hpp"
 
 extern char** environ;
 
@@ -77,11 +82,20 @@ struct EnvDevice {
   bool has_limit = false;
   bool limit_ok = false;
   std::uint64_t limit = 0;
+  std::uint64_t context = 0;   // limits file: a first context's charge when it cannot be measured
   char uuid[kUuidBytes] = {};  // as given ("GPU-…" or "MIG-…"), empty when unset
 };
 
+// Where the quota comes from: nowhere (the library is off), the environment
+// (no limits file: a fallback, said in a warning), or the limits file.
+enum class Source { none, env, file };
+
 struct Env {
   bool enabled = false;
+  Source source = Source::none;
+  // With a limits file that cannot be used: no context may be created, and why.
+  bool refused = false;
+  char refusal[768] = {};
   int count = 0;  // 1 + the highest index with a limit
   EnvDevice devices[kMaxDevices];
   char ledger_dir[PATH_MAX] = {};
@@ -123,8 +137,7 @@ int env_index(const char* entry, const char* prefix, const char*& value) {
   return k < static_cast<int>(kMaxDevices) ? k : -1;
 }
 
-void read_env() {
-  Env& e = g_env;
+void read_env(Env& e) {
   for (char** ep = environ; ep && *ep; ++ep) {
     const char* value = nullptr;
     int k = env_index(*ep, TESSERA_ENV_MEMORY_LIMIT_PREFIX, value);
@@ -158,6 +171,125 @@ void read_env() {
   snprintf(e.key, sizeof e.key, "%s", key && *key ? key : TESSERA_DEFAULT_LEDGER_KEY);
 }
 
+// The limits file refused: no context may be created. `problem` says why.
+void refuse_limits(Env& e, const char* problem) {
+  e = Env{};
+  e.enabled = true;
+  e.source = Source::file;
+  e.refused = true;
+  snprintf(e.refusal, sizeof e.refusal,
+           "limits file %s: %s; no CUDA context is created (the library never runs without its quota)",
+           TESSERA_CONTAINER_LIMITS_FILE, problem);
+  log(Level::error, "%s", e.refusal);
+}
+
+// Reads the limits file at its fixed container path: a regular file (no
+// symlink), on a read-only mount (no process of the container can have
+// rewritten it), at most TESSERA_LIMITS_MAX_BYTES bytes, parsed in full.
+void read_limits_file(Env& e, bool env_has_quota) {
+  const int fd = ::open(TESSERA_CONTAINER_LIMITS_FILE, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
+  char problem[512];
+  char reason[128];
+  if (fd < 0) {
+    const int error = errno;
+    snprintf(problem, sizeof problem, "cannot be opened: %s%s", strerror_r(error, reason, sizeof reason),
+             error == ELOOP ? " (a symbolic link: the device plugin mounts a file there)" : "");
+    return refuse_limits(e, problem);
+  }
+  struct stat st {};
+  struct statvfs vfs {};
+  char text[kLimitsMaxBytes + 1];
+  ssize_t n = -1;
+  if (fstat(fd, &st) != 0) {
+    snprintf(problem, sizeof problem, "cannot be read: fstat: %s", strerror_r(errno, reason, sizeof reason));
+  } else if (!S_ISREG(st.st_mode)) {
+    snprintf(problem, sizeof problem, "is not a regular file");
+  } else if (fstatvfs(fd, &vfs) != 0) {
+    snprintf(problem, sizeof problem, "cannot be read: fstatvfs: %s", strerror_r(errno, reason, sizeof reason));
+  } else if (!(vfs.f_flag & ST_RDONLY)) {
+    snprintf(problem, sizeof problem,
+             "is on a writable mount, so a process of this container could have rewritten it (the device plugin "
+             "mounts it read-only)");
+  } else if (st.st_size > static_cast<off_t>(kLimitsMaxBytes)) {
+    snprintf(problem, sizeof problem, "is %lld bytes, more than a limits file can be (%zu)",
+             static_cast<long long>(st.st_size), kLimitsMaxBytes);
+  } else {
+    std::size_t got = 0;
+    for (;;) {
+      n = ::read(fd, text + got, sizeof text - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+      if (got == sizeof text) break;
+    }
+    if (n < 0) {
+      snprintf(problem, sizeof problem, "cannot be read: %s", strerror_r(errno, reason, sizeof reason));
+    } else {
+      Limits limits;
+      char why[256];
+      if (!parse_limits(text, got, limits, why, sizeof why)) {
+        snprintf(problem, sizeof problem, "is malformed: %s", why);
+        n = -1;
+      } else {
+        ::close(fd);
+        Env f;
+        f.enabled = true;
+        f.source = Source::file;
+        f.count = static_cast<int>(limits.device_count);
+        for (int k = 0; k < f.count; ++k) {
+          EnvDevice& d = f.devices[k];
+          d.has_limit = d.limit_ok = true;
+          d.limit = limits.devices[k].quota;
+          d.context = limits.devices[k].context;
+          snprintf(d.uuid, sizeof d.uuid, "%s", limits.devices[k].uuid);
+        }
+        snprintf(f.ledger_dir, sizeof f.ledger_dir, "%s", TESSERA_CONTAINER_LEDGER_DIR);
+        snprintf(f.key, sizeof f.key, "%s", limits.key);
+        if (env_has_quota)
+          log(Level::info, "the limits file %s decides the quota; TESSERA_DEVICE_* and TESSERA_LEDGER_* are ignored",
+              TESSERA_CONTAINER_LIMITS_FILE);
+        e = f;
+        return;
+      }
+    }
+  }
+  ::close(fd);
+  refuse_limits(e, problem);
+}
+
+bool env_has_quota() {
+  for (char** ep = environ; ep && *ep; ++ep)
+    if (!strncmp(*ep, "TESSERA_DEVICE_", 15) || !strncmp(*ep, "TESSERA_LEDGER_", 15)) return true;
+  return false;
+}
+
+void read_config() {
+  Env& e = g_env;
+  struct stat st {};
+  if (lstat(TESSERA_CONTAINER_LIMITS_FILE, &st) == 0 || errno != ENOENT) {
+    read_limits_file(e, env_has_quota());
+    return;
+  }
+  read_env(e);
+  if (const char* announced = getenv(TESSERA_ENV_LIMITS_FILE)) {
+    char q[kTextBytes];
+    quote(announced, q, sizeof q);
+    char problem[256];
+    snprintf(problem, sizeof problem,
+             "does not exist, though %s=%s says this container has one: it was started without its limits mount",
+             TESSERA_ENV_LIMITS_FILE, q);
+    refuse_limits(e, problem);
+    return;
+  }
+  if (e.enabled) {
+    e.source = Source::env;
+    log(Level::warn,
+        "no limits file at %s: the quota comes from the environment (%s<k>), which any process of the container can "
+        "change or drop",
+        TESSERA_CONTAINER_LIMITS_FILE, TESSERA_ENV_MEMORY_LIMIT_PREFIX);
+  }
+}
+
 // The environment is read once it exists: a sanitizer runtime's start-up
 // calls dlsym before libc has set `environ`, and that must not fix the
 // library "off" for good.
@@ -166,7 +298,7 @@ const Env& env() {
   if (!environ) return g_no_env;
   pthread_mutex_lock(&g_env_mu);
   if (!g_env_read.load(std::memory_order_relaxed)) {
-    read_env();
+    read_config();
     g_env_read.store(true, std::memory_order_release);
   }
   pthread_mutex_unlock(&g_env_mu);
@@ -200,8 +332,13 @@ using TotalMem = CUresult (*)(std::size_t*, CUdevice);
 
 struct Ready {
   int index_of[kMaxOrdinals];  // ledger index, -1 none
+  CUdevice ordinal_of[kMaxDevices];  // ledger index -> CUDA ordinal, -1 none
   std::uint64_t total_of[kMaxOrdinals];
   bool ledger_ok = false;
+  // With a limits file, what it or the ledger got wrong (found once the driver
+  // could answer): no context may be created.
+  bool refused = false;
+  char refusal[PATH_MAX + 512] = {};
 };
 
 Ledger g_ledger;
@@ -209,6 +346,21 @@ Ready g_ready;
 std::atomic<int> g_state{0};  // 0 not yet, 1 ready
 pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
 char g_hostname[64] = "?";
+
+// With a limits file: what it or the ledger got wrong, found once the driver
+// could answer. No context may be created from now on.
+__attribute__((format(printf, 1, 2))) void refuse_ready(const char* format, ...) {
+  if (g_ready.refused) return;
+  g_ready.refused = true;
+  va_list args;
+  va_start(args, format);
+  const int n = vsnprintf(g_ready.refusal, sizeof g_ready.refusal, format, args);
+  va_end(args);
+  if (n >= 0 && static_cast<std::size_t>(n) < sizeof g_ready.refusal)
+    snprintf(g_ready.refusal + n, sizeof g_ready.refusal - static_cast<std::size_t>(n),
+             "; no CUDA context is created (the library never runs without its quota)");
+  log(Level::error, "%s", g_ready.refusal);
+}
 
 // Maps CUDA ordinals to ledger devices and opens the ledger. False when the
 // driver is not initialised yet (try again on the next call).
@@ -229,13 +381,24 @@ bool initialise_locked() {
   }
   if (count > kMaxOrdinals) count = kMaxOrdinals;
   gethostname(g_hostname, sizeof g_hostname - 1);
+  const bool file = e.source == Source::file;
+  for (int k = 0; k < static_cast<int>(kMaxDevices); ++k) g_ready.ordinal_of[k] = -1;
+  if (e.refused) {  // the limits file itself: nothing else to look at
+    for (int o = 0; o < kMaxOrdinals; ++o) g_ready.index_of[o] = -1;
+    g_ready.refused = true;
+    snprintf(g_ready.refusal, sizeof g_ready.refusal, "%s", e.refusal);
+    return true;
+  }
 
   char wanted[kMaxDevices][33] = {};
   for (int k = 0; k < e.count; ++k)
     if (e.devices[k].uuid[0] && !uuid_digits(e.devices[k].uuid, wanted[k])) {
       char q[kTextBytes];
       quote(e.devices[k].uuid, q, sizeof q);
-      log(Level::error, "%s%d=%s is not a GPU or MIG UUID", TESSERA_ENV_DEVICE_UUID_PREFIX, k, q);
+      if (file)
+        log(Level::error, "the limits file's device %d, %s, is not a UUID CUDA can report: no device matches it", k, q);
+      else
+        log(Level::error, "%s%d=%s is not a GPU or MIG UUID", TESSERA_ENV_DEVICE_UUID_PREFIX, k, q);
       wanted[k][0] = '\0';
     }
   DeviceQuota quotas[kMaxDevices];
@@ -270,24 +433,42 @@ bool initialise_locked() {
     for (int k = 0; k < e.count && match < 0; ++k)
       if (e.devices[k].has_limit && wanted[k][0] && !strcmp(wanted[k], digits)) match = k;
     if (match < 0) {
-      log(Level::error,
-          "CUDA device %d (UUID %s) is visible but no %s<k> names it; it gets quota 0 (every allocation refused)",
-          o, digits, TESSERA_ENV_DEVICE_UUID_PREFIX);
+      if (file)
+        log(Level::error,
+            "CUDA device %d (UUID %s) is visible but the limits file %s does not name it; it gets quota 0 (every "
+            "allocation refused)",
+            o, digits, TESSERA_CONTAINER_LIMITS_FILE);
+      else
+        log(Level::error,
+            "CUDA device %d (UUID %s) is visible but no %s<k> names it; it gets quota 0 (every allocation refused)",
+            o, digits, TESSERA_ENV_DEVICE_UUID_PREFIX);
       continue;
     }
     seen[match] = true;
     quotas[match].memory = total;
     if (quotas[match].quota > total) {
-      log(Level::error, "%s%d=%llu is above the device's memory (%zu bytes); it gets quota 0",
-          TESSERA_ENV_MEMORY_LIMIT_PREFIX, match, static_cast<unsigned long long>(quotas[match].quota), total);
+      if (file) {
+        refuse_ready("limits file %s: device %d (%s) has quota %llu bytes, above the device's memory (%zu bytes)",
+               TESSERA_CONTAINER_LIMITS_FILE, match, e.devices[match].uuid,
+               static_cast<unsigned long long>(quotas[match].quota), total);
+      } else {
+        log(Level::error, "%s%d=%llu is above the device's memory (%zu bytes); it gets quota 0",
+            TESSERA_ENV_MEMORY_LIMIT_PREFIX, match, static_cast<unsigned long long>(quotas[match].quota), total);
+      }
       quotas[match].quota = 0;
     }
     g_ready.index_of[o] = match;
+    g_ready.ordinal_of[match] = o;
   }
   for (int k = 0; k < e.count; ++k)
-    if (e.devices[k].has_limit && !seen[k] && e.devices[k].uuid[0])
-      log(Level::warn, "%s%d names %s, which is not visible to CUDA in this process; ignored",
-          TESSERA_ENV_DEVICE_UUID_PREFIX, k, e.devices[k].uuid);
+    if (e.devices[k].has_limit && !seen[k] && e.devices[k].uuid[0]) {
+      if (file)
+        log(Level::warn, "the limits file's device %d, %s, is not visible to CUDA in this process; ignored", k,
+            e.devices[k].uuid);
+      else
+        log(Level::warn, "%s%d names %s, which is not visible to CUDA in this process; ignored",
+            TESSERA_ENV_DEVICE_UUID_PREFIX, k, e.devices[k].uuid);
+    }
 
   if (e.count == 0) {
     g_ready.ledger_ok = false;
@@ -299,8 +480,15 @@ bool initialise_locked() {
     options.directory = e.ledger_dir;
     options.key = e.key;
     options.devices = {quotas, static_cast<std::size_t>(e.count)};
-    g_ready.ledger_ok = g_ledger.open(options);
-    if (!g_ready.ledger_ok) log(Level::error, "%s; every device gets quota 0", g_ledger.message());
+    // With a limits file the device plugin made the ledger before the
+    // container started, for exactly these quotas.
+    options.create = !file;
+    options.exact_quota = file;
+    g_ready.ledger_ok = !g_ready.refused && g_ledger.open(options);
+    if (!g_ready.ledger_ok && !g_ready.refused) {
+      if (file) refuse_ready("%s", g_ledger.message());
+      else log(Level::error, "%s; every device gets quota 0", g_ledger.message());
+    }
   }
   for (int k = 0; k < e.count; ++k)
     log(Level::info, "device %d (%s): quota %llu bytes", k, quotas[k].uuid.data(),
@@ -348,7 +536,7 @@ std::size_t probe(const Table& t, Space space, std::uint64_t key) {
 }
 
 bool grow(Table& t) {
-  const std::size_t capacity = t.capacity ? t.capacity * 2 : 1024;
+  const std::size_t capacity = t.capacity ? t.capacity * 2 : 64;  // small at start-up: 2.5 KiB, not 40
   auto* slots = static_cast<Record*>(calloc(capacity, sizeof(Record)));
   if (!slots) return false;
   Table next{slots, capacity, 0};
@@ -390,6 +578,14 @@ struct TableLock {
 CUcontext g_primary[kMaxOrdinals];
 pthread_mutex_t g_primary_mu = PTHREAD_MUTEX_INITIALIZER;
 
+// Contexts created through cuCtxCreate, with their device (under g_primary_mu).
+struct KnownContext {
+  CUcontext ctx = nullptr;
+  CUdevice ordinal = -1;
+};
+constexpr int kMaxKnownContexts = 64;
+KnownContext g_contexts[kMaxKnownContexts];
+
 // A forked child is a new driver client: it owns none of its parent's
 // allocations (the ledger's own fork handler gives it no slot either).
 void after_fork_child() {
@@ -398,6 +594,7 @@ void after_fork_child() {
   g_table = Table{};
   pthread_mutex_init(&g_primary_mu, nullptr);
   for (auto& p : g_primary) p = nullptr;
+  for (auto& c : g_contexts) c = KnownContext{};
   pthread_mutex_init(&g_init_mu, nullptr);
   pthread_mutex_init(&g_env_mu, nullptr);
 }
@@ -574,7 +771,8 @@ void insert(const Record& r) {
     }
     g_table.slots[i] = r;
   }
-  if (had_stale && stale.kind != Kind::mapping) uncharge(stale.index, stale.bytes);
+  // A mapping's or an exec's bytes are no charge of their own (the handle's, the graph pool's are).
+  if (had_stale && stale.kind != Kind::mapping && stale.kind != Kind::graph) uncharge(stale.index, stale.bytes);
 }
 
 bool take(Space space, std::uint64_t key, Record& out) {
@@ -637,6 +835,68 @@ void note_primary(CUdevice ordinal, CUcontext ctx) {
   g_primary[ordinal] = ctx;
   pthread_mutex_unlock(&g_primary_mu);
 }
+
+void note_context(CUcontext ctx, CUdevice ordinal) {
+  if (!ctx) return;
+  pthread_mutex_lock(&g_primary_mu);
+  KnownContext* spare = nullptr;
+  for (auto& c : g_contexts) {
+    if (c.ctx == ctx) spare = &c;
+    if (!c.ctx && !spare) spare = &c;
+  }
+  if (spare) *spare = KnownContext{ctx, ordinal};
+  pthread_mutex_unlock(&g_primary_mu);
+}
+
+void forget_context(CUcontext ctx) {
+  pthread_mutex_lock(&g_primary_mu);
+  for (auto& c : g_contexts)
+    if (c.ctx == ctx) c = KnownContext{};
+  pthread_mutex_unlock(&g_primary_mu);
+}
+
+CUcontext context_on(CUdevice ordinal, CUcontext except) {
+  CUcontext found = nullptr;
+  pthread_mutex_lock(&g_primary_mu);
+  for (const auto& c : g_contexts)
+    if (c.ctx && c.ctx != except && c.ordinal == ordinal) found = c.ctx;
+  pthread_mutex_unlock(&g_primary_mu);
+  return found;
+}
+
+bool device_of_context(CUcontext ctx, CUdevice& ordinal) {
+  bool found = false;
+  pthread_mutex_lock(&g_primary_mu);
+  for (const auto& c : g_contexts)
+    if (c.ctx && c.ctx == ctx) {
+      ordinal = c.ordinal;
+      found = true;
+    }
+  for (CUdevice o = 0; !found && o < kMaxOrdinals; ++o)
+    if (g_primary[o] && g_primary[o] == ctx) {
+      ordinal = o;
+      found = true;
+    }
+  pthread_mutex_unlock(&g_primary_mu);
+  return found;
+}
+
+const char* context_refusal() {
+  if (!enabled() || !ready()) return nullptr;
+  return g_ready.refused ? g_ready.refusal : nullptr;
+}
+
+std::uint64_t first_context_charge(int index) {
+  const Env& e = env();
+  return index >= 0 && index < e.count ? e.devices[index].context : 0;
+}
+
+CUdevice ordinal_of(int index) {
+  if (index < 0 || index >= static_cast<int>(kMaxDevices) || !ready()) return -1;
+  return g_ready.ordinal_of[index];
+}
+
+int device_count() { return env().count; }
 
 CUcontext primary_of(CUdevice ordinal) {
   if (ordinal < 0 || ordinal >= kMaxOrdinals) return nullptr;

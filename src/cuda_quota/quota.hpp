@@ -60,14 +60,17 @@ std::uint64_t usage(int index);
 
 // What a record is keyed by: device pointers, VMM handles, arrays and
 // mipmapped arrays, VMM mappings (key = mapped address; `handle` names the
-// VMM handle) live in separate key spaces.
-enum class Space : std::uint8_t { pointer = 1, handle, array, mapping, pool };
+// VMM handle), contexts (their own memory), modules and executable graphs
+// live in separate key spaces.
+enum class Space : std::uint8_t { pointer = 1, handle, array, mapping, pool, context, module, graph };
 enum class Kind : std::uint8_t {
-  context_bound,  // freed by cuCtxDestroy / primary reset: cuMemAlloc, pitch, managed, arrays
+  context_bound,  // freed by cuCtxDestroy / primary reset: cuMemAlloc, pitch, managed, arrays, modules,
+                  // the context's own memory
   pool,           // stream-ordered: charged as its pool's growth
   vmm,            // cuMemCreate: freed at release plus last unmap
   mapping,
   pool_state,     // a pool's charged reservation
+  graph,          // an executable graph's allocation nodes on one device (bytes; `released`: mapped)
 };
 
 struct Record {
@@ -96,6 +99,26 @@ std::size_t take_if(bool (*pick)(const Record&, const void*), const void* arg, R
 // The primary context last seen for an ordinal (from cuDevicePrimaryCtxRetain).
 void note_primary(CUdevice ordinal, CUcontext ctx);
 CUcontext primary_of(CUdevice ordinal);
+// Contexts this process created (cuCtxCreate), by device, so that a context's
+// or module's memory can be measured through another context of its device.
+void note_context(CUcontext ctx, CUdevice ordinal);
+void forget_context(CUcontext ctx);
+// A created context of `ordinal` other than `except`; NULL when none.
+CUcontext context_on(CUdevice ordinal, CUcontext except);
+// The device of a context this process created or retained; false when unknown.
+bool device_of_context(CUcontext ctx, CUdevice& ordinal);
+
+// With a limits file that cannot be used (or a ledger that does not match
+// it): why no context may be created; NULL when contexts may be created (or
+// the driver cannot answer yet). Initialises the library like device().
+const char* context_refusal();
+// What a process's first context on ledger device `index` is charged when no
+// context exists to measure it with (the limits file's `context=`; 0: none).
+std::uint64_t first_context_charge(int index);
+// The CUDA ordinal of ledger device `index`; -1 when it is not visible.
+CUdevice ordinal_of(int index);
+// The number of ledger devices (0 when the library is off).
+int device_count();
 
 // glibc's own dlsym, found without our hook (interpose.cpp).
 void* real_dlsym(void* handle, const char* name);
@@ -115,12 +138,15 @@ class DriverFn {
     void* p = pointer_.load(std::memory_order_acquire);
     if (!p) {
       p = nvml_ ? nvml_symbol(name_) : driver_symbol(name_);
+      // A driver that lacks the function is not asked again (NVML may load later).
+      if (!p && !nvml_) p = missing();
       pointer_.store(p, std::memory_order_release);
     }
-    return reinterpret_cast<F>(p);
+    return p == missing() ? nullptr : reinterpret_cast<F>(p);
   }
 
  private:
+  static void* missing() { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(1)); }
   const char* name_;
   bool nvml_;
   std::atomic<void*> pointer_{nullptr};

@@ -5,10 +5,14 @@
 // (no quota in the environment) every wrapper only forwards.
 #include <pthread.h>
 
+#include <atomic>
 #include <climits>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "cuda_quota/entry_points.hpp"
+#include "cuda_quota/ledger.hpp"
 #include "cuda_quota/quota.hpp"
 
 using namespace tessera::quota;
@@ -125,12 +129,21 @@ Pool* pool_entry(CUmemoryPool pool, CUdevice ordinal, int index) {
   return spare;
 }
 
+std::uint64_t used(CUmemoryPool pool, bool& ok) {
+  static DriverFn<PoolGetAttribute> lookup_get{"cuMemPoolGetAttribute"};
+  const auto get = lookup_get();
+  cuuint64_t value = 0;
+  ok = get && get(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &value) == CUDA_SUCCESS;
+  return value;
+}
+
 // Settles a pool's charge to what it reserves now. Growth beyond what was
-// reserved for it is charged too when the quota allows; else it is logged.
-void settle(Pool& p) {
+// charged for it is charged too when the quota allows; false (after the
+// refusal's log line) when it does not.
+bool settle(Pool& p) {
   bool ok = false;
   const std::uint64_t now = reserved(p.pool, ok);
-  if (!ok) return;
+  if (!ok) return true;
   if (now < p.charged) {
     uncharge(p.index, p.charged - now);
     p.charged = now;
@@ -138,8 +151,10 @@ void settle(Pool& p) {
     Device dev;
     dev.known = true;
     dev.index = p.index;
-    if (charge(dev, now - p.charged, now - p.charged)) p.charged = now;
+    if (!charge(dev, now - p.charged, now - p.charged)) return false;
+    p.charged = now;
   }
+  return true;
 }
 
 // Re-reads the pools of ledger device `index` (all with -1), or only `pool`.
@@ -181,8 +196,79 @@ bool pool_device(CUmemoryPool pool, CUdevice& ordinal) {
   return current_device(ordinal);
 }
 
+using FreeAsync = CUresult (*)(CUdeviceptr, CUstream);
+using StreamFn = CUresult (*)(CUstream);
+using PoolTrim = CUresult (*)(CUmemoryPool, std::size_t);
+using StreamIsCapturing = CUresult (*)(CUstream, int*);
+using StreamGetDevice = CUresult (*)(CUstream, CUdevice*);
+using StreamGetCtx = CUresult (*)(CUstream, CUcontext*);
+using CtxPush = CUresult (*)(CUcontext);
+using CtxPop = CUresult (*)(CUcontext*);
+using CtxGetDevice = CUresult (*)(CUdevice*);
+
+// [CH] the handles NULL, CU_STREAM_LEGACY (0x1) and CU_STREAM_PER_THREAD (0x2)
+// name the current context's default streams; every other one its own.
+bool special_stream(CUstream s) { return reinterpret_cast<std::uintptr_t>(s) <= 2; }
+CUstream kPerThreadStream = reinterpret_cast<CUstream>(0x2);
+
+// The stream a _ptsz call's NULL names, for the legacy functions the library calls itself.
+CUstream effective_stream(CUstream s, bool ptsz) { return ptsz && !s ? kPerThreadStream : s; }
+
+bool capturing(CUstream s) {
+  static DriverFn<StreamIsCapturing> lookup{"cuStreamIsCapturing"};
+  const auto f = lookup();
+  int status = 0;  // [CH] CU_STREAM_CAPTURE_STATUS_NONE 0, ACTIVE 1, INVALIDATED 2
+  return f && f(s, &status) == CUDA_SUCCESS && status != 0;
+}
+
+// The device whose memory a stream-ordered call on `s` takes ([CH]: "the pool
+// current to the stream's device"), not necessarily the current context's.
+bool stream_device(CUstream s, CUdevice& ordinal) {
+  if (special_stream(s)) return current_device(ordinal);
+  static DriverFn<StreamGetDevice> lookup_device{"cuStreamGetDevice"};  // 12080
+  if (const auto f = lookup_device(); f && f(s, &ordinal) == CUDA_SUCCESS) return true;
+  static DriverFn<StreamGetCtx> lookup_ctx{"cuStreamGetCtx"};  // 9020
+  const auto get_ctx = lookup_ctx();
+  CUcontext ctx = nullptr;
+  if (!get_ctx || get_ctx(s, &ctx) != CUDA_SUCCESS || !ctx) return false;
+  if (device_of_context(ctx, ordinal)) return true;
+  static DriverFn<CtxPush> lookup_push{"cuCtxPushCurrent_v2"};
+  static DriverFn<CtxPop> lookup_pop{"cuCtxPopCurrent_v2"};
+  static DriverFn<CtxGetDevice> lookup_get{"cuCtxGetDevice"};
+  const auto push = lookup_push();
+  const auto pop = lookup_pop();
+  const auto get = lookup_get();
+  if (!push || !pop || !get || push(ctx) != CUDA_SUCCESS) return false;
+  const bool ok = get(&ordinal) == CUDA_SUCCESS;
+  CUcontext popped = nullptr;
+  pop(&popped);
+  return ok;
+}
+
+// Whether `bytes` more fit in what the pool already reserves: such an
+// allocation takes no new memory, so a full quota is no reason to refuse it.
+bool fits_in_pool(CUmemoryPool pool, std::uint64_t bytes) {
+  bool ok_r = false, ok_u = false;
+  const std::uint64_t r = reserved(pool, ok_r), u = used(pool, ok_u);
+  return ok_r && ok_u && r >= u && r - u >= bytes;
+}
+
+// Gives back what an allocation made the pool grow by: the allocation freed on
+// its stream, the stream synchronised so that the free has happened, the pool
+// trimmed to what it is charged. Caller holds g_pool_mu.
+void hand_back(Pool& p, CUdeviceptr ptr, CUstream stream) {
+  static DriverFn<FreeAsync> lookup_free{"cuMemFreeAsync"};
+  static DriverFn<StreamFn> lookup_sync{"cuStreamSynchronize"};
+  static DriverFn<PoolTrim> lookup_trim{"cuMemPoolTrimTo"};
+  if (const auto f = lookup_free()) f(ptr, stream);
+  if (const auto f = lookup_sync()) f(stream);
+  if (const auto f = lookup_trim()) f(p.pool, p.charged);
+  settle(p);
+}
+
 template <class Call>
-CUresult pool_allocate(CUmemoryPool pool, CUdevice ordinal, std::size_t bytes, Call&& call, CUdeviceptr* dptr) {
+CUresult pool_allocate(CUmemoryPool pool, CUdevice ordinal, std::size_t bytes, CUstream stream, Call&& call,
+                       CUdeviceptr* dptr) {
   const Device dev = device(ordinal);
   if (!dev.known) return call();
   const std::uint64_t reserve = round_up(bytes, kGranule);
@@ -194,19 +280,35 @@ CUresult pool_allocate(CUmemoryPool pool, CUdevice ordinal, std::size_t bytes, C
     charge(Device{true, -1, 0}, reserve, bytes);  // logs the refusal
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  // Pools may have released memory at a synchronize since they were last
-  // read: before refusing, read them all again (design §2, "before a refusal").
-  if (!try_charge(dev, reserve)) {
+  // The growth this allocation may cause is charged before the driver is
+  // called. Pools may have released memory at a synchronize since they were
+  // last read: before refusing, read them all again (design §2, "before a
+  // refusal"). No charge is needed where the pool already holds the room, or
+  // under stream capture (the graph's memory is charged when it is mapped).
+  std::uint64_t pre = 0;
+  if (try_charge(dev, reserve)) {
+    pre = reserve;
+  } else {
     for (auto& other : g_pools)
       if (other.pool && other.index == dev.index) settle(other);
-    if (!charge(dev, reserve, bytes)) {
+    if (try_charge(dev, reserve)) {
+      pre = reserve;
+    } else if (!fits_in_pool(pool, bytes) && !capturing(stream)) {
+      charge(dev, reserve, bytes);  // logs the refusal
       pthread_mutex_unlock(&g_pool_mu);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
-  p->charged += reserve;
+  p->charged += pre;
   const CUresult r = call();
-  settle(*p);
+  // The pool may have grown by more than the request (its own step): that is
+  // charged too, or the allocation is given back and refused.
+  if (!settle(*p) && r == CUDA_SUCCESS && dptr) {
+    hand_back(*p, *dptr, stream);
+    pthread_mutex_unlock(&g_pool_mu);
+    *dptr = 0;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   pthread_mutex_unlock(&g_pool_mu);
   if (r == CUDA_SUCCESS && dptr) {
     Record rec;
@@ -220,26 +322,207 @@ CUresult pool_allocate(CUmemoryPool pool, CUdevice ordinal, std::size_t bytes, C
   return r;
 }
 
-CUresult current_pool(CUdevice& ordinal, CUmemoryPool& pool) {
+template <class Call>
+CUresult alloc_async(CUdeviceptr* dptr, std::size_t bytes, CUstream stream, bool ptsz, Call&& call) {
   static DriverFn<DeviceGetPool> lookup_get_current{"cuDeviceGetMemPool"};
   const auto get_current = lookup_get_current();
-  if (!current_device(ordinal) || !get_current) return CUDA_ERROR_NOT_INITIALIZED;
-  return get_current(&pool, ordinal);
-}
-
-template <class Call>
-CUresult alloc_async(CUdeviceptr* dptr, std::size_t bytes, Call&& call) {
   CUdevice ordinal = 0;
   CUmemoryPool pool = nullptr;
-  if (!enabled() || current_pool(ordinal, pool) != CUDA_SUCCESS) return call();
-  return pool_allocate(pool, ordinal, bytes, call, dptr);
+  if (!enabled() || !get_current || !stream_device(stream, ordinal) || get_current(&pool, ordinal) != CUDA_SUCCESS)
+    return call();
+  return pool_allocate(pool, ordinal, bytes, effective_stream(stream, ptsz), call, dptr);
 }
 
 template <class Call>
-CUresult alloc_from_pool(CUdeviceptr* dptr, std::size_t bytes, CUmemoryPool pool, Call&& call) {
+CUresult alloc_from_pool(CUdeviceptr* dptr, std::size_t bytes, CUmemoryPool pool, CUstream stream, bool ptsz,
+                         Call&& call) {
   CUdevice ordinal = 0;
   if (!enabled() || !pool_device(pool, ordinal)) return call();
-  return pool_allocate(pool, ordinal, bytes, call, dptr);
+  return pool_allocate(pool, ordinal, bytes, effective_stream(stream, ptsz), call, dptr);
+}
+
+// --------------------------------------------------------------- graphs
+
+// Graph memory ([CH] graph memory nodes): an executable graph's allocation
+// nodes take memory from the device's graph pool when it is uploaded or
+// launched (or instantiated with the UPLOAD flag), and keep it until the exec
+// is destroyed or the device's graph memory is trimmed. Each device's charge
+// is its CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, settled after every call
+// that can change it; an exec's allocation bytes (read from its graph's nodes
+// at instantiation: explicit nodes, cuGraphAddNode and stream capture alike)
+// are charged before the call that maps them, so one past the quota is
+// refused before it runs. Under g_pool_mu.
+std::uint64_t g_graph_charged[kMaxDevices];
+std::atomic<bool> g_graphs{false};  // some exec with allocation nodes exists
+
+using GraphMemAttribute = CUresult (*)(CUdevice, int, void*);
+using GraphGetNodes = CUresult (*)(CUgraph, CUgraphNode*, std::size_t*);
+using GraphNodeGetType = CUresult (*)(CUgraphNode, int*);
+using GraphMemAllocNodeGetParams = CUresult (*)(CUgraphNode, CUDA_MEM_ALLOC_NODE_PARAMS*);
+
+// Caller holds g_pool_mu.
+void settle_graph(int index) {
+  static DriverFn<GraphMemAttribute> lookup{"cuDeviceGetGraphMemAttribute"};
+  const auto get = lookup();
+  const CUdevice ordinal = ordinal_of(index);
+  cuuint64_t now = 0;
+  if (!get || ordinal < 0 || get(ordinal, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &now) != CUDA_SUCCESS) return;
+  std::uint64_t& charged = g_graph_charged[index];
+  if (now < charged) {
+    uncharge(index, charged - now);
+    charged = now;
+  } else if (now > charged) {
+    Device dev{true, index, 0};
+    if (charge(dev, now - charged, now - charged)) charged = now;  // mapped outside our sight: charged late
+  }
+}
+
+void refresh_graphs(int index) {
+  if (!g_graphs.load(std::memory_order_relaxed)) return;
+  pthread_mutex_lock(&g_pool_mu);
+  for (int i = 0; i < device_count(); ++i)
+    if (index < 0 || i == index) settle_graph(i);
+  pthread_mutex_unlock(&g_pool_mu);
+}
+
+struct GraphNeed {
+  std::uint64_t bytes[kMaxDevices] = {};
+  bool any = false;
+};
+
+// The allocation nodes of `graph`, per ledger device.
+bool graph_needs(CUgraph graph, GraphNeed& need) {
+  static DriverFn<GraphGetNodes> lookup_nodes{"cuGraphGetNodes"};
+  static DriverFn<GraphNodeGetType> lookup_type{"cuGraphNodeGetType"};
+  static DriverFn<GraphMemAllocNodeGetParams> lookup_params{"cuGraphMemAllocNodeGetParams"};
+  const auto get_nodes = lookup_nodes();
+  const auto get_type = lookup_type();
+  const auto get_params = lookup_params();
+  std::size_t count = 0;
+  if (!get_nodes || !get_type || !get_params || get_nodes(graph, nullptr, &count) != CUDA_SUCCESS) return false;
+  if (count == 0) return true;
+  auto* nodes = static_cast<CUgraphNode*>(calloc(count, sizeof(CUgraphNode)));
+  if (!nodes) return false;
+  std::size_t got = count;
+  bool ok = get_nodes(graph, nodes, &got) == CUDA_SUCCESS;
+  for (std::size_t i = 0; ok && i < got && i < count; ++i) {
+    int type = -1;
+    if (!nodes[i] || get_type(nodes[i], &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_MEM_ALLOC) continue;
+    CUDA_MEM_ALLOC_NODE_PARAMS params{};
+    if (get_params(nodes[i], &params) != CUDA_SUCCESS) continue;
+    const Device dev = device(params.poolProps.location.id);
+    if (dev.index < 0) continue;
+    const std::uint64_t b = round_up(params.bytesize, kGranule);
+    std::uint64_t& total = need.bytes[dev.index];
+    total = total > UINT64_MAX - b ? UINT64_MAX : total + b;
+    need.any = true;
+  }
+  free(nodes);
+  return ok;
+}
+
+std::uint64_t exec_key(CUgraphExec exec, int index) {
+  return reinterpret_cast<std::uint64_t>(exec) ^ (static_cast<std::uint64_t>(index) << 56);
+}
+
+// Charges the bytes `need` maps (retrying after reading the graph pools
+// again); false after undoing what it took and logging the refusal. Caller
+// holds g_pool_mu.
+bool charge_mapping(const GraphNeed& need) {
+  for (int i = 0; i < device_count(); ++i) {
+    if (!need.bytes[i]) continue;
+    const Device dev{true, i, 0};
+    bool ok = try_charge(dev, need.bytes[i]);
+    if (!ok) {
+      settle_graph(i);
+      ok = try_charge(dev, need.bytes[i]);
+    }
+    if (!ok) {
+      charge(dev, need.bytes[i], need.bytes[i]);  // logs the refusal
+      for (int j = 0; j < i; ++j)
+        if (need.bytes[j]) {
+          uncharge(j, need.bytes[j]);
+          g_graph_charged[j] -= need.bytes[j];
+        }
+      return false;
+    }
+    g_graph_charged[i] += need.bytes[i];
+  }
+  return true;
+}
+
+void settle_mapping(const GraphNeed& need) {
+  for (int i = 0; i < device_count(); ++i)
+    if (need.bytes[i]) settle_graph(i);
+}
+
+template <class Call>
+CUresult instantiate(CUgraphExec* exec, CUgraph graph, bool upload, Call&& call) {
+  GraphNeed need;
+  if (!enabled() || !exec || !graph || !graph_needs(graph, need) || !need.any) return call();
+  pthread_mutex_lock(&g_pool_mu);
+  if (upload && !charge_mapping(need)) {
+    pthread_mutex_unlock(&g_pool_mu);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  const CUresult r = call();
+  if (r == CUDA_SUCCESS) {
+    g_graphs.store(true, std::memory_order_relaxed);
+    for (int i = 0; i < device_count(); ++i) {
+      if (!need.bytes[i]) continue;
+      Record rec;
+      rec.space = Space::graph;
+      rec.kind = Kind::graph;
+      rec.index = static_cast<std::int16_t>(i);
+      rec.released = upload;  // mapped
+      rec.key = exec_key(*exec, i);
+      rec.bytes = need.bytes[i];
+      rec.handle = reinterpret_cast<std::uint64_t>(*exec);
+      insert(rec);
+    }
+  }
+  if (upload) settle_mapping(need);  // a failed instantiation gives back what was charged for it
+  pthread_mutex_unlock(&g_pool_mu);
+  return r;
+}
+
+// cuGraphUpload and cuGraphLaunch: the first that maps an exec's memory
+// charges it first.
+template <class Call>
+CUresult map_exec(CUgraphExec exec, Call&& call) {
+  if (!enabled() || !g_graphs.load(std::memory_order_relaxed) || !exec) return call();
+  GraphNeed need;
+  Record recs[kMaxDevices];
+  const int n = device_count();
+  for (int i = 0; i < n; ++i)
+    if (find(Space::graph, exec_key(exec, i), recs[i]) && !recs[i].released) {
+      need.bytes[i] = recs[i].bytes;
+      need.any = true;
+    }
+  if (!need.any) return call();  // a replay: its memory is mapped and charged
+  pthread_mutex_lock(&g_pool_mu);
+  if (!charge_mapping(need)) {
+    pthread_mutex_unlock(&g_pool_mu);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  const CUresult r = call();
+  if (r == CUDA_SUCCESS)
+    for (int i = 0; i < n; ++i)
+      if (need.bytes[i]) {
+        recs[i].released = true;
+        update(recs[i]);
+      }
+  settle_mapping(need);
+  pthread_mutex_unlock(&g_pool_mu);
+  return r;
+}
+
+bool pick_exec(const Record& r, const void* exec) {
+  return r.space == Space::graph && r.handle == reinterpret_cast<std::uint64_t>(exec);
+}
+
+bool pick_graph_index(const Record& r, const void* index) {
+  return r.space == Space::graph && r.index == *static_cast<const int*>(index);
 }
 
 // A free of any device pointer: context-bound ones are uncharged; pool ones
@@ -250,7 +533,11 @@ CUresult free_pointer(CUdeviceptr p, Call&& call) {
   Record rec;
   const bool ours = enabled() && take(Space::pointer, p, rec);
   const CUresult r = call();
-  if (!ours) return r;
+  if (!ours) {
+    // Perhaps a graph's allocation: one its exec no longer holds is released now.
+    if (r == CUDA_SUCCESS) refresh_graphs(-1);
+    return r;
+  }
   if (r != CUDA_SUCCESS) {
     insert(rec);
     return r;
@@ -330,6 +617,7 @@ void report(T* free, T* total) {
   std::uint64_t quota = 0, room = 0;
   if (dev.index >= 0) {
     refresh_pools(dev.index);
+    refresh_graphs(dev.index);
     quota = dev.quota;
     const std::uint64_t used = usage(dev.index);
     room = quota > used ? quota - used : 0;
@@ -368,6 +656,139 @@ void after_primary_release(CUdevice ordinal) {
 void after_primary_reset(CUdevice ordinal) {
   contexts_changed();
   if (CUcontext ctx = primary_of(ordinal)) reclaim_context(ctx);
+}
+
+// A context's own memory and its modules' (design §7, built): charged at
+// creation as the drop in the driver's own free memory across the call
+// (cuMemGetInfo_v2 through a context of the same device that exists before
+// the call: the calling thread's, the device's active primary one, or one
+// this process created), returned with the context. A process's first
+// context on a device has no such context to measure with: it is charged the
+// limits file's `context=` figure for that device, where the node gives one.
+
+using MemGetInfo = CUresult (*)(std::size_t*, std::size_t*);
+using PrimaryGetState = CUresult (*)(CUdevice, unsigned*, int*);
+using CtxDestroyFn = CUresult (*)(CUcontext);
+using PrimaryReleaseFn = CUresult (*)(CUdevice);
+using ModuleUnloadFn = CUresult (*)(CUmodule);
+
+bool primary_active(CUdevice ordinal) {
+  static DriverFn<PrimaryGetState> lookup{"cuDevicePrimaryCtxGetState"};
+  const auto get_state = lookup();
+  unsigned flags = 0;
+  int active = 0;
+  return get_state && get_state(ordinal, &flags, &active) == CUDA_SUCCESS && active;
+}
+
+// The driver's free memory seen through `ctx` (pushed and popped unless current).
+bool free_through(CUcontext ctx, bool is_current, std::uint64_t& out) {
+  static DriverFn<MemGetInfo> lookup_info{"cuMemGetInfo_v2"};
+  static DriverFn<CtxPush> lookup_push{"cuCtxPushCurrent_v2"};
+  static DriverFn<CtxPop> lookup_pop{"cuCtxPopCurrent_v2"};
+  const auto info = lookup_info();
+  if (!info || !ctx) return false;
+  std::size_t free = 0, total = 0;
+  if (is_current) {
+    if (info(&free, &total) != CUDA_SUCCESS) return false;
+    out = free;
+    return true;
+  }
+  const auto push = lookup_push();
+  const auto pop = lookup_pop();
+  if (!push || !pop || push(ctx) != CUDA_SUCCESS) return false;
+  const bool ok = info(&free, &total) == CUDA_SUCCESS;
+  CUcontext popped = nullptr;
+  pop(&popped);
+  out = free;
+  return ok;
+}
+
+// The driver's free memory on `ordinal` through any context of it that
+// exists now; false when there is none.
+bool free_on(CUdevice ordinal, std::uint64_t& out) {
+  CUdevice current_ordinal = -1;
+  CUcontext ctx = nullptr;
+  if (current(current_ordinal, ctx) && current_ordinal == ordinal) return free_through(ctx, true, out);
+  if (primary_active(ordinal))
+    if (CUcontext primary = primary_of(ordinal)) return free_through(primary, false, out);
+  if (CUcontext other = context_on(ordinal, nullptr)) return free_through(other, false, out);
+  return false;
+}
+
+void log_refusal(const char* why) {
+  static std::atomic<int> logged{0};
+  if (logged.fetch_add(1) < 10) log(Level::error, "context refused: %s", why);
+}
+
+// cuDevicePrimaryCtxRetain and cuCtxCreate: refused when the limits cannot
+// be enforced; the new context's memory charged, or the context undone and
+// CUDA_ERROR_OUT_OF_MEMORY returned when it does not fit the quota.
+template <class Call>
+CUresult create_context(CUdevice ordinal, bool primary, CUcontext* pctx, Call&& call) {
+  if (!enabled() || !pctx) return call();
+  if (primary && primary_active(ordinal)) {  // a retain of a live primary context makes nothing new
+    const CUresult r = call();
+    if (r == CUDA_SUCCESS) note_primary(ordinal, *pctx);
+    return r;
+  }
+  const Device dev = device(ordinal);
+  if (const char* why = dev.known ? context_refusal() : nullptr) {
+    log_refusal(why);
+    return CUDA_ERROR_NOT_PERMITTED;
+  }
+  std::uint64_t before = 0;
+  const bool measured = dev.index >= 0 && free_on(ordinal, before);
+  const CUresult r = call();
+  if (r != CUDA_SUCCESS) return r;
+  const CUcontext ctx = *pctx;
+  if (primary) note_primary(ordinal, ctx);
+  else note_context(ctx, ordinal);
+  if (dev.index < 0) return r;
+  std::uint64_t bytes = 0, after = 0;
+  if (!measured) bytes = first_context_charge(dev.index);
+  else if (free_through(ctx, !primary, after)) bytes = before > after ? before - after : 0;
+  if (bytes == 0) return r;
+  if (!charge(dev, bytes, bytes)) {
+    if (primary) {
+      if (auto release = REAL(cuDevicePrimaryCtxRelease_v2)) release(ordinal);
+    } else {
+      forget_context(ctx);
+      if (auto destroy = REAL(cuCtxDestroy_v2)) destroy(ctx);
+    }
+    contexts_changed();
+    *pctx = nullptr;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  Record rec = record_of(Space::context, Kind::context_bound, ctx);
+  rec.index = static_cast<std::int16_t>(dev.index);
+  rec.key = reinterpret_cast<std::uint64_t>(ctx);
+  rec.bytes = bytes;
+  insert(rec);
+  return r;
+}
+
+// cuModuleLoad*: a module's code and data, measured across the load.
+template <class Call>
+CUresult load_module(CUmodule* module, Call&& call) {
+  CUdevice ordinal = 0;
+  CUcontext ctx = nullptr;
+  const Device dev = charged_device(ordinal, ctx);
+  std::uint64_t before = 0, after = 0;
+  if (!dev.known || !module || !free_through(ctx, true, before)) return call();
+  const CUresult r = call();
+  if (r != CUDA_SUCCESS || !free_through(ctx, true, after) || after >= before) return r;
+  const std::uint64_t bytes = before - after;
+  if (!charge(dev, bytes, bytes)) {
+    if (auto unload = REAL(cuModuleUnload)) unload(*module);
+    *module = nullptr;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  Record rec = record_of(Space::module, Kind::context_bound, ctx);
+  rec.index = static_cast<std::int16_t>(dev.index);
+  rec.key = reinterpret_cast<std::uint64_t>(*module);
+  rec.bytes = bytes;
+  insert(rec);
+  return r;
 }
 
 // --------------------------------------------------------------- VMM
@@ -545,20 +966,189 @@ EXPORT CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
 
 EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
   return forward(REAL(cuCtxDestroy_v2), [&] {
+    forget_context(ctx);
     if (enabled()) reclaim_context(ctx);
   }, ctx);
 }
 
 EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
   return forward(REAL(cuCtxDestroy), [&] {
+    forget_context(ctx);
     if (enabled()) reclaim_context(ctx);
   }, ctx);
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
-  return forward(REAL(cuDevicePrimaryCtxRetain), [&] {
-    if (pctx) note_primary(dev, *pctx);
-  }, pctx, dev);
+  auto driver = REAL(cuDevicePrimaryCtxRetain);
+  if (!driver) return missing();
+  return create_context(dev, true, pctx, [&] { return driver(pctx, dev); });
+}
+
+EXPORT CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  auto driver = REAL(cuCtxCreate);
+  if (!driver) return missing();
+  return create_context(dev, false, pctx, [&] { return driver(pctx, flags, dev); });
+}
+
+EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  auto driver = REAL(cuCtxCreate_v2);
+  if (!driver) return missing();
+  return create_context(dev, false, pctx, [&] { return driver(pctx, flags, dev); });
+}
+
+EXPORT CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams, unsigned int flags,
+                               CUdevice dev) {
+  auto driver = REAL(cuCtxCreate_v3);
+  if (!driver) return missing();
+  return create_context(dev, false, pctx, [&] { return driver(pctx, paramsArray, numParams, flags, dev); });
+}
+
+EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* ctxCreateParams, unsigned int flags, CUdevice dev) {
+  auto driver = REAL(cuCtxCreate_v4);
+  if (!driver) return missing();
+  return create_context(dev, false, pctx, [&] { return driver(pctx, ctxCreateParams, flags, dev); });
+}
+
+EXPORT CUresult cuModuleLoad(CUmodule* module, const char* fname) {
+  auto driver = REAL(cuModuleLoad);
+  if (!driver) return missing();
+  return load_module(module, [&] { return driver(module, fname); });
+}
+
+EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  auto driver = REAL(cuModuleLoadData);
+  if (!driver) return missing();
+  return load_module(module, [&] { return driver(module, image); });
+}
+
+EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions, CUjit_option* options,
+                                   void** optionValues) {
+  auto driver = REAL(cuModuleLoadDataEx);
+  if (!driver) return missing();
+  return load_module(module, [&] { return driver(module, image, numOptions, options, optionValues); });
+}
+
+EXPORT CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
+  auto driver = REAL(cuModuleLoadFatBinary);
+  if (!driver) return missing();
+  return load_module(module, [&] { return driver(module, fatCubin); });
+}
+
+EXPORT CUresult cuModuleUnload(CUmodule hmod) {
+  auto driver = REAL(cuModuleUnload);
+  if (!driver) return missing();
+  Record rec;
+  const bool ours = enabled() && take(Space::module, reinterpret_cast<std::uint64_t>(hmod), rec);
+  const CUresult r = driver(hmod);
+  if (!ours) return r;
+  if (r != CUDA_SUCCESS) insert(rec);
+  else uncharge(rec.index, rec.bytes);
+  return r;
+}
+
+EXPORT CUresult cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode, char* logBuffer,
+                                   std::size_t bufferSize) {
+  auto driver = REAL(cuGraphInstantiate);
+  if (!driver) return missing();
+  return instantiate(phGraphExec, hGraph, false,
+                     [&] { return driver(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize); });
+}
+
+EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode,
+                                      char* logBuffer, std::size_t bufferSize) {
+  auto driver = REAL(cuGraphInstantiate_v2);
+  if (!driver) return missing();
+  return instantiate(phGraphExec, hGraph, false,
+                     [&] { return driver(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize); });
+}
+
+EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags) {
+  auto driver = REAL(cuGraphInstantiateWithFlags);
+  if (!driver) return missing();
+  return instantiate(phGraphExec, hGraph, false, [&] { return driver(phGraphExec, hGraph, flags); });
+}
+
+EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                             CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams) {
+  auto driver = REAL(cuGraphInstantiateWithParams);
+  if (!driver) return missing();
+  const bool upload = instantiateParams && (instantiateParams->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+  return instantiate(phGraphExec, hGraph, upload, [&] { return driver(phGraphExec, hGraph, instantiateParams); });
+}
+
+EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                  CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams) {
+  auto driver = REAL(cuGraphInstantiateWithParams_ptsz);
+  if (!driver) return missing();
+  const bool upload = instantiateParams && (instantiateParams->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+  return instantiate(phGraphExec, hGraph, upload, [&] { return driver(phGraphExec, hGraph, instantiateParams); });
+}
+
+EXPORT CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
+  auto driver = REAL(cuGraphUpload);
+  if (!driver) return missing();
+  return map_exec(hGraphExec, [&] { return driver(hGraphExec, hStream); });
+}
+
+EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  auto driver = REAL(cuGraphUpload_ptsz);
+  if (!driver) return missing();
+  return map_exec(hGraphExec, [&] { return driver(hGraphExec, hStream); });
+}
+
+EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  auto driver = REAL(cuGraphLaunch);
+  if (!driver) return missing();
+  return map_exec(hGraphExec, [&] { return driver(hGraphExec, hStream); });
+}
+
+EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  auto driver = REAL(cuGraphLaunch_ptsz);
+  if (!driver) return missing();
+  return map_exec(hGraphExec, [&] { return driver(hGraphExec, hStream); });
+}
+
+// [CH] destroying an exec returns the memory it maps (allocations still
+// outstanding live on until freed): the device's reservation, read again.
+EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  auto driver = REAL(cuGraphExecDestroy);
+  if (!driver) return missing();
+  const CUresult r = driver(hGraphExec);
+  if (r != CUDA_SUCCESS || !enabled() || !g_graphs.load(std::memory_order_relaxed)) return r;
+  Record taken[kMaxDevices];
+  const std::size_t n = take_if(pick_exec, hGraphExec, taken, kMaxDevices);
+  pthread_mutex_lock(&g_pool_mu);
+  for (std::size_t i = 0; i < n; ++i) settle_graph(taken[i].index);
+  pthread_mutex_unlock(&g_pool_mu);
+  return r;
+}
+
+// [CH] a trim gives back the graph memory no exec is using: those execs map
+// it again at their next launch, so every exec of the device is charged
+// again before that (settling corrects what was not given back).
+EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device) {
+  auto driver = REAL(cuDeviceGraphMemTrim);
+  if (!driver) return missing();
+  const CUresult r = driver(device);
+  if (r != CUDA_SUCCESS || !enabled() || !g_graphs.load(std::memory_order_relaxed)) return r;
+  const Device dev = tessera::quota::device(device);
+  if (dev.index < 0) return r;
+  Record batch[64];
+  Record keep[64];
+  for (;;) {
+    const std::size_t n = take_if(pick_graph_index, &dev.index, batch, 64);
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      batch[i].released = false;
+      keep[k++] = batch[i];
+    }
+    for (std::size_t i = 0; i < k; ++i) insert(keep[i]);
+    if (n < 64) break;
+  }
+  pthread_mutex_lock(&g_pool_mu);
+  settle_graph(dev.index);
+  pthread_mutex_unlock(&g_pool_mu);
+  return r;
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
@@ -694,7 +1284,7 @@ EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, std::size_t bytesize, CUstrea
   if (!driver) return missing();
   auto call = [&] { return driver(dptr, bytesize, hStream); };
   if (!dptr || bytesize == 0) return call();
-  return alloc_async(dptr, bytesize, call);
+  return alloc_async(dptr, bytesize, hStream, false, call);
 }
 
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, std::size_t bytesize, CUstream hStream) {
@@ -702,7 +1292,7 @@ EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, std::size_t bytesize, CU
   if (!driver) return missing();
   auto call = [&] { return driver(dptr, bytesize, hStream); };
   if (!dptr || bytesize == 0) return call();
-  return alloc_async(dptr, bytesize, call);
+  return alloc_async(dptr, bytesize, hStream, true, call);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, std::size_t bytesize, CUmemoryPool pool, CUstream hStream) {
@@ -710,7 +1300,7 @@ EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, std::size_t bytesize,
   if (!driver) return missing();
   auto call = [&] { return driver(dptr, bytesize, pool, hStream); };
   if (!dptr || bytesize == 0 || !pool) return call();
-  return alloc_from_pool(dptr, bytesize, pool, call);
+  return alloc_from_pool(dptr, bytesize, pool, hStream, false, call);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, std::size_t bytesize, CUmemoryPool pool,
@@ -719,7 +1309,7 @@ EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, std::size_t byte
   if (!driver) return missing();
   auto call = [&] { return driver(dptr, bytesize, pool, hStream); };
   if (!dptr || bytesize == 0 || !pool) return call();
-  return alloc_from_pool(dptr, bytesize, pool, call);
+  return alloc_from_pool(dptr, bytesize, pool, hStream, true, call);
 }
 
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {

@@ -4,12 +4,12 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <string_view>
 #include <vector>
 
@@ -21,6 +21,15 @@ namespace tessera::mps {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr size_t kTailBytes = 4096;
+
+// The system calls themselves: glibc 2.36's <sys/pidfd.h> declares its
+// wrappers without C linkage, so C++ cannot link them.
+int open_pidfd(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0u)); }
+int send_signal(int pidfd, int sig) {
+  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0u));
+}
 
 std::vector<std::string> environment(const Dirs& dirs, const std::string& device) {
   std::vector<std::string> env;
@@ -40,34 +49,45 @@ std::vector<std::string> environment(const Dirs& dirs, const std::string& device
 struct Spawned {
   pid_t pid = -1;
   int in = -1;   // the child's stdin, or -1
-  int out = -1;  // the child's stdout and stderr, or -1
+  int out = -1;  // the child's stdout and stderr
 };
 
-// Starts `argv` with `env`; stdin and stdout+stderr are pipes, or files when
-// `output_file` is set (then stdin is /dev/null).
+// Starts `binary args...` with `env`; stdout and stderr go to one pipe, stdin
+// is a pipe too unless `with_stdin` is false (then /dev/null). The child gets
+// default signal dispositions and an empty mask (this process may block the
+// signals it reads from a signalfd), and with `own_group` a process group of
+// its own, so that a signal to ours does not reach it.
 Result<Spawned> spawn(const ControlOptions& options, std::vector<std::string> args, const std::vector<std::string>& env,
-                      const std::string& output_file = {}) {
+                      bool with_stdin, bool own_group) {
   int in[2] = {-1, -1}, out[2] = {-1, -1};
   auto close_all = [&] {
     for (int fd : {in[0], in[1], out[0], out[1]})
       if (fd >= 0) ::close(fd);
   };
+  if ((with_stdin && ::pipe2(in, O_CLOEXEC) != 0) || ::pipe2(out, O_CLOEXEC) != 0) {
+    close_all();
+    return fail(Errc::io, std::string("cannot make a pipe: ") + std::strerror(errno));
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  if (output_file.empty()) {
-    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
-      close_all();
-      posix_spawn_file_actions_destroy(&actions);
-      return fail(Errc::io, std::string("cannot make a pipe: ") + std::strerror(errno));
-    }
-    posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDERR_FILENO);
-  } else {
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, output_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  if (with_stdin) posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+  else posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDERR_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+  if (own_group) {
+    flags |= POSIX_SPAWN_SETPGROUP;
+    posix_spawnattr_setpgroup(&attr, 0);
   }
+  posix_spawnattr_setflags(&attr, flags);
   args.insert(args.begin(), options.binary);
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
@@ -77,8 +97,9 @@ Result<Spawned> spawn(const ControlOptions& options, std::vector<std::string> ar
   envp.push_back(nullptr);
   pid_t pid = -1;
   // posix_spawnp searches PATH for a bare name, as a shell would.
-  const int rc = ::posix_spawnp(&pid, options.binary.c_str(), &actions, nullptr, argv.data(), envp.data());
+  const int rc = ::posix_spawnp(&pid, options.binary.c_str(), &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     close_all();
     return fail(Errc::not_found, "cannot run the MPS control program " + quote(options.binary) + ": " +
@@ -86,7 +107,7 @@ Result<Spawned> spawn(const ControlOptions& options, std::vector<std::string> ar
   }
   Spawned s{pid, in[1], out[0]};
   if (in[0] >= 0) ::close(in[0]);
-  if (out[1] >= 0) ::close(out[1]);
+  ::close(out[1]);
   return s;
 }
 
@@ -100,11 +121,11 @@ int reap(pid_t pid, Clock::time_point deadline, bool& timed_out) {
     if (r < 0 && errno != EINTR) return -1;
     if (Clock::now() >= deadline) {
       timed_out = true;
-      ::kill(pid, SIGKILL);
+      ::kill(pid, SIGKILL);  // the client this call started, not yet reaped: its pid is still its own
       ::waitpid(pid, &status, 0);
       return -1;
     }
-    ::usleep(2000);
+    ::usleep(1000);
   }
 }
 
@@ -115,34 +136,110 @@ std::string trimmed(std::string s) {
   return s.substr(start);
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return text;
+bool readable(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  int n;
+  do n = ::poll(&p, 1, timeout_ms);
+  while (n < 0 && errno == EINTR);
+  return n > 0;
 }
 
 }  // namespace
 
-Result<void> start_daemon(const ControlOptions& options, const Dirs& dirs, const std::string& device) {
-  // -d leaves a daemon behind that inherits the output descriptors: a pipe
-  // would never reach end-of-file, so its output goes to a file.
-  const std::string output = dirs.log + "/tessera-control-start.txt";
-  auto child = spawn(options, {"-d"}, environment(dirs, device), output);
-  if (!child) return unexpected(child.error());
-  bool timed_out = false;
-  const int status = reap(child->pid, Clock::now() + options.timeout, timed_out);
-  if (timed_out)
-    return fail(Errc::timeout, quote(options.binary) + " -d for " + device + " did not return within " +
-                                   std::to_string(options.timeout.count()) + " ms (pipe directory " + dirs.pipe + ")");
-  if (status != 0)
-    return fail(Errc::io, quote(options.binary) + " -d for " + device + " exited with status " +
-                              std::to_string(status) + " (pipe directory " + dirs.pipe + "): " +
-                              excerpt(trimmed(read_file(output)), 200));
-  return {};
+DaemonProcess::DaemonProcess(DaemonProcess&& other) noexcept
+    : pid_(other.pid_), pidfd_(other.pidfd_), output_(other.output_), tail_(std::move(other.tail_)) {
+  other.pid_ = -1;
+  other.pidfd_ = other.output_ = -1;
 }
 
-Result<std::string> command(const ControlOptions& options, const Dirs& dirs, const std::string& line) {
-  auto child = spawn(options, {}, environment(dirs, {}));
+DaemonProcess& DaemonProcess::operator=(DaemonProcess&& other) noexcept {
+  if (this != &other) {
+    close_all();
+    pid_ = other.pid_;
+    pidfd_ = other.pidfd_;
+    output_ = other.output_;
+    tail_ = std::move(other.tail_);
+    other.pid_ = -1;
+    other.pidfd_ = other.output_ = -1;
+  }
+  return *this;
+}
+
+DaemonProcess::~DaemonProcess() { close_all(); }
+
+void DaemonProcess::close_all() {
+  if (pidfd_ >= 0) ::close(pidfd_);
+  if (output_ >= 0) ::close(output_);
+  pidfd_ = output_ = -1;
+}
+
+bool DaemonProcess::running() const { return pidfd_ >= 0 && !readable(pidfd_, 0); }
+
+bool DaemonProcess::signal(int sig) const {
+  return pidfd_ >= 0 && send_signal(pidfd_, sig) == 0;
+}
+
+bool DaemonProcess::wait_exit(std::chrono::milliseconds within) const {
+  if (pidfd_ < 0) return true;
+  return readable(pidfd_, static_cast<int>(within.count()));
+}
+
+std::string DaemonProcess::reap() {
+  output_tail();  // what it said last, before the pipe goes
+  if (pidfd_ < 0) return "is gone";
+  siginfo_t info{};
+  int rc;
+  do rc = ::waitid(P_PIDFD, static_cast<id_t>(pidfd_), &info, WEXITED);
+  while (rc < 0 && errno == EINTR);
+  ::close(pidfd_);
+  pidfd_ = -1;
+  if (rc != 0) return "exited (its status was collected elsewhere)";
+  if (info.si_code == CLD_EXITED) return "exited with status " + std::to_string(info.si_status);
+  return "was killed by signal " + std::to_string(info.si_status) + " (" + strsignal(info.si_status) + ")";
+}
+
+const std::string& DaemonProcess::output_tail() {
+  if (output_ < 0) return tail_;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(output_, buf, sizeof buf);
+    if (n > 0) {
+      tail_.append(buf, static_cast<size_t>(n));
+      if (tail_.size() > kTailBytes) tail_.erase(0, tail_.size() - kTailBytes);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) {  // every writer closed it
+      ::close(output_);
+      output_ = -1;
+    }
+    break;
+  }
+  return tail_;
+}
+
+Result<DaemonProcess> start_foreground(const ControlOptions& options, const Dirs& dirs, const std::string& device) {
+  auto child = spawn(options, {"-f"}, environment(dirs, device), false, true);
+  if (!child) return unexpected(child.error());
+  const int pidfd = open_pidfd(child->pid);
+  if (pidfd < 0) {
+    const int err = errno;
+    // Without a pidfd it cannot be watched or stopped safely: stop it now,
+    // while it is certainly still this process's unreaped child.
+    ::kill(child->pid, SIGKILL);
+    ::waitpid(child->pid, nullptr, 0);
+    ::close(child->out);
+    return fail(Errc::io, std::string("pidfd_open: ") + std::strerror(err) + " (Linux 5.3 or newer is needed)");
+  }
+  // Its output is read when convenient, never waited on; a larger pipe gives
+  // the daemon room to write between reads.
+  ::fcntl(child->out, F_SETFL, ::fcntl(child->out, F_GETFL) | O_NONBLOCK);
+  ::fcntl(child->out, F_SETPIPE_SZ, 1 << 20);
+  return DaemonProcess(child->pid, pidfd, child->out);
+}
+
+Result<std::string> command(const ControlOptions& options, const Dirs& dirs, const std::string& line, int abort_fd) {
+  auto child = spawn(options, {}, environment(dirs, {}), true, false);
   if (!child) return unexpected(child.error());
   const auto deadline = Clock::now() + options.timeout;
   // One command, then end of input: the client sends it and prints the reply.
@@ -151,29 +248,37 @@ Result<std::string> command(const ControlOptions& options, const Dirs& dirs, con
   [[maybe_unused]] const ssize_t wrote = ::write(child->in, text.data(), text.size());
   ::close(child->in);
   std::string reply;
-  bool timed_out = false;
+  bool timed_out = false, aborted = false;
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) {
       timed_out = true;
       break;
     }
-    pollfd p{child->out, POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(left));
+    pollfd p[2] = {{child->out, POLLIN, 0}, {abort_fd, POLLIN, 0}};
+    const int ready = ::poll(p, abort_fd >= 0 ? 2 : 1, static_cast<int>(left));
     if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) {
-      timed_out = ready == 0;
+    if (ready < 0) break;
+    if (ready == 0) {
+      timed_out = true;
+      break;
+    }
+    if (abort_fd >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+      aborted = true;
       break;
     }
     char buf[4096];
     const ssize_t n = ::read(child->out, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     reply.append(buf, static_cast<size_t>(n));
     if (reply.size() > (1u << 20)) break;  // a runaway client: enough to quote
   }
   ::close(child->out);
   bool late = false;
-  const int status = reap(child->pid, timed_out ? Clock::now() : deadline, late);
+  const int status = reap(child->pid, (timed_out || aborted) ? Clock::now() : deadline, late);
+  if (aborted)
+    return fail(Errc::conflict, "the MPS control daemon in " + dirs.pipe + " exited while " + quote(line) + " ran");
   if (timed_out || late)
     return fail(Errc::timeout, "MPS control daemon in " + dirs.pipe + " did not answer " + quote(line) + " within " +
                                    std::to_string(options.timeout.count()) + " ms");
@@ -181,22 +286,6 @@ Result<std::string> command(const ControlOptions& options, const Dirs& dirs, con
     return fail(Errc::io, "MPS control daemon in " + dirs.pipe + " refused " + quote(line) + " (exit status " +
                               std::to_string(status) + "): " + excerpt(trimmed(reply), 200));
   return trimmed(reply);
-}
-
-pid_t daemon_pid(const Dirs& dirs) {
-  std::ifstream in(dirs.pipe + "/nvidia-cuda-mps-control.pid");
-  long pid = -1;
-  if (!(in >> pid) || pid <= 1) return -1;
-  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return -1;
-  // The kernel keeps 15 characters of the command name: "nvidia-cuda-mps".
-  std::string comm = read_file("/proc/" + std::to_string(pid) + "/comm");
-  if (!comm.starts_with("nvidia-cuda-mps")) return -1;
-  // An exited daemon its parent has not reaped yet (state Z) is gone.
-  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-  const auto close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z' || stat[close + 2] == 'X')
-    return -1;
-  return static_cast<pid_t>(pid);
 }
 
 }  // namespace tessera::mps

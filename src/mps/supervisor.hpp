@@ -1,92 +1,86 @@
 // One supervised MPS control daemon per GPU or MIG device that has MPS shares
-// (docs/design-mps.md). The supervisor
-//   - starts each daemon (`nvidia-cuda-mps-control -d`, CUDA_VISIBLE_DEVICES =
-//     the device's UUID) in its own pipe and log directories under mpsRoot,
-//     then sets its default per-client limits through the control interface:
+// (docs/design-mps.md). Each daemon has a worker thread of its own, which
+//   - starts it in the foreground (`nvidia-cuda-mps-control -f`,
+//     CUDA_VISIBLE_DEVICES = the device's UUID) in its pipe and log
+//     directories, so the daemon is this process's child, waits until it
+//     answers, then sets its default per-client limits and reads them back:
 //     `set_default_device_pinned_mem_limit 0 <MiB>M` (the device is ordinal 0
 //     for a daemon that sees only it) and `set_default_active_thread_percentage`;
-//   - checks each daemon on an interval (`get_default_active_thread_percentage`
-//     must answer within the timeout) and restarts one that died or stopped
-//     answering, with backoff doubling from `backoff_min` to `backoff_max`
-//     (a hung daemon is killed first, by the pid it wrote, never by name);
-//   - stops daemons with `quit` when their device leaves the wanted set (a
-//     config change) and all of them on stop().
-// Time comes in through tick(now): no sleeps, no thread of its own. Not
-// thread-safe: one owner calls set, tick, healthy and stop.
+//   - sees it exit through its pidfd the moment it does (no polling), and
+//     checks that it still answers every `check_interval` with a deadline of
+//     its own: a hung daemon delays nothing but itself;
+//   - restarts one that died or stopped answering after a backoff doubling
+//     from `backoff_min` to `backoff_max`, killing a hung one first through
+//     its pidfd: the only process it ever signals is the child it started;
+//   - applies new limits to a running daemon without quitting it: the
+//     defaults for servers to come, and each running server's own limits for
+//     the clients that connect to it afterwards (NVIDIA: "Existing clients are
+//     not affected"), and says how many clients keep their old limits;
+//   - stops it with `quit`, then through its pidfd if it is still there.
+// want() and status() never wait on a daemon. Thread-safe.
 #pragma once
 
 #include <chrono>
-#include <cstdint>
+#include <functional>
 #include <map>
-#include <optional>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
-#include "mps/control.hpp"
+#include "mps/daemons.hpp"
 
 namespace tessera::mps {
 
 using Clock = std::chrono::steady_clock;
 
-struct DaemonSpec {
-  std::string uuid;                       // GPU or MIG UUID: the daemon's CUDA_VISIBLE_DEVICES
-  std::string resource;                   // the resource whose shares it serves (for messages)
-  Dirs dirs;                              // its pipe and log directories
-  std::uint64_t pinned_mem_limit_mib = 0;  // per client; 0: leave the daemon's default
-  std::uint32_t active_thread_percentage = 100;
-  bool operator==(const DaemonSpec&) const = default;
-};
-
 struct SupervisorOptions {
   ControlOptions control;
-  std::chrono::milliseconds check_interval{2000};
+  std::chrono::milliseconds check_interval{2000};  // "still answering?" (a death needs no check)
   std::chrono::milliseconds backoff_min{1000};
   std::chrono::milliseconds backoff_max{60000};
+  std::chrono::milliseconds quit_grace{2000};      // after `quit`, before the kill
 };
 
-class Supervisor {
+class Supervisor final : public Daemons {
  public:
-  explicit Supervisor(SupervisorOptions options) : options_(std::move(options)) {}
-  ~Supervisor();  // stop()
+  explicit Supervisor(SupervisorOptions options);
+  ~Supervisor() override;  // stop()
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
-  // The daemons wanted from now on: those no longer wanted (or wanted with
-  // other directories or limits) are stopped; new ones start at the next tick.
-  void set(std::vector<DaemonSpec> wanted);
-  // Starts what is due, checks what is up, restarts what died (after its
-  // backoff). Returns true when any daemon's health changed.
-  bool tick(Clock::time_point now);
-  // Whether the daemon for `uuid` is up and answering (false for unknown ones).
-  bool healthy(const std::string& uuid) const;
-  // Devices whose daemon is wanted but not up, and those up.
-  std::set<std::string> down() const;
-  std::set<std::string> up() const;
-  // The last error of `uuid`'s daemon, empty when up.
-  std::string last_error(const std::string& uuid) const;
-  // Failed starts and checks in a row (0 when up or unknown).
-  unsigned failures(const std::string& uuid) const;
-  // Stops every daemon (quit; killed if it does not go). Idempotent.
+  void want(std::vector<DaemonSpec> wanted) override { set(std::move(wanted), false); }
+  // The same; with `verify_kept`, daemons kept as they are have their limits
+  // read back again (and set again when they differ) and their clients
+  // counted: what an adopting client asks for.
+  void set(std::vector<DaemonSpec> wanted, bool verify_kept);
+  std::vector<DaemonStatus> status() const override;
+  std::set<std::string> up() const override;
+  std::set<std::string> down() const;  // wanted, not up
+  int changed_fd() const override { return changed_.fd(); }
+  void drain() override { changed_.drain(); }
+  void shutdown() override { stop(); }
+  std::string where() const override { return "this process"; }
+
+  // Stops every daemon (in parallel; each: quit, then killed) and waits for
+  // them. Idempotent.
   void stop();
 
+  // One daemon's state; a down one with an empty spec when unknown.
+  DaemonStatus status(const std::string& uuid) const;
+  bool healthy(const std::string& uuid) const { return status(uuid).up; }
+
+  class Worker;
+
  private:
-  struct Daemon {
-    DaemonSpec spec;
-    bool up = false;
-    Clock::time_point next{};  // the next start attempt or check
-    std::chrono::milliseconds backoff{0};
-    unsigned failures = 0;
-    std::string error;
-  };
-  // Brings one daemon up: directories, -d, limits. Error says what failed.
-  Result<void> start(const DaemonSpec& spec);
-  void quit(const DaemonSpec& spec);
-  void failed(Daemon& d, Clock::time_point now, const std::string& why);
+  void reap_retired();  // joins the workers that finished stopping their daemons
 
   SupervisorOptions options_;
-  std::map<std::string, Daemon> daemons_;  // by device UUID
+  Notifier changed_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<Worker>> workers_;  // wanted, by device UUID
+  std::vector<std::shared_ptr<Worker>> retired_;           // stopping their daemons
 };
 
 }  // namespace tessera::mps

@@ -178,6 +178,23 @@ struct nvmlProcessInfo_t {
   unsigned int computeInstanceId;
 };
 
+// Driver-enforced memory limits of a cgroup partition (R615 / CUDA 13.4 and
+// newer, non-MIG devices only; facts 1.3): no version field; the cgroup is
+// named by the full path of its directory (/sys/fs/cgroup/...). No limit is
+// softLimit 0 with hardLimit NVML_DEVICE_MEMORY_LIMIT_MAX.
+struct nvmlSetMemoryLimits_v1_t {
+  const char* nameSpace;
+  unsigned long long softLimit;
+  unsigned long long hardLimit;
+};
+struct nvmlGetMemoryLimits_v1_t {
+  const char* nameSpace;  // in
+  unsigned long long softLimit;
+  unsigned long long hardLimit;
+  unsigned long long currentUsed;
+};
+constexpr unsigned long long NVML_DEVICE_MEMORY_LIMIT_MAX = ~0ULL;
+
 struct nvmlEventData_t {
   nvmlDevice_t device;
   unsigned long long eventType;

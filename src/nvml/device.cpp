@@ -74,6 +74,26 @@ Result<MemoryInfo> Device::memory_info() const {
   return MemoryInfo{raw.total, raw.free, raw.used, 0};
 }
 
+Result<std::optional<MemoryLimits>> Device::memory_limits(const std::string& cgroup) const {
+  if (!api_->nvmlDeviceGetMemoryLimits_v1)
+    return fail(NVML_ERROR_FUNCTION_NOT_FOUND, "nvmlDeviceGetMemoryLimits_v1", describe());
+  nvmlGetMemoryLimits_v1_t raw{};
+  raw.nameSpace = cgroup.c_str();
+  auto r = api_->nvmlDeviceGetMemoryLimits_v1(handle_, &raw);
+  if (r == NVML_ERROR_NOT_FOUND) return std::optional<MemoryLimits>{};
+  if (r != NVML_SUCCESS) return fail(r, "nvmlDeviceGetMemoryLimits_v1", describe() + ", cgroup " + cgroup);
+  return std::optional<MemoryLimits>{MemoryLimits{raw.softLimit, raw.hardLimit, raw.currentUsed}};
+}
+
+Result<void> Device::set_memory_limits(const std::string& cgroup, uint64_t soft, uint64_t hard) const {
+  if (!api_->nvmlDeviceSetMemoryLimits_v1)
+    return fail(NVML_ERROR_FUNCTION_NOT_FOUND, "nvmlDeviceSetMemoryLimits_v1", describe());
+  nvmlSetMemoryLimits_v1_t raw{cgroup.c_str(), soft, hard};
+  if (auto r = api_->nvmlDeviceSetMemoryLimits_v1(handle_, &raw); r != NVML_SUCCESS)
+    return fail(r, "nvmlDeviceSetMemoryLimits_v1", describe() + ", cgroup " + cgroup);
+  return {};
+}
+
 Result<Utilization> Device::utilization() const {
   nvmlUtilization_t raw{};
   if (auto r = api_->nvmlDeviceGetUtilizationRates(handle_, &raw); r != NVML_SUCCESS)

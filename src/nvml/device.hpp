@@ -72,6 +72,13 @@ class Device {
 
   [[nodiscard]] Result<std::vector<ProcessInfo>> compute_processes() const;
 
+  // Driver-enforced memory limits of the cgroup partition whose cgroup v2
+  // directory is `cgroup` (a full path), R615 and newer, whole GPUs only.
+  // Reading gives nullopt where no limit is set; both fail with
+  // FUNCTION_NOT_FOUND on an older driver and NOT_SUPPORTED on a MIG device.
+  [[nodiscard]] Result<std::optional<MemoryLimits>> memory_limits(const std::string& cgroup) const;
+  [[nodiscard]] Result<void> set_memory_limits(const std::string& cgroup, uint64_t soft, uint64_t hard) const;
+
   // Topology and NVLink.
   [[nodiscard]] Result<abi::nvmlGpuTopologyLevel_t> common_ancestor(const Device& other) const;
   [[nodiscard]] Result<bool> nvlink_active(uint32_t link) const;

@@ -90,6 +90,10 @@
            (nvmlDevice_t device, unsigned int* infoCount, nvmlProcessInfo_t* infos))                            \
   OPTIONAL(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v2,                                               \
            (nvmlDevice_t device, unsigned int* infoCount, nvmlProcessInfo_t* infos))                            \
+  OPTIONAL(nvmlReturn_t, nvmlDeviceSetMemoryLimits_v1,                                                          \
+           (nvmlDevice_t device, nvmlSetMemoryLimits_v1_t* limits))                                             \
+  OPTIONAL(nvmlReturn_t, nvmlDeviceGetMemoryLimits_v1,                                                          \
+           (nvmlDevice_t device, nvmlGetMemoryLimits_v1_t* limits))                                             \
   REQUIRED(nvmlReturn_t, nvmlDeviceGetTopologyCommonAncestor,                                                   \
            (nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuTopologyLevel_t* pathInfo))                      \
   REQUIRED(nvmlReturn_t, nvmlDeviceGetNvLinkState,                                                              \

@@ -35,6 +35,8 @@ struct Api {
   using nvmlComputeInstanceProfileInfo_t = abi::nvmlComputeInstanceProfileInfo_t;
   using nvmlComputeInstanceInfo_t = abi::nvmlComputeInstanceInfo_t;
   using nvmlProcessInfo_t = abi::nvmlProcessInfo_t;
+  using nvmlSetMemoryLimits_v1_t = abi::nvmlSetMemoryLimits_v1_t;
+  using nvmlGetMemoryLimits_v1_t = abi::nvmlGetMemoryLimits_v1_t;
   using nvmlGpuTopologyLevel_t = abi::nvmlGpuTopologyLevel_t;
   using nvmlEnableState_t = abi::nvmlEnableState_t;
   using nvmlEventData_t = abi::nvmlEventData_t;

@@ -27,6 +27,13 @@ struct MemoryInfo {  // bytes
   uint64_t reserved = 0;  // only from nvmlDeviceGetMemoryInfo_v2; part of `used`
 };
 
+// A cgroup partition's driver-enforced memory limits (R615+), bytes.
+struct MemoryLimits {
+  uint64_t soft = 0;
+  uint64_t hard = 0;
+  uint64_t used = 0;  // what the partition's processes hold on the device now
+};
+
 struct Utilization {  // percent over the driver's last sample period
   uint32_t gpu = 0;
   uint32_t memory = 0;

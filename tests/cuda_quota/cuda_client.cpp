@@ -20,8 +20,20 @@
 //   replay:FILE                                every request of FILE (name version flags per
 //                                              line, '#' comments): code, status, file, symbol
 //   exit-kill                                  SIGKILL self (no destructors, no exit handlers)
+//   init:D  ctx-create:D  set-ctx:i            device D's primary context, or a new one, current; make i current
+//   stream  stream-destroy:i                   a stream of the current context
+//   async-on:N:s  free-on:i:s                  stream-ordered on stream s (a handle index; "n": NULL)
+//   capture:s  end-capture:s                   stream capture (the graph is recorded)
+//   graph  graph-alloc:g:N[:D]  graph-free:g:i  a graph, an allocation node (its address recorded), a free node
+//   instantiate:g[:FLAGS]  instantiate-upload:g:s  upload:e:s  launch:e:s  exec-destroy:e
+//   graph-trim[:D]  graph-mem[:D]              cuDeviceGraphMemTrim; USED and RESERVED of device D's graph memory
+//   module  module-unload:i                    cuModuleLoadData of an image; unload
+//   usage:D                                    as usage, for device D (a word instead of D: device 0)
+//   write:PATH  replace:PATH                   open PATH for writing; rename a new file over it: errno (0: done)
 // Types are declared here from [CH] cuda.h facts (design §1); nothing is linked.
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -57,6 +69,27 @@ struct AllocProp {
   Location location;
   void* win32;
   unsigned char flags[8];
+};
+struct PoolProps {  // [CH] CUmemPoolProps, 88 bytes
+  int alloc_type, handle_types;
+  Location location;
+  void* win32;
+  std::size_t max_size;
+  unsigned short usage;
+  unsigned char reserved[54];
+};
+struct MemAllocNodeParams {  // [CH] CUDA_MEM_ALLOC_NODE_PARAMS
+  PoolProps pool;
+  const void* access;
+  std::size_t access_count;
+  std::size_t bytesize;
+  CUdeviceptr dptr;
+};
+struct InstantiateParams {  // [CH] CUDA_GRAPH_INSTANTIATE_PARAMS
+  u64 flags;
+  void* upload_stream;
+  void* error_node;
+  int result;
 };
 struct NvmlMemory {
   u64 total, free, used;
@@ -144,12 +177,108 @@ int main(int argc, char** argv) {
     const auto args = split(step);
     const std::string& op = args[0];
     CUresult r = -1;
+    auto stream_arg = [&](std::size_t i) {
+      return i >= args.size() || args[i] == "n" ? Handle{nullptr} : reinterpret_cast<Handle>(handle(num(args, i)));
+    };
     if (op == "init") {
       Handle ctx = nullptr;
       r = cuInit(0);
-      if (r == 0) r = retain(&ctx, 0);
+      if (r == 0) r = retain(&ctx, static_cast<int>(num(args, 1)));
       if (r == 0) r = set_current(ctx);
       std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "set-ctx") {
+      std::printf("%s %d\n", step.c_str(), set_current(reinterpret_cast<Handle>(handle(num(args, 1)))));
+    } else if (op == "stream") {
+      Handle s = nullptr;
+      r = get<CUresult (*)(Handle*, unsigned)>("cuStreamCreate", 2000)(&s, 0);
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(reinterpret_cast<u64>(s)) : SIZE_MAX);
+    } else if (op == "stream-destroy") {
+      r = get<CUresult (*)(Handle)>("cuStreamDestroy", 4000)(reinterpret_cast<Handle>(handle(num(args, 1))));
+      std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "async-on") {
+      CUdeviceptr p = 0;
+      r = get<CUresult (*)(CUdeviceptr*, std::size_t, Handle)>("cuMemAllocAsync", 11020)(&p, num(args, 1), stream_arg(2));
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(p) : SIZE_MAX);
+    } else if (op == "free-on") {
+      r = get<CUresult (*)(CUdeviceptr, Handle)>("cuMemFreeAsync", 11020)(handle(num(args, 1)), stream_arg(2));
+      std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "capture") {
+      r = get<CUresult (*)(Handle, int)>("cuStreamBeginCapture", 10010)(stream_arg(1), 0);
+      std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "end-capture") {
+      Handle g = nullptr;
+      r = get<CUresult (*)(Handle, Handle*)>("cuStreamEndCapture", 10000)(stream_arg(1), &g);
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(reinterpret_cast<u64>(g)) : SIZE_MAX);
+    } else if (op == "graph") {
+      Handle g = nullptr;
+      r = get<CUresult (*)(Handle*, unsigned)>("cuGraphCreate", 10000)(&g, 0);
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(reinterpret_cast<u64>(g)) : SIZE_MAX);
+    } else if (op == "graph-alloc") {
+      MemAllocNodeParams params{};
+      params.pool.alloc_type = 1;             // [CH] CU_MEM_ALLOCATION_TYPE_PINNED
+      params.pool.location = {1, static_cast<int>(num(args, 3))};  // [CH] a device location
+      params.bytesize = num(args, 2);
+      Handle node = nullptr;
+      r = get<CUresult (*)(Handle*, Handle, const Handle*, std::size_t, MemAllocNodeParams*)>("cuGraphAddMemAllocNode",
+                                                                                             11040)(
+          &node, reinterpret_cast<Handle>(handle(num(args, 1))), nullptr, 0, &params);
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(params.dptr) : SIZE_MAX);
+    } else if (op == "graph-free") {
+      Handle node = nullptr;
+      r = get<CUresult (*)(Handle*, Handle, const Handle*, std::size_t, CUdeviceptr)>("cuGraphAddMemFreeNode", 11040)(
+          &node, reinterpret_cast<Handle>(handle(num(args, 1))), nullptr, 0, handle(num(args, 2)));
+      std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "instantiate" || op == "instantiate-upload") {
+      Handle e = nullptr;
+      const Handle g = reinterpret_cast<Handle>(handle(num(args, 1)));
+      if (op == "instantiate") {
+        r = get<CUresult (*)(Handle*, Handle, u64)>("cuGraphInstantiateWithFlags", 11040)(&e, g, num(args, 2));
+      } else {
+        InstantiateParams params{2, stream_arg(2), nullptr, 0};  // [CH] CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD
+        r = get<CUresult (*)(Handle*, Handle, InstantiateParams*)>("cuGraphInstantiateWithParams", 12000)(&e, g, &params);
+      }
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(reinterpret_cast<u64>(e)) : SIZE_MAX);
+    } else if (op == "upload" || op == "launch") {
+      r = get<CUresult (*)(Handle, Handle)>(op == "upload" ? "cuGraphUpload" : "cuGraphLaunch", op == "upload" ? 11010 : 10000)(
+          reinterpret_cast<Handle>(handle(num(args, 1))), stream_arg(2));
+      std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "exec-destroy") {
+      r = get<CUresult (*)(Handle)>("cuGraphExecDestroy", 10000)(reinterpret_cast<Handle>(handle(num(args, 1))));
+      std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "graph-trim") {
+      std::printf("%s %d\n", step.c_str(), get<CUresult (*)(int)>("cuDeviceGraphMemTrim", 11040)(static_cast<int>(num(args, 1))));
+    } else if (op == "graph-mem") {
+      auto attr = get<CUresult (*)(int, int, void*)>("cuDeviceGetGraphMemAttribute", 11040);
+      u64 used = 0, reserved = 0;
+      r = attr(static_cast<int>(num(args, 1)), 0, &used);  // [CH] USED_MEM_CURRENT 0, RESERVED_MEM_CURRENT 2
+      if (r == 0) r = attr(static_cast<int>(num(args, 1)), 2, &reserved);
+      std::printf("%s %d %llu %llu\n", step.c_str(), r, used, reserved);
+    } else if (op == "module") {
+      Handle m = nullptr;
+      static const char kImage[] = "//\n// tessera test image\n.version 8.0\n";
+      r = get<CUresult (*)(Handle*, const void*)>("cuModuleLoadData", 2000)(&m, kImage);
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(reinterpret_cast<u64>(m)) : SIZE_MAX);
+    } else if (op == "module-unload") {
+      r = get<CUresult (*)(Handle)>("cuModuleUnload", 2000)(reinterpret_cast<Handle>(handle(num(args, 1))));
+      std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "write") {
+      const std::string path = step.substr(6);
+      const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+      int err = fd < 0 ? errno : 0;
+      if (fd >= 0) {
+        if (::write(fd, "0 GPU-0 1\n", 10) != 10) err = errno;
+        ::close(fd);
+      }
+      std::printf("%s %d\n", step.c_str(), err);
+    } else if (op == "replace") {
+      const std::string path = step.substr(8);
+      const std::string aside = path + ".tenant";
+      const int fd = ::open(aside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      int err = fd < 0 ? errno : 0;
+      if (fd >= 0) ::close(fd);
+      if (err == 0 && ::rename(aside.c_str(), path.c_str()) != 0) err = errno;
+      ::unlink(aside.c_str());
+      std::printf("%s %d\n", step.c_str(), err);
     } else if (op == "alloc" || op == "managed") {
       CUdeviceptr p = 0;
       r = op == "alloc" ? alloc(&p, num(args, 1)) : managed(&p, num(args, 1), 1);
@@ -268,7 +397,7 @@ int main(int argc, char** argv) {
     } else if (op == "usage") {
       auto sim = reinterpret_cast<CUresult (*)(int, u64*, u64*, u64*)>(dlsym(driver, "tesseraCudaSimUsage"));
       u64 process = 0, device = 0, peak = 0;
-      r = sim ? sim(0, &process, &device, &peak) : -1;
+      r = sim ? sim(static_cast<int>(num(args, 1)), &process, &device, &peak) : -1;
       std::printf("%s %d %llu %llu %llu\n", step.c_str(), r, process, device, peak);
     } else if (op == "release-primary") {
       std::printf("%s %d\n", step.c_str(), release(0));
@@ -276,7 +405,7 @@ int main(int argc, char** argv) {
       std::printf("%s %d\n", step.c_str(), reset ? reset(0) : -1);
     } else if (op == "ctx-create") {
       Handle ctx = nullptr;
-      r = ctx_create(&ctx, 0, 0);
+      r = ctx_create(&ctx, 0, static_cast<int>(num(args, 1)));
       std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(reinterpret_cast<u64>(ctx)) : SIZE_MAX);
     } else if (op == "ctx-destroy") {
       std::printf("%s %d\n", step.c_str(), ctx_destroy(reinterpret_cast<Handle>(handle(num(args, 1)))));

@@ -218,7 +218,24 @@ TEST(CudaQuota, EachRequestGetsTheWrapperOfExactlyTheVariantTheDriverChose) {
       {"cuGetProcAddress:12000:0", kLib, "cuGetProcAddress_v2"},
       // Not memory: the driver's own function, never a wrapper.
       {"cuCtxGetDevice:2000:0", kDriver, "cuCtxGetDevice"},
-      {"cuCtxCreate:12050:0", kDriver, "cuCtxCreate_v4"},
+      {"cuCtxCreate:2000:0", kLib, "cuCtxCreate"},
+      {"cuCtxCreate:3020:0", kLib, "cuCtxCreate_v2"},
+      {"cuCtxCreate:11040:0", kLib, "cuCtxCreate_v3"},
+      {"cuCtxCreate:12050:0", kLib, "cuCtxCreate_v4"},
+      {"cuModuleLoadData:2000:0", kLib, "cuModuleLoadData"},
+      {"cuModuleLoadDataEx:2010:0", kLib, "cuModuleLoadDataEx"},
+      {"cuModuleUnload:2000:0", kLib, "cuModuleUnload"},
+      {"cuGraphInstantiate:10000:0", kLib, "cuGraphInstantiate"},
+      {"cuGraphInstantiate:11000:0", kLib, "cuGraphInstantiate_v2"},
+      {"cuGraphInstantiateWithFlags:11040:0", kLib, "cuGraphInstantiateWithFlags"},
+      {"cuGraphInstantiateWithParams:12000:2", kLib, "cuGraphInstantiateWithParams_ptsz"},
+      {"cuGraphUpload:11010:0", kLib, "cuGraphUpload"},
+      {"cuGraphLaunch:10000:2", kLib, "cuGraphLaunch_ptsz"},
+      {"cuGraphExecDestroy:10000:0", kLib, "cuGraphExecDestroy"},
+      {"cuDeviceGraphMemTrim:11040:0", kLib, "cuDeviceGraphMemTrim"},
+      {"cuGraphAddMemAllocNode:11040:0", kDriver, "cuGraphAddMemAllocNode"},
+      {"cuStreamCreate:2000:0", kDriver, "cuStreamCreate"},
+      {"cuCtxPushCurrent:4000:0", kDriver, "cuCtxPushCurrent_v2"},
       {"cuLaunchKernel:4000:0", kDriver, "cuLaunchKernel"},
       {"cuLaunchKernel:7000:2", kDriver, "cuLaunchKernel_ptsz"},
       {"cuStreamSynchronize:7000:2", kDriver, "cuStreamSynchronize_ptsz"},
@@ -489,7 +506,7 @@ TEST(CudaQuota, NvmlMemoryInfoInTheSameProcessReportsTheSlice) {
   Container c(2 * kGiB, uuid + ":" + std::to_string(memory));
   c.set(TESSERA_ENV_DEVICE_UUID_PREFIX "0=" + uuid);
   c.set("LD_LIBRARY_PATH=" TESSERA_CUDA_SIM_DIR ":" TESSERA_NVML_SIM_DIR);
-  c.set("TESSERA_SIM_DIR=" + node.path() + "/node");
+  c.set("TESSERA_SIM=" + node.path() + "/node");
   const auto r = c.client({"init", "alloc:" + bytes(600 * kMiB), "nvml"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Line l = find(r, "nvml");
@@ -527,6 +544,130 @@ TEST(CudaQuota, ProcessesKilledAtRandomInstantsNeitherWedgeNorLeakTheQuota) {
   EXPECT_EQ(value(r, "usage", 1), 1 * kGiB) << "the device holds only this process's allocation";
   EXPECT_LE(value(r, "usage", 2), 1 * kGiB) << "never more than the quota at any time";
   EXPECT_EQ(value(r, "info", 0), 0u);
+}
+
+// ------------------------------------------------------------------ every allocation path
+
+// A pool that grows by more than the request (a real driver's step is its
+// own): the growth is charged, and where it does not fit the quota the
+// allocation is given back and refused, so the device never holds more.
+TEST(CudaQuota, PoolGrowthInStepsBeyondTheChargeIsRefusedAndHandedBack) {
+  Container c(48 * kMiB);
+  c.set("TESSERA_SIM_CUDA_POOL_STEP=32M");
+  const std::string mb20 = bytes(20 * kMiB);
+  const auto r = c.client({"init", "async:" + bytes(kMiB), "usage:one-step", "async:" + mb20, "async:" + mb20 + ":next-step",
+                           "usage", "info", "freeasync:0", "freeasync:1", "sync", "async:" + bytes(40 * kMiB), "usage:after"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "async:" + bytes(kMiB)), kOk);
+  EXPECT_EQ(value(r, "usage:one-step", 0), 32 * kMiB) << "1 MiB asked, a 32 MiB step taken and charged";
+  EXPECT_EQ(code(r, "async:" + mb20), kOk) << "fits the step already held";
+  EXPECT_EQ(code(r, "async:" + mb20 + ":next-step"), kOutOfMemory) << "another step would pass 48 MiB";
+  EXPECT_EQ(value(r, "usage", 0), 32 * kMiB) << "the refused step was handed back";
+  EXPECT_LE(value(r, "usage", 2), 48 * kMiB + 32 * kMiB) << "the high-water mark: the step the driver took first";
+  EXPECT_EQ(value(r, "info", 0), 16 * kMiB);
+  EXPECT_EQ(code(r, "async:" + bytes(40 * kMiB)), kOutOfMemory) << "40 MiB need two steps: 64 MiB";
+  EXPECT_EQ(value(r, "usage:after", 0), 0u);
+  EXPECT_NE(r.err.find("out of memory: container"), std::string::npos) << r.err;
+
+  Container big(512 * kMiB);
+  big.set("TESSERA_SIM_CUDA_POOL_STEP=1G");
+  const auto g = big.client({"init", "async:" + bytes(kMiB), "info", "usage"});
+  EXPECT_EQ(code(g, "async:" + bytes(kMiB)), kOutOfMemory) << "a 1 GiB step never fits 512 MiB";
+  EXPECT_EQ(value(g, "info", 0), 512 * kMiB);
+  EXPECT_EQ(value(g, "usage", 0), 0u);
+}
+
+// The pool's own room needs no charge: a full quota does not refuse an
+// allocation the pool already holds memory for.
+TEST(CudaQuota, AnAllocationThePoolHasRoomForIsNotRefused) {
+  Container c(32 * kMiB);
+  c.set("TESSERA_SIM_CUDA_POOL_STEP=32M");
+  const auto r = c.client({"init", "async:" + bytes(kMiB), "async:" + bytes(30 * kMiB), "usage"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "async:" + bytes(kMiB)), kOk);
+  EXPECT_EQ(code(r, "async:" + bytes(30 * kMiB)), kOk) << "the quota is full, but the pool has the room";
+  EXPECT_EQ(value(r, "usage", 0), 32 * kMiB);
+}
+
+// cuMemAllocAsync on a stream of another device than the current context's
+// takes that device's memory, and is charged to it.
+TEST(CudaQuota, AsyncAllocationsAreChargedToTheStreamsDevice) {
+  constexpr const char* kSecond = "GPU-22222222-3333-4444-5555-666666666666";
+  Container c(1 * kGiB, std::string(kUuid) + ":80G," + kSecond + ":80G");
+  c.set(TESSERA_ENV_MEMORY_LIMIT_PREFIX "1=" + std::to_string(256 * kMiB));
+  c.set(TESSERA_ENV_DEVICE_UUID_PREFIX "1=" + std::string(kSecond));
+  const auto r = c.client({"init:1", "stream", "init", "async-on:" + bytes(512 * kMiB) + ":0",
+                           "async-on:" + bytes(200 * kMiB) + ":0", "async:" + bytes(512 * kMiB), "usage:1", "usage"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "stream"), kOk);
+  EXPECT_EQ(code(r, "async-on:" + bytes(512 * kMiB) + ":0"), kOutOfMemory) << "device 1's quota is 256 MiB\n" << r.err;
+  EXPECT_EQ(code(r, "async-on:" + bytes(200 * kMiB) + ":0"), kOk);
+  EXPECT_EQ(code(r, "async:" + bytes(512 * kMiB)), kOk) << "device 0, the current one, has its own 1 GiB";
+  EXPECT_EQ(value(r, "usage:1", 0), 200 * kMiB);
+  EXPECT_EQ(value(r, "usage", 0), 512 * kMiB);
+}
+
+// Graph memory: charged when an exec maps it (its first upload or launch, or
+// an instantiation with UPLOAD), refused before it runs when it does not
+// fit, returned when the exec is destroyed; explicit allocation nodes and
+// allocations made under stream capture alike.
+TEST(CudaQuota, GraphMemoryIsChargedWhenMappedAndReturnedWhenDestroyed) {
+  Container c(64 * kMiB);
+  // handles: 0 stream, 1 graph, 2 its 48 MiB allocation, 3 exec; 4 graph, 5 32 MiB, 6 exec
+  const auto r = c.client({"init", "stream", "graph", "graph-alloc:1:" + bytes(48 * kMiB), "graph-free:1:2",
+                           "instantiate:1", "usage:instantiated", "launch:3:0", "usage:launched", "launch:3:0:again",
+                           "graph", "graph-alloc:4:" + bytes(32 * kMiB), "instantiate:4", "launch:6:0", "info",
+                           "usage:refused", "exec-destroy:3", "usage:destroyed", "launch:6:0:now", "usage"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(value(r, "usage:instantiated", 0), 0u);
+  EXPECT_EQ(code(r, "launch:3:0"), kOk);
+  EXPECT_EQ(value(r, "usage:launched", 0), 48 * kMiB);
+  EXPECT_EQ(code(r, "launch:3:0:again"), kOk) << "a replay maps nothing new";
+  EXPECT_EQ(code(r, "launch:6:0"), kOutOfMemory) << "48 + 32 MiB pass 64 MiB\n" << r.err;
+  EXPECT_EQ(value(r, "usage:refused", 0), 48 * kMiB) << "refused before it ran";
+  EXPECT_EQ(value(r, "info", 0), 16 * kMiB);
+  EXPECT_EQ(value(r, "usage:destroyed", 0), 0u);
+  EXPECT_EQ(code(r, "launch:6:0:now"), kOk);
+  EXPECT_EQ(value(r, "usage", 0), 32 * kMiB);
+}
+
+TEST(CudaQuota, CapturedAllocationsAreChargedWhenTheirGraphIsUploaded) {
+  Container c(64 * kMiB);
+  // handles: 0 stream, 1 captured 40 MiB, 2 graph, 3 exec (uploaded at instantiation); then 4, 5, 6 for 30 MiB
+  const auto r = c.client({"init", "stream", "capture:0", "async-on:" + bytes(40 * kMiB) + ":0", "free-on:1:0",
+                           "end-capture:0", "usage:captured", "instantiate-upload:2:0", "usage:uploaded", "launch:3:0",
+                           "capture:0:b", "async-on:" + bytes(30 * kMiB) + ":0:b", "free-on:4:0:b", "end-capture:0:b",
+                           "instantiate-upload:5:0", "graph-mem", "exec-destroy:3",
+                           "instantiate-upload:5:0:again", "usage"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "async-on:" + bytes(40 * kMiB) + ":0"), kOk) << "captured: nothing taken yet";
+  EXPECT_EQ(value(r, "usage:captured", 0), 0u);
+  EXPECT_EQ(code(r, "instantiate-upload:2:0"), kOk);
+  EXPECT_EQ(value(r, "usage:uploaded", 0), 40 * kMiB);
+  EXPECT_EQ(code(r, "launch:3:0"), kOk);
+  EXPECT_EQ(code(r, "instantiate-upload:5:0"), kOutOfMemory) << "40 + 30 MiB pass 64 MiB\n" << r.err;
+  EXPECT_EQ(value(r, "graph-mem", 1), 40 * kMiB) << "the refused upload mapped nothing";
+  EXPECT_EQ(code(r, "instantiate-upload:5:0:again"), kOk) << r.err;
+  EXPECT_EQ(value(r, "usage", 0), 30 * kMiB);
+}
+
+// Without a limits file the first context cannot be charged (nothing to
+// measure it with, no figure given), but every later context and every
+// module is measured.
+TEST(CudaQuota, LaterContextsAndModulesAreMeasuredFromTheDriversFreeMemory) {
+  Container c(1 * kGiB);
+  c.set("TESSERA_SIM_CUDA_CONTEXT_BYTES=300M");
+  c.set("TESSERA_SIM_CUDA_MODULE_BYTES=100M");
+  const auto r = c.client({"init", "info", "ctx-create", "info:two", "module", "info:module", "alloc:" + bytes(700 * kMiB),
+                           "ctx-destroy:0", "info:destroyed", "usage"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(value(r, "info", 0), 1 * kGiB);
+  EXPECT_EQ(code(r, "ctx-create"), kOk);
+  EXPECT_EQ(value(r, "info:two", 0), 1 * kGiB - 300 * kMiB);
+  EXPECT_EQ(value(r, "info:module", 0), 1 * kGiB - 400 * kMiB);
+  EXPECT_EQ(code(r, "alloc:" + bytes(700 * kMiB)), kOutOfMemory);
+  EXPECT_EQ(value(r, "info:destroyed", 0), 1 * kGiB) << "the context took its module with it";
+  EXPECT_EQ(value(r, "usage", 0), 300 * kMiB) << "the primary context is all the device holds";
 }
 
 }  // namespace

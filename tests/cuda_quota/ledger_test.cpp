@@ -562,5 +562,105 @@ TEST(LedgerSlots, ExhaustedIsAClearErrorAndDeadSlotsAreReused) {
   EXPECT_EQ(audit.slots_alive, 2u);
 }
 
+// ------------------------------------------------------------------ made by the device plugin
+
+PrepareOptions prepare_for(const std::string& dir, std::span<const DeviceQuota> devices = kDevices) {
+  return PrepareOptions{dir, kKey, devices};
+}
+
+TEST(LedgerPrepare, MakesAFreshLedgerAnyUidCanChargeAndThatAProcessCannotHaveMade) {
+  TempDir dir;
+  const Prepared p = prepare_ledger(prepare_for(dir.path()));
+  ASSERT_TRUE(p.ok) << p.message;
+  EXPECT_FALSE(p.reused);
+  EXPECT_EQ(p.holders, 0u);
+  struct stat st {};
+  ASSERT_EQ(stat((dir.path() + "/ledger").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0666u);
+  Reading r;
+  ASSERT_TRUE(read_ledger(dir.path().c_str(), r)) << r.message;
+  EXPECT_STREQ(r.key, kKey.data());
+  EXPECT_EQ(r.devices[1].quota, 500u);
+  // A process of the container opens it, never makes it, and must agree with its quotas exactly.
+  OpenOptions open = options_for(dir.path());
+  open.create = false;
+  open.exact_quota = true;
+  Ledger ledger;
+  ASSERT_TRUE(ledger.open(open)) << ledger.message();
+  EXPECT_EQ(ledger.charge(0, 1000).status, Status::ok);
+  ledger.close();
+  const DeviceQuota raised[] = {{kDevices[0].uuid, 1001, 4000}, kDevices[1]};
+  open.devices = raised;
+  EXPECT_FALSE(ledger.open(open));
+  EXPECT_NE(std::string(ledger.message()).find("device 0's quota in it is 1000 bytes, the limits file's 1001"),
+            std::string::npos)
+      << ledger.message();
+  TempDir empty;
+  OpenOptions missing = options_for(empty.path());
+  missing.create = false;
+  EXPECT_FALSE(ledger.open(missing));
+  EXPECT_NE(std::string(ledger.message()).find("refused: it does not exist; the device plugin creates it at Allocate"),
+            std::string::npos)
+      << ledger.message();
+  EXPECT_FALSE(std::filesystem::exists(empty.path() + "/ledger"));
+}
+
+TEST(LedgerPrepare, ReplacesWhateverIsThereUnlessALiveProcessHoldsTheSameLedger) {
+  TempDir dir, elsewhere;
+  const std::string path = dir.path() + "/ledger";
+  // Planted by a tenant of an older layout (a 1777 directory): a symlink is replaced, never followed.
+  const std::string target = elsewhere.path() + "/precious";
+  { std::ofstream(target) << "keep"; }
+  ASSERT_EQ(symlink(target.c_str(), path.c_str()), 0);
+  ASSERT_TRUE(prepare_ledger(prepare_for(dir.path())).ok);
+  EXPECT_EQ(read_all(target), "keep");
+  struct stat st {};
+  ASSERT_EQ(lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  // A ledger a process wrote garbage into, none holding it: replaced by a fresh one.
+  const std::uint64_t garbage = 999;
+  patch(path, offsetof(layout::Header, charged), &garbage, sizeof garbage);
+  ASSERT_TRUE(prepare_ledger(prepare_for(dir.path())).ok);
+  Reading r;
+  ASSERT_TRUE(read_ledger(dir.path().c_str(), r));
+  EXPECT_EQ(r.devices[0].charged, 0u);
+  // A live holder of the very same ledger: kept (a second Allocate must not split the accounting).
+  Ledger holder;
+  ASSERT_TRUE(holder.open(options_for(dir.path()))) << holder.message();
+  ASSERT_EQ(holder.charge(0, 300).status, Status::ok);
+  const Prepared same = prepare_ledger(prepare_for(dir.path()));
+  ASSERT_TRUE(same.ok) << same.message;
+  EXPECT_TRUE(same.reused);
+  EXPECT_EQ(same.holders, 1u);
+  ASSERT_TRUE(read_ledger(dir.path().c_str(), r));
+  EXPECT_EQ(r.devices[0].charged, 300u);
+  // New quotas: a new ledger for the processes to come; the holder keeps the old one.
+  const DeviceQuota raised[] = {{kDevices[0].uuid, 2000, 4000}, kDevices[1]};
+  const Prepared replaced = prepare_ledger(prepare_for(dir.path(), raised));
+  ASSERT_TRUE(replaced.ok) << replaced.message;
+  EXPECT_FALSE(replaced.reused);
+  EXPECT_NE(std::string(replaced.message).find("replaced while 1 process(es) still held the old one"),
+            std::string::npos)
+      << replaced.message;
+  ASSERT_TRUE(read_ledger(dir.path().c_str(), r));
+  EXPECT_EQ(r.devices[0].quota, 2000u);
+  EXPECT_EQ(r.devices[0].charged, 0u);
+  EXPECT_EQ(holder.usage(0), 300u);
+  EXPECT_EQ(holder.charge(0, 800).status, Status::over_quota) << "the holder keeps its own ledger's quota";
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename(), "ledger") << "no temporary left behind";
+}
+
+TEST(LedgerPrepare, BadArgumentsAreMessages) {
+  TempDir dir;
+  EXPECT_FALSE(prepare_ledger(PrepareOptions{dir.path(), "", kDevices}).ok);
+  EXPECT_FALSE(prepare_ledger(PrepareOptions{dir.path(), kKey, {}}).ok);
+  const Prepared missing = prepare_ledger(prepare_for(dir.path() + "/absent"));
+  EXPECT_FALSE(missing.ok);
+  EXPECT_NE(std::string(missing.message).find("cannot create a new ledger: No such file or directory"),
+            std::string::npos)
+      << missing.message;
+}
+
 }  // namespace
 }  // namespace tessera::quota

@@ -35,12 +35,7 @@ std::string read_file(const std::string& path) {
 }
 
 // Alive and not a zombie waiting for a parent that does not reap.
-bool alive(int pid) {
-  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
-  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-  auto paren = stat.rfind(')');
-  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
-}
+bool alive(int pid) { return tessera::testing::process_running(pid); }
 
 bool gone_within(int pid, int ms) {
   for (int waited = 0; waited <= ms; waited += 20) {
@@ -202,7 +197,7 @@ TEST_F(MpsSim, BadValuesAreRejectedAndChangeNothing) {
 TEST_F(MpsSim, UnknownAndUnmodelledCommands) {
   ASSERT_EQ(start().exit_code, 0);
   EXPECT_EQ(client("frobnicate 1\n").out, "Unrecognized command: frobnicate\n");
-  EXPECT_NE(client("get_client_list 1\n").out.find("does not model"), std::string::npos);
+  EXPECT_NE(client("get_server_status 1\n").out.find("does not model"), std::string::npos);
   EXPECT_EQ(client("\n   \n").out, "");  // blank lines are skipped
 }
 
@@ -221,6 +216,84 @@ TEST_F(MpsSim, ServersStartPerUserAndStopWithTheDaemon) {
   std::string log = control_log();
   EXPECT_NE(log.find("Starting new server " + std::to_string(server) + " for user 1000"), std::string::npos);
   EXPECT_NE(log.find("NEW SERVER " + std::to_string(server) + ": Ready"), std::string::npos);
+}
+
+// A CUDA client (the simulator's stand-in, --tessera-sim-client): the daemon
+// starts a server for its user and gives it the server's limits, lowered by
+// the client's own variables (MPS docs, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT:
+// a higher value than the server's "will be ineffective").
+TEST_F(MpsSim, ClientsGetAServerAndItsLimits) {
+  ASSERT_EQ(start().exit_code, 0);
+  ASSERT_EQ(client("set_default_device_pinned_mem_limit 0 2G\nset_default_active_thread_percentage 50\n").out, "");
+  Process first({kBin, "--tessera-sim-client"}, root_.path() + "/c1.out",
+                env({"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4G"}));
+  ASSERT_TRUE(first.wait_for_output("MPS server", 5000)) << first.output();
+  json s = state();
+  ASSERT_EQ(s.at("servers").size(), 1u);
+  const int server = s["servers"][0]["pid"].get<int>();
+  EXPECT_EQ(s["servers"][0]["uid"].get<long>(), static_cast<long>(::getuid()));
+  EXPECT_EQ(s["servers"][0]["device_pinned_mem_limits"]["0"], "2G") << "the defaults when it started";
+  ASSERT_EQ(s.at("clients").size(), 1u);
+  EXPECT_EQ(s["clients"][0]["pid"].get<int>(), first.pid()) << "as the daemon sees it";
+  EXPECT_EQ(s["clients"][0]["reported_pid"].get<int>(), first.pid()) << "as it says (the same namespace here)";
+  EXPECT_EQ(s["clients"][0]["server"].get<int>(), server);
+  EXPECT_EQ(s["clients"][0]["active_thread_percentage"].get<double>(), 30.0) << "its own, lower";
+  EXPECT_EQ(s["clients"][0]["device_pinned_mem_limits"]["0"], "2G") << "its own 4G is higher: ineffective";
+  EXPECT_NE(first.output().find("MPS server " + std::to_string(server) + ", active thread percentage 30.0, "
+                                "pinned device memory limit 0=2G"),
+            std::string::npos)
+      << first.output();
+  EXPECT_EQ(client("get_client_list " + std::to_string(server) + "\n").out, std::to_string(first.pid()) + "\n");
+  EXPECT_NE(control_log().find("NEW CLIENT " + std::to_string(first.pid())), std::string::npos);
+  // The client goes: it leaves the list.
+  first.signal(SIGTERM);
+  EXPECT_EQ(first.wait(5000), 0);
+  for (int i = 0; i < 100 && !state().at("clients").empty(); ++i) ::usleep(20000);
+  EXPECT_TRUE(state().at("clients").empty());
+  EXPECT_EQ(client("get_client_list " + std::to_string(server) + "\n").out, "");
+}
+
+// set_default_* reach only servers started later; set_*(PID) reach a running
+// server's clients that connect afterwards, never those connected before
+// (MPS docs, "Legacy MPS v2 Interface").
+TEST_F(MpsSim, LimitChangesReachNewServersAndNewClientsOnly) {
+  ASSERT_EQ(start().exit_code, 0);
+  ASSERT_EQ(client("set_default_device_pinned_mem_limit 0 2G\n").out, "");
+  Process first({kBin, "--tessera-sim-client"}, root_.path() + "/c1.out", env());
+  ASSERT_TRUE(first.wait_for_output("MPS server", 5000)) << first.output();
+  const std::string server = std::to_string(state()["servers"][0]["pid"].get<int>());
+  ASSERT_EQ(client("set_default_device_pinned_mem_limit 0 1G\nset_default_active_thread_percentage 40\n").out, "");
+  EXPECT_EQ(client("get_device_pinned_mem_limit " + server + " 0\n").out, "2G\n") << "a running server keeps its";
+  EXPECT_EQ(client("get_active_thread_percentage " + server + "\n").out, "100.0\n");
+  EXPECT_EQ(client("set_device_pinned_mem_limit " + server + " 0 512M\nset_active_thread_percentage " + server +
+                   " 25\n").out,
+            "");
+  EXPECT_EQ(client("get_device_pinned_mem_limit " + server + " 0\n").out, "512M\n");
+  EXPECT_EQ(client("get_active_thread_percentage " + server + "\n").out, "25.0\n");
+  Process second({kBin, "--tessera-sim-client"}, root_.path() + "/c2.out", env());
+  ASSERT_TRUE(second.wait_for_output("MPS server", 5000)) << second.output();
+  json s = state();
+  ASSERT_EQ(s.at("clients").size(), 2u);
+  EXPECT_EQ(s["clients"][0]["device_pinned_mem_limits"]["0"], "2G") << "connected before: unaffected";
+  EXPECT_EQ(s["clients"][0]["active_thread_percentage"].get<double>(), 100.0);
+  EXPECT_EQ(s["clients"][1]["device_pinned_mem_limits"]["0"], "512M");
+  EXPECT_EQ(s["clients"][1]["active_thread_percentage"].get<double>(), 25.0);
+  // Per-server commands name a server that exists, and a device the daemon has.
+  EXPECT_EQ(client("get_active_thread_percentage 1\n").out, "Invalid server PID 1: no such MPS server\n");
+  EXPECT_EQ(client("set_device_pinned_mem_limit " + server + " 0 lots\n").out,
+            "Invalid memory limit lots: expected a number with a unit, e.g. 512M or 2G\n");
+  EXPECT_EQ(client("get_client_list\n").out, "Usage: get_client_list <server PID>\n");
+  // The daemon quits: its clients lose it.
+  EXPECT_EQ(client("quit\n").exit_code, 0);
+  EXPECT_EQ(first.wait(5000), 1);
+  EXPECT_NE(first.output().find("lost its MPS server"), std::string::npos) << first.output();
+  EXPECT_EQ(second.wait(5000), 1);
+}
+
+TEST_F(MpsSim, AClientWithoutADaemonSaysSo) {
+  RunResult r = run({kBin, "--tessera-sim-client"}, "", env());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "Cannot find MPS control daemon process\n");
 }
 
 TEST_F(MpsSim, KilledServerLeavesTheList) {

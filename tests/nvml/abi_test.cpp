@@ -11,6 +11,7 @@
 #include "nvml/error.hpp"
 #include "nvml/library.hpp"
 #include "sim_node.hpp"
+#include "support/sim_nvml.hpp"
 
 namespace tessera {
 namespace {
@@ -26,6 +27,9 @@ TEST(NvmlAbi, StructSizesAreTheFacts) {
   EXPECT_EQ(sizeof(nvmlPciInfo_t), 68u);
   EXPECT_EQ(sizeof(nvmlProcessInfo_t), 24u);
   EXPECT_EQ(sizeof(nvmlEventData_t), 32u);
+  EXPECT_EQ(sizeof(nvmlSetMemoryLimits_v1_t), 24u);
+  EXPECT_EQ(sizeof(nvmlGetMemoryLimits_v1_t), 32u);
+  EXPECT_EQ(offsetof(nvmlGetMemoryLimits_v1_t, currentUsed), 24u);
   EXPECT_EQ(sizeof(nvmlGpuInstancePlacement_t), 8u);
   EXPECT_EQ(sizeof(nvmlGpuInstanceProfileInfo_t), 48u);
   EXPECT_EQ(sizeof(nvmlGpuInstanceProfileInfo_v2_t), 152u);
@@ -129,9 +133,13 @@ TEST(NvmlLoader, SimulatorExportsOnlyTheCAbi) {
   auto lib = nvml::Library::open(testing::kSimLibrary);
   ASSERT_TRUE(lib) << lib.error().message;
   EXPECT_NE((*lib)->symbol("tesseraSimControl"), nullptr);
-  // tessera_core is linked in statically but stays local.
+  // No tessera library is linked in, and the simulator's own C++ stays local.
   EXPECT_EQ((*lib)->symbol("_ZN7tessera7Catalog7builtinEv"), nullptr);
-  EXPECT_EQ((*lib)->symbol("nvmlInit"), nullptr);  // we never provide the v1 ABI
+  EXPECT_EQ((*lib)->symbol("_ZN7tessera3sim2hw4gpusEv"), nullptr);
+  // The older names are exported for outside clients, as a real driver's are
+  // (sim_exports_test.cpp), but the loader never binds them.
+  EXPECT_NE((*lib)->symbol("nvmlInit"), nullptr);
+  EXPECT_NE(reinterpret_cast<void*>((*lib)->api().nvmlInit_v2), (*lib)->symbol("nvmlInit"));
 }
 
 TEST(NvmlLoader, NamesTheMissingLibrary) {
@@ -192,7 +200,7 @@ TEST(NvmlLoader, ProfileInfoVersionsHaveTheirOwnLayouts) {
 }
 
 TEST(NvmlLoader, CallsBeforeInitAreUninitialized) {
-  setenv("TESSERA_SIM_DIR", "/nonexistent", 1);
+  testing::ScopedSimEnv env("/nonexistent");
   auto lib = nvml::Library::open(testing::kSimLibrary);
   ASSERT_TRUE(lib);
   unsigned int count = 0;

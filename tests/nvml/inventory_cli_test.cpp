@@ -173,14 +173,15 @@ TEST(InventoryWithoutPrivileges, NotesWhatItCouldNotRead) {
 }
 
 TEST(InventoryWithLibrary, LoadsTheNamedLibrary) {
-  // --nvml-library loads any NVML; here the simulator's, told its node by env.
+  // --nvml-library loads any NVML; here the simulator's, told its node by
+  // TESSERA_SIM. That is also --sim's variable, so `--sim ''` keeps the
+  // command on the named library rather than the simulator's own path.
   SimNode node("H100-80GB", 2);
-  // Set here rather than passed to run(): extra entries do not override inherited ones.
-  setenv("TESSERA_SIM_DIR", node.dir().c_str(), 1);
-  auto r = run({kBin, "inventory", "--json", "--nvml-library", testing::kSimLibrary}, "", {"TESSERA_SIM="});
+  const std::string sim = "TESSERA_SIM=" + node.dir();
+  auto r = run({kBin, "inventory", "--json", "--sim", "", "--nvml-library", testing::kSimLibrary}, "", {sim});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["gpus"].size(), 2u);
-  auto env = run({kBin, "inventory", "--json"}, "", {"TESSERA_SIM=", "TESSERA_NVML_LIBRARY=" + testing::kSimLibrary});
+  auto env = run({kBin, "inventory", "--json", "--sim", ""}, "", {sim, "TESSERA_NVML_LIBRARY=" + testing::kSimLibrary});
   ASSERT_EQ(env.exit_code, 0) << env.err;
   auto foreign = run({kBin, "inventory", "--nvml-library", "libc.so.6"}, "", {"TESSERA_SIM="});
   EXPECT_EQ(foreign.exit_code, 1);

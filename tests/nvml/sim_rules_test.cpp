@@ -7,6 +7,7 @@
 // privileges, the memory a driver reserves, and nvmlErrorString.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -171,6 +172,79 @@ TEST(SimRules, ErrorStringKnowsEveryCode) {
     EXPECT_FALSE(text.empty()) << "code " << code;
   }
   EXPECT_EQ(std::string(api.nvmlErrorString(NVML_ERROR_UNKNOWN)), "Unknown Error");
+}
+
+// Driver-enforced memory limits (R615+), through the production wrapper: a
+// whole GPU records a cgroup's soft and hard limit and reads them back; the
+// rules NVIDIA documents hold (no limit reads as absent, clearing, MIG device
+// handles refused, setting needs privileges); an older driver refuses.
+TEST(SimRules, MemoryLimitsOfACgroupOnAWholeGpu) {
+  testing::TempDir cgroups;
+  const std::string pod = cgroups.path() + "/kubepods/pod1";
+  std::filesystem::create_directories(pod);
+  SimNode node("H100-SXM5-80GB", 2, {"--driver-version", "615.71.09"});
+  auto session = node.open();
+  auto gpu = OK(session.device(0));
+  EXPECT_EQ(OK(gpu.memory_limits(pod)), std::nullopt) << "no limit yet";
+  EXPECT_NVML_OK(gpu.set_memory_limits(pod, 4ULL << 30, 8ULL << 30));
+  auto got = OK(gpu.memory_limits(pod));
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->soft, 4ULL << 30);
+  EXPECT_EQ(got->hard, 8ULL << 30);
+  EXPECT_EQ(OK(OK(session.device(1)).memory_limits(pod)), std::nullopt) << "per GPU";
+  // Another process of the node sees it: the limit is the driver's, not the caller's.
+  auto second = node.open();
+  EXPECT_TRUE(OK(OK(second.device(0)).memory_limits(pod)));
+
+  auto refused = [&](nvml::Result<void> r, nvmlReturn_t code, const char* why) {
+    ASSERT_FALSE(r) << why;
+    EXPECT_EQ(r.error().code, code) << why << ": " << r.error().message();
+  };
+  refused(gpu.set_memory_limits("kubepods/pod1", 0, 1ULL << 30), NVML_ERROR_INVALID_ARGUMENT, "a relative path");
+  refused(gpu.set_memory_limits(pod + "/missing", 0, 1ULL << 30), NVML_ERROR_NOT_FOUND, "no such cgroup");
+  refused(gpu.set_memory_limits(pod, 2ULL << 30, 1ULL << 30), NVML_ERROR_INVALID_ARGUMENT, "soft above hard");
+  EXPECT_EQ(OK(gpu.memory_limits(pod))->hard, 8ULL << 30) << "a refused call changes nothing";
+
+  EXPECT_NVML_OK(gpu.set_memory_limits(pod, 0, NVML_DEVICE_MEMORY_LIMIT_MAX));
+  EXPECT_EQ(OK(gpu.memory_limits(pod)), std::nullopt) << "cleared";
+
+}
+
+TEST(SimRules, MemoryLimitsRefuseMigDevices) {
+  testing::TempDir cgroups;
+  SimNode node("H100-SXM5-80GB", 1, {"--driver-version", "615.71.09", "--mig"});
+  auto session = node.open();
+  auto gpu = OK(session.device(0));
+  auto gi = OK(gpu.create_gpu_instance(OK(gpu.gpu_instance_profile(k1Slice)).id));
+  (void)OK(gi.create_compute_instance(0));
+  auto migs = OK(gpu.mig_devices());
+  ASSERT_EQ(migs.size(), 1u);
+  auto r = migs[0].set_memory_limits(cgroups.path(), 0, 1ULL << 30);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, NVML_ERROR_NOT_SUPPORTED);
+  auto g = migs[0].memory_limits(cgroups.path());
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.error().code, NVML_ERROR_NOT_SUPPORTED);
+}
+
+TEST(SimRules, MemoryLimitsNeedR615AndPrivilegesAndAWholeGpu) {
+  testing::TempDir cgroups;
+  {
+    SimNode old("H100-SXM5-80GB", 1);  // 550.90.07
+    auto session = old.open();
+    auto r = OK(session.device(0)).set_memory_limits(cgroups.path(), 0, 1ULL << 30);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, NVML_ERROR_NOT_SUPPORTED);
+  }
+  {
+    SimNode user("H100-SXM5-80GB", 1, {"--driver-version", "615.71.09", "--unprivileged"});
+    auto session = user.open();
+    auto gpu = OK(session.device(0));
+    auto r = gpu.set_memory_limits(cgroups.path(), 0, 1ULL << 30);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, NVML_ERROR_NO_PERMISSION);
+    EXPECT_EQ(OK(gpu.memory_limits(cgroups.path())), std::nullopt) << "reading needs no privilege";
+  }
 }
 
 }  // namespace
