@@ -8,7 +8,7 @@ std::map<std::string, bool> health_of(const std::vector<sharing::Resource>& reso
   std::map<std::string, bool> out;
   for (const auto& r : resources)
     for (const auto& d : r.devices)
-      out[d.id] = health.healthy(d) && (r.sharing != sharing::SharingMode::mps || health.service_up(d.physical_uuid));
+      out[d.id] = health.healthy(d) && (d.sharing != sharing::SharingMode::mps || health.service_up(d.physical_uuid));
   return out;
 }
 
@@ -28,8 +28,9 @@ std::shared_ptr<const Snapshot> DeviceState::snapshot() const {
 }
 
 void DeviceState::publish(sharing::Inventory inventory, std::vector<sharing::Resource> resources,
-                          const sharing::HealthTracker& health) {
+                          const sharing::HealthTracker& health, Serving serving) {
   auto next = std::make_shared<Snapshot>();
+  next->serving = std::move(serving);
   next->healthy = health_of(resources, health);
   next->inventory = std::move(inventory);
   next->resources = std::move(resources);

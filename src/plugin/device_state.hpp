@@ -13,16 +13,28 @@
 #include <string>
 #include <vector>
 
+#include "sharing/allocate.hpp"
+#include "sharing/cdi.hpp"
 #include "sharing/health.hpp"
 #include "sharing/inventory.hpp"
 #include "sharing/resources.hpp"
 
 namespace tessera::plugin {
 
+// How Allocate answers, published with the resources it answers for, so
+// that a reload reaches every server at once.
+struct Serving {
+  sharing::AllocateSettings allocate;
+  sharing::SharedPolicy policy = sharing::SharedPolicy::distributed;
+  std::shared_ptr<const sharing::DriverFiles> driver;  // the node's device nodes; null when not read
+  std::string cdi_spec_dir;  // where a container's own spec (the memory hook's) goes; empty: no CDI
+};
+
 // An immutable view; replaced as a whole on every change.
 struct Snapshot {
   sharing::Inventory inventory;
   std::vector<sharing::Resource> resources;
+  Serving serving;
   std::map<std::string, bool> healthy;  // device id -> healthy
   uint64_t version = 0;
   const sharing::Resource* resource(const std::string& name) const;
@@ -33,7 +45,8 @@ class DeviceState {
   DeviceState();
   std::shared_ptr<const Snapshot> snapshot() const;
   // Publishes new resources (health carried over by device id) and wakes watchers.
-  void publish(sharing::Inventory inventory, std::vector<sharing::Resource> resources, const sharing::HealthTracker& health);
+  void publish(sharing::Inventory inventory, std::vector<sharing::Resource> resources, const sharing::HealthTracker& health,
+               Serving serving = {});
   // Recomputes health from the tracker; returns true and wakes watchers when any device changed.
   bool refresh_health(const sharing::HealthTracker& health);
   // Waits until the version differs from `seen`, `stopping` is set, or `timeout` passes.

@@ -1,17 +1,27 @@
 #include "plugin/ledger_dir.hpp"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <vector>
+
+#include "cuda_quota/env.h"
+#include "cuda_quota/driver_limits.hpp"
+#include "cuda_quota/ledger.hpp"
+#include "cuda_quota/limits.hpp"
 
 namespace tessera::plugin {
 namespace {
 
-constexpr mode_t kLedgerDirMode = 01777;
+// Not writable by anyone but the plugin: a container's processes charge the
+// ledger through its file mount, and cannot replace it.
+constexpr mode_t kLedgerDirMode = 0755;
 
 unexpected<Error> refused(const std::string& path, const std::string& why) {
   return fail(Errc::io, "cannot prepare the quota ledger directory " + path + ": " + why);
@@ -52,11 +62,68 @@ Result<void> ensure_ledger_dir(const std::string& path) {
   Result<void> out;
   if (::fstat(fd, &st) != 0) {
     out = refused(path, std::strerror(errno));
+  } else if ((st.st_uid != ::geteuid() || st.st_gid != ::getegid()) && ::fchown(fd, ::geteuid(), ::getegid()) != 0) {
+    out = refused(path, std::string("cannot make it the plugin's own: ") + std::strerror(errno));
   } else if ((st.st_mode & 07777) != kLedgerDirMode && ::fchmod(fd, kLedgerDirMode) != 0) {
-    out = refused(path, std::string("cannot set mode 1777: ") + std::strerror(errno));
+    out = refused(path, std::string("cannot set mode 0755: ") + std::strerror(errno));
   }
   ::close(fd);
   return out;
+}
+
+namespace {
+
+// `content` at `path`, written aside and renamed over whatever is there (a
+// symlink is replaced, never followed).
+Result<void> replace_file(const std::string& path, const std::string& content, mode_t mode, const std::string& what) {
+  static std::atomic<unsigned> counter{0};
+  const std::string aside = path + ".new." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  ::unlink(aside.c_str());
+  const int fd = ::open(aside.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) return fail(Errc::io, "cannot write " + what + " " + path + ": " + std::strerror(errno));
+  const bool written = ::fchmod(fd, mode) == 0 &&
+                       ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  const int err = errno;
+  ::close(fd);
+  if (!written || ::rename(aside.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(written ? errno : err);
+    ::unlink(aside.c_str());
+    return fail(Errc::io, "cannot write " + what + " " + path + ": " + why);
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<void> prepare_quota_files(const std::string& dir, const std::string& key,
+                                 std::span<const sharing::QuotaDevice> devices) {
+  if (auto made = ensure_ledger_dir(dir); !made) return made;
+  if (devices.empty() || devices.size() > quota::kMaxDevices)
+    return fail(Errc::invalid_argument, "quota files in " + dir + ": " + std::to_string(devices.size()) +
+                                            " devices, expected 1 to " + std::to_string(quota::kMaxDevices));
+  std::vector<quota::DeviceQuota> ledger_devices;
+  quota::Limits limits;
+  limits.device_count = static_cast<std::uint32_t>(devices.size());
+  std::snprintf(limits.key, sizeof limits.key, "%s", key.c_str());
+  for (std::size_t k = 0; k < devices.size(); ++k) {
+    ledger_devices.push_back({devices[k].uuid, devices[k].quota, devices[k].memory});
+    std::snprintf(limits.devices[k].uuid, sizeof limits.devices[k].uuid, "%s", devices[k].uuid.c_str());
+    limits.devices[k].quota = devices[k].quota;
+    limits.devices[k].context = devices[k].context;
+  }
+  char text[quota::kLimitsMaxBytes + 1];
+  const std::size_t n = quota::format_limits(limits, text, sizeof text);
+  if (n == 0)
+    return fail(Errc::invalid_argument, "quota files in " + dir + ": the key or a device UUID cannot go in a limits file");
+  const quota::Prepared ledger = quota::prepare_ledger({dir, key, ledger_devices});
+  if (!ledger.ok) return fail(Errc::io, std::string("cannot prepare the quota ") + ledger.message);
+  if (ledger.message[0]) spdlog::warn("{}", ledger.message);
+  // What the driver held for an earlier container of this key is not this
+  // one's: its memory hook records it afresh.
+  const std::string record = dir + "/" + quota::kDriverLimitsFileName;
+  if (::unlink(record.c_str()) != 0 && errno != ENOENT)
+    return fail(Errc::io, "cannot remove the driver-limits record " + record + ": " + std::strerror(errno));
+  return replace_file(dir + "/" TESSERA_LIMITS_FILE_NAME, std::string(text, n), 0644, "the quota limits file");
 }
 
 Result<void> ensure_preload_file(const std::string& path, const std::string& content) {

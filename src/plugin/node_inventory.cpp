@@ -28,6 +28,7 @@ Result<sharing::Inventory> read_node_inventory(const nvml::Session& session) {
     // together they never promise the memory the driver keeps for itself.
     gpu.memory_bytes = g.memory.total - std::min(g.memory.reserved, g.memory.total);
     gpu.mig_enabled = g.mig.current;
+    gpu.minor = g.minor;
     for (const auto& m : g.mig_devices) {
       sharing::MigDevice md;
       md.uuid = m.uuid;

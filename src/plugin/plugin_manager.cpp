@@ -2,10 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
 #include "core/text.hpp"
+#include "cuda_quota/env.h"
 #include "sharing/allocate.hpp"
 
 namespace tessera::plugin {
@@ -25,13 +27,53 @@ Result<void> PluginManager::register_one(const std::string& name) {
   return {};
 }
 
+CdiOptions cdi_options(const PluginOptions& options, const config::DevicePluginConfig& config) {
+  CdiOptions o = options.cdi;
+  // The config's nvidiaDevRoot defaults to its nvidiaDriverRoot; a driver
+  // root given here moves the dev root with it unless one is given too.
+  if (o.dev_root.empty()) o.dev_root = !o.driver_root.empty() ? o.driver_root : config.nvidia_dev_root;
+  if (o.driver_root.empty()) o.driver_root = config.nvidia_driver_root.empty() ? "/" : config.nvidia_driver_root;
+  if (o.container_driver_root.empty()) o.container_driver_root = config.plugin.container_driver_root;
+  o.names.annotation_prefix = config.plugin.cdi_annotation_prefix;
+  const auto& ls = config.plugin.device_list_strategy;
+  o.write_specs = std::ranges::any_of(ls, [](config::DeviceListStrategy s) {
+    return s == config::DeviceListStrategy::cdi_cri || s == config::DeviceListStrategy::cdi_annotations;
+  });
+  return o;
+}
+
 Result<void> PluginManager::apply(sharing::Inventory inventory, const config::DevicePluginConfig& config) {
   auto resources = sharing::build_resources(inventory, config);
   if (!resources) return unexpected(resources.error());
   std::set<std::string> wanted;
   for (const auto& r : *resources) wanted.insert(r.name);
+  Serving serving;
+  serving.allocate = sharing::settings_from(config);
+  serving.allocate.quota = options_.quota;
+  serving.policy = config.plugin.shared_allocation_policy == config::SharedAllocationPolicy::packed
+                       ? sharing::SharedPolicy::packed
+                       : sharing::SharedPolicy::distributed;
+  // The driver's files, and the CDI specs before the devices are published:
+  // a new MIG device's name resolves before the kubelet can hand it out.
+  const CdiOptions cdi = cdi_options(options_, config);
+  serving.allocate.cdi = cdi.names;
+  auto driver = read_driver_files(cdi, inventory);
+  if (!driver) return unexpected(driver.error());
+  if (cdi.write_specs) {
+    const auto& q = options_.quota;
+    std::string root = q.ledger_root;
+    while (root.size() > 1 && root.back() == '/') root.pop_back();
+    sharing::CdiQuota quota{q.inject, q.library_dir,
+                            q.preload == sharing::Preload::env ? std::string() : root + "/" TESSERA_PRELOAD_FILE_NAME};
+    auto specs = sharing::cdi_specs(*resources, inventory, *driver, cdi.names, quota);
+    if (!specs) return unexpected(specs.error());
+    if (auto w = write_cdi_specs(*specs, cdi); !w) return w;
+    spdlog::debug("wrote {} CDI spec(s) in {}", specs->size(), cdi.spec_dir);
+  }
+  if (cdi.write_specs) serving.cdi_spec_dir = cdi.spec_dir;
+  serving.driver = std::make_shared<const sharing::DriverFiles>(std::move(*driver));
   // Publish first: servers that stay pick up the new devices at once.
-  state_->publish(inventory, *resources, health_);
+  state_->publish(inventory, *resources, health_, std::move(serving));
   inventory_ = std::move(inventory);
   // Stop servers of resources that went away.
   for (auto it = servers_.begin(); it != servers_.end();) {
@@ -43,14 +85,9 @@ Result<void> PluginManager::apply(sharing::Inventory inventory, const config::De
     it->second->stop();
     it = servers_.erase(it);
   }
-  auto settings = sharing::settings_from(config);
-  settings.quota = options_.quota;
-  auto policy = config.plugin.shared_allocation_policy == config::SharedAllocationPolicy::packed
-                    ? sharing::SharedPolicy::packed
-                    : sharing::SharedPolicy::distributed;
   for (const auto& name : wanted) {
     if (servers_.contains(name)) continue;
-    ResourceServerOptions opts{name, options_.kubelet_dir + "/" + socket_name(name), settings, policy};
+    ResourceServerOptions opts{name, options_.kubelet_dir + "/" + socket_name(name)};
     auto server = ResourceServer::start(opts, state_);
     if (!server) return unexpected(server.error());
     servers_.emplace(name, std::move(*server));

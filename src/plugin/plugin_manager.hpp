@@ -12,6 +12,7 @@
 
 #include "config/device_plugin.hpp"
 #include "core/error.hpp"
+#include "plugin/cdi_writer.hpp"
 #include "plugin/device_state.hpp"
 #include "plugin/kubelet_watch.hpp"
 #include "plugin/registration.hpp"
@@ -33,7 +34,16 @@ struct PluginOptions {
   // the ledger root (this process creates <root>/<key> in Allocate, so it
   // must see the root at the same path as the host), or none at all.
   sharing::QuotaLibrarySettings quota;
+  // CDI: the spec directory, the names, and the driver and device roots.
+  // Empty roots come from the config (flags.nvidiaDriverRoot, nvidiaDevRoot,
+  // plugin.containerDriverRoot); specs are written when the config's
+  // deviceListStrategy has a cdi-* strategy.
+  CdiOptions cdi{false, "/var/run/cdi", "", "", "", {}};
 };
+
+// The CDI options in force for a config: the plugin's, with the roots it
+// leaves empty taken from the config.
+CdiOptions cdi_options(const PluginOptions& options, const config::DevicePluginConfig& config);
 
 class PluginManager {
  public:

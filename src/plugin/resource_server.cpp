@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "cuda_quota/env.h"
+#include "plugin/cdi_writer.hpp"
 #include "plugin/ledger_dir.hpp"
 #include "plugin/proto/deviceplugin_v1beta1.grpc.pb.h"
 
@@ -74,7 +75,7 @@ class ResourceServer::Service final : public api::DevicePlugin::Service {
       std::vector<std::string> must(c.must_include_deviceids().begin(), c.must_include_deviceids().end());
       if (c.allocation_size() < 0) return {grpc::StatusCode::INVALID_ARGUMENT, "allocation_size is negative"};
       auto chosen = sharing::preferred_allocation(*r, snap->inventory, available, must,
-                                                  static_cast<size_t>(c.allocation_size()), options_.policy);
+                                                  static_cast<size_t>(c.allocation_size()), snap->serving.policy);
       if (!chosen) return to_status(chosen.error());
       auto* out = response->add_container_responses();
       for (const auto& id : *chosen) out->add_deviceids(id);
@@ -89,14 +90,16 @@ class ResourceServer::Service final : public api::DevicePlugin::Service {
     if (!r) return {grpc::StatusCode::UNAVAILABLE, options_.resource + " is no longer advertised"};
     for (const auto& c : request->container_requests()) {
       std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
-      auto a = sharing::allocate(*r, ids, options_.allocate);
+      auto a = sharing::allocate(*r, ids, snap->serving.allocate, snap->serving.driver.get());
       if (!a) {
         spdlog::warn("Allocate {}: {}", options_.resource, a.error().message);
         return to_status(a.error());
       }
-      // The ledger directory exists before the kubelet sees the mount.
+      // The node decides the quota: the limits file and the ledger exist
+      // before the kubelet sees the mounts, so before any process of the
+      // container does.
       if (!a->ledger_dir.empty())
-        if (auto made = ensure_ledger_dir(a->ledger_dir); !made) {
+        if (auto made = prepare_quota_files(a->ledger_dir, a->ledger_key, a->quota_devices); !made) {
           spdlog::error("Allocate {}: {}", options_.resource, made.error().message);
           return to_status(made.error());
         }
@@ -105,6 +108,18 @@ class ResourceServer::Service final : public api::DevicePlugin::Service {
           spdlog::error("Allocate {}: {}", options_.resource, made.error().message);
           return to_status(made.error());
         }
+      // The container's own CDI device, whose hook has the driver hold its
+      // quota: defined before the kubelet hands the runtime its name.
+      if (a->quota_spec) {
+        CdiOptions cdi;
+        cdi.spec_dir = snap->serving.cdi_spec_dir;
+        auto made = cdi.spec_dir.empty() ? Result<void>(fail(Errc::internal, "no CDI spec directory for the memory hook"))
+                                         : write_cdi_spec(*a->quota_spec, cdi);
+        if (!made) {
+          spdlog::error("Allocate {}: {}", options_.resource, made.error().message);
+          return to_status(made.error());
+        }
+      }
       auto* out = response->add_container_responses();
       for (const auto& [k, v] : a->envs) (*out->mutable_envs())[k] = v;
       for (const auto& [k, v] : a->annotations) (*out->mutable_annotations())[k] = v;
@@ -114,9 +129,13 @@ class ResourceServer::Service final : public api::DevicePlugin::Service {
         mount->set_container_path(m.container_path);
         mount->set_read_only(m.read_only);
       }
-      if (std::find(options_.allocate.list_strategy.begin(), options_.allocate.list_strategy.end(),
-                    config::DeviceListStrategy::cdi_cri) != options_.allocate.list_strategy.end())
-        for (const auto& [k, v] : a->annotations) out->add_cdi_devices()->set_name(v);
+      for (const auto& name : a->cdi_devices) out->add_cdi_devices()->set_name(name);
+      for (const auto& n : a->devices) {
+        auto* spec = out->add_devices();
+        spec->set_container_path(n.path);
+        spec->set_host_path(n.host_path);
+        spec->set_permissions("rw");
+      }
     }
     return grpc::Status::OK;
   }

@@ -13,11 +13,11 @@ namespace grpc { class Server; }
 
 namespace tessera::plugin {
 
+// How it answers (settings, policy, the node's device nodes) comes with each
+// snapshot of the DeviceState, so a reload changes it for every server.
 struct ResourceServerOptions {
   std::string resource;     // nvidia.com/gpu
   std::string socket_path;  // <kubelet dir>/tessera-nvidia.com_gpu.sock
-  sharing::AllocateSettings allocate;
-  sharing::SharedPolicy policy = sharing::SharedPolicy::distributed;
 };
 
 class ResourceServer {

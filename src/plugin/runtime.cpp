@@ -1,6 +1,10 @@
 #include "plugin/runtime.hpp"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
 
 namespace tessera::plugin {
 namespace {
@@ -22,14 +26,34 @@ std::vector<mps::DaemonSpec> daemon_specs(const PluginManager& manager) {
 
 }  // namespace
 
-Runtime::Runtime(PluginManager& manager, InventorySource read_inventory, mps::Supervisor* daemons,
+Runtime::Runtime(PluginManager& manager, InventorySource read_inventory, mps::Daemons* daemons,
                  RuntimeOptions options, RuntimeClock::time_point now)
     : manager_(manager),
       read_inventory_(std::move(read_inventory)),
       daemons_(daemons),
       options_(options),
       next_inventory_(now + options.inventory_interval) {
-  supervise(now, true);
+  supervise(true);
+  if (daemons_) follower_ = std::thread([this] { follow_daemons(); });
+}
+
+Runtime::~Runtime() {
+  stop_.notify();
+  if (follower_.joinable()) follower_.join();
+}
+
+void Runtime::follow_daemons() {
+  for (;;) {
+    pollfd p[2] = {{stop_.fd(), POLLIN, 0}, {daemons_->changed_fd(), POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      spdlog::error("cannot follow the MPS daemons: poll: {}", std::strerror(errno));
+      return;
+    }
+    if (p[0].revents) return;
+    daemons_->drain();
+    supervise(false);
+  }
 }
 
 void Runtime::step(RuntimeClock::time_point now, bool mig_changed) {
@@ -38,15 +62,16 @@ void Runtime::step(RuntimeClock::time_point now, bool mig_changed) {
   if (mig_changed || now >= next_inventory_) {
     next_inventory_ = now + options_.inventory_interval;
     refresh_inventory();
-    supervise(now, true);  // the devices with MPS shares may have changed
+    supervise(true);  // the devices with MPS shares may have changed
     return;
   }
-  supervise(now, false);
+  supervise(false);
 }
 
 Result<void> Runtime::reload(const config::DevicePluginConfig& config, RuntimeClock::time_point now) {
+  (void)now;
   auto r = manager_.reload(config);
-  supervise(now, true);
+  supervise(true);
   return r;
 }
 
@@ -64,10 +89,14 @@ void Runtime::refresh_inventory() {
     spdlog::error("inventory update refused: {}", updated.error().message);
 }
 
-void Runtime::supervise(RuntimeClock::time_point now, bool reconcile) {
+void Runtime::supervise(bool reconcile) {
   if (!daemons_) return;
-  if (reconcile) daemons_->set(daemon_specs(manager_));
-  if (daemons_->tick(now) || reconcile) manager_.set_mps_up(daemons_->up());
+  std::lock_guard lock(mps_mutex_);
+  if (reconcile) daemons_->want(daemon_specs(manager_));
+  auto up = daemons_->up();
+  if (!reconcile && up == mps_up_) return;
+  mps_up_ = up;
+  manager_.set_mps_up(std::move(up));
 }
 
 }  // namespace tessera::plugin

@@ -1,16 +1,25 @@
 // The device plugin's runtime loop, without the loop: what happens on each
-// turn (health recovery, MPS daemon checks, the inventory read again when due
-// or when MIG changed) and on a reload, with time handed in. `tessera plugin`
-// turns it from its poll loop on signals and NVML's MIG events; tests turn it
-// with their own clock, without sleeping.
+// turn (health recovery, the MPS daemons' health handed to the shares, the
+// inventory read again when due or when MIG changed) and on a reload, with
+// time handed in. `tessera plugin` turns it from its poll loop on signals,
+// NVML's MIG events and the MPS daemons' changes; tests turn it with their
+// own clock, without sleeping. The MPS daemons are told what is wanted and
+// report back on their own (mps::Daemons): no turn waits on a daemon, and a
+// thread of the runtime's own hands each change of their health to the
+// shares the moment it is reported, whatever the loop is doing.
 #pragma once
 
 #include <chrono>
 #include <functional>
+#include <mutex>
+#include <thread>
+#include <set>
+#include <string>
 
 #include "config/device_plugin.hpp"
 #include "core/error.hpp"
-#include "mps/supervisor.hpp"
+#include "mps/daemons.hpp"
+#include "mps/supervisor.hpp"  // the in-process mps::Daemons
 #include "plugin/plugin_manager.hpp"
 #include "sharing/inventory.hpp"
 
@@ -27,8 +36,11 @@ class Runtime {
   using InventorySource = std::function<Result<sharing::Inventory>()>;
 
   // `manager` must have started; `daemons` may be null (no MPS supervision).
-  Runtime(PluginManager& manager, InventorySource read_inventory, mps::Supervisor* daemons, RuntimeOptions options,
+  Runtime(PluginManager& manager, InventorySource read_inventory, mps::Daemons* daemons, RuntimeOptions options,
           RuntimeClock::time_point now);
+  ~Runtime();  // stops the thread that follows the daemons (before `daemons` goes)
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
 
   // One turn at `now`. `mig_changed`: NVML said a MIG device came or went,
   // so the inventory is read at once rather than when due.
@@ -43,11 +55,18 @@ class Runtime {
 
  private:
   void refresh_inventory();
-  void supervise(RuntimeClock::time_point now, bool reconcile);
+  // With `reconcile`, tells the daemons which are wanted now; hands the
+  // shares the devices whose daemon is up when that changed.
+  void supervise(bool reconcile);
+  void follow_daemons();  // the thread: daemons_->changed_fd() to the shares
 
   PluginManager& manager_;
   InventorySource read_inventory_;
-  mps::Supervisor* daemons_;
+  mps::Daemons* daemons_;
+  std::mutex mps_mutex_;          // one writer of the shares' MPS health at a time
+  std::set<std::string> mps_up_;  // under mps_mutex_
+  mps::Notifier stop_;
+  std::thread follower_;
   RuntimeOptions options_;
   RuntimeClock::time_point next_inventory_;
   bool inventory_readable_ = true;  // log once per change

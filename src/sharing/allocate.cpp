@@ -100,7 +100,8 @@ AllocateSettings settings_from(const config::DevicePluginConfig& config) {
   s.id_strategy = config.plugin.device_id_strategy;
   s.list_strategy = config.plugin.device_list_strategy;
   s.mps_root = config.mps_root;
-  s.cdi_annotation_prefix = config.plugin.cdi_annotation_prefix;
+  s.cdi.annotation_prefix = config.plugin.cdi_annotation_prefix;
+  s.pass_device_specs = config.plugin.pass_device_specs;
   return s;
 }
 
@@ -123,15 +124,14 @@ std::vector<MpsDaemon> mps_daemons(const std::string& mps_root, std::span<const 
   std::vector<MpsDaemon> out;
   std::set<std::string> seen;
   for (const auto& r : resources) {
-    if (r.sharing != SharingMode::mps) continue;
-    for (const auto& d : r.devices)
-      if (seen.insert(d.physical_uuid).second) out.push_back(mps_daemon(mps_root, r, d));
+    for (const auto& d : r.devices)  // only the devices an MPS entry replicates, not those served whole beside them
+      if (d.sharing == SharingMode::mps && seen.insert(d.physical_uuid).second) out.push_back(mps_daemon(mps_root, r, d));
   }
   return out;
 }
 
 Result<ContainerAllocation> allocate(const Resource& resource, std::span<const std::string> ids,
-                                     const AllocateSettings& settings) {
+                                     const AllocateSettings& settings, const DriverFiles* driver) {
   if (ids.empty()) return fail(Errc::invalid_argument, resource.name + ": the request names no device");
   std::vector<const Device*> devices;
   std::set<std::string> seen;
@@ -141,8 +141,10 @@ Result<ContainerAllocation> allocate(const Resource& resource, std::span<const s
     if (!seen.insert(id).second) return fail(Errc::invalid_argument, resource.name + ": device id '" + id + "' requested twice");
     devices.push_back(d);
   }
-  bool shared = resource.sharing != SharingMode::none;
-  if (shared && resource.fail_requests_greater_than_one && ids.size() > 1)
+  // A whole GPU served beside the replicas of a sharing entry's `devices` is not shared.
+  const bool shared = std::ranges::any_of(devices, [](const Device* d) { return d->sharing != SharingMode::none; });
+  const bool mps = std::ranges::any_of(devices, [](const Device* d) { return d->sharing == SharingMode::mps; });
+  if (resource.sharing != SharingMode::none && resource.fail_requests_greater_than_one && ids.size() > 1)
     // NVIDIA's wording (internal/plugin/server.go), so existing alerts keep matching.
     return fail(Errc::invalid_argument, resource.name + ": maximum request size for shared resources is 1 (asked for " +
                                             std::to_string(ids.size()) + ")");
@@ -151,6 +153,7 @@ Result<ContainerAllocation> allocate(const Resource& resource, std::span<const s
   std::vector<std::string> visible;
   std::vector<std::string> uuids;  // the GPU or MIG UUID of each visible device
   std::vector<uint64_t> quota;
+  std::vector<uint64_t> memory;  // the physical device's: its replicas' shares together
   std::vector<uint32_t> active_percent;
   for (const auto* d : devices) {
     std::string phys = settings.id_strategy == config::DeviceIdStrategy::uuid ? d->physical_uuid : d->index_id;
@@ -159,6 +162,7 @@ Result<ContainerAllocation> allocate(const Resource& resource, std::span<const s
       visible.push_back(phys);
       uuids.push_back(d->physical_uuid);
       quota.push_back(d->memory_bytes);
+      memory.push_back(d->memory_bytes * std::max<uint32_t>(d->replicas, 1));
       active_percent.push_back(100 / d->replicas);
     } else {
       auto k = static_cast<size_t>(it - visible.begin());
@@ -177,21 +181,39 @@ Result<ContainerAllocation> allocate(const Resource& resource, std::span<const s
         out.envs["NVIDIA_VISIBLE_DEVICES"] = "/var/run/nvidia-container-devices";
         for (const auto& v : visible) out.mounts.push_back({"/dev/null", "/var/run/nvidia-container-devices/" + v, true});
         break;
-      case config::DeviceListStrategy::cdi_annotations:
-      case config::DeviceListStrategy::cdi_cri: {
+      case config::DeviceListStrategy::cdi_annotations: {
+        // One key per resource, so that a container holding two resources
+        // gets two annotations (CDI pkg/cdi AnnotationKey: "<plugin>_<id>").
         std::vector<std::string> names;
-        for (const auto& v : visible) names.push_back("nvidia.com/gpu=" + v);
-        out.annotations[settings.cdi_annotation_prefix + "nvidia-device-plugin_" + sanitize_for_path(resource.name)] =
+        for (const auto* d : devices) names.push_back(cdi_name(*d, settings.id_strategy, settings.cdi));
+        out.annotations[settings.cdi.annotation_prefix + "nvidia-device-plugin_" + sanitize_for_path(resource.name)] =
             join(names, ",");
         break;
       }
+      case config::DeviceListStrategy::cdi_cri:
+        for (const auto* d : devices) out.cdi_devices.push_back(cdi_name(*d, settings.id_strategy, settings.cdi));
+        break;
+    }
+  }
+  if (settings.pass_device_specs) {
+    if (!driver)
+      return fail(Errc::internal, resource.name + ": passDeviceSpecs is on, but the node's device nodes are not known");
+    std::set<std::string> paths;
+    auto add = [&](const DeviceNode& n) {
+      if (paths.insert(n.path).second) out.devices.push_back(n);
+    };
+    for (const auto& n : control_nodes(*driver)) add(n);
+    for (const auto* d : devices) {
+      auto nodes = device_nodes(*d, *driver);
+      if (!nodes) return fail(nodes.error().code, resource.name + ": " + nodes.error().message);
+      for (const auto& n : *nodes) add(n);
     }
   }
   if (shared) {
     for (size_t k = 0; k < visible.size(); ++k)
       out.envs[TESSERA_ENV_MEMORY_LIMIT_PREFIX + std::to_string(k)] = std::to_string(quota[k]);
   }
-  if (resource.sharing == SharingMode::mps) {
+  if (mps) {
     // A client talks to one control daemon, and there is one per device.
     if (visible.size() > 1)
       return fail(Errc::invalid_argument, resource.name + ": an MPS client connects to one control daemon, and each " +
@@ -218,6 +240,7 @@ Result<ContainerAllocation> allocate(const Resource& resource, std::span<const s
   if (shared && settings.quota.inject) {
     for (size_t k = 0; k < visible.size(); ++k) out.envs[TESSERA_ENV_DEVICE_UUID_PREFIX + std::to_string(k)] = uuids[k];
     std::string key = ledger_key(resource.name, ids);
+    out.envs[TESSERA_ENV_LIMITS_FILE] = TESSERA_CONTAINER_LIMITS_FILE;
     out.envs[TESSERA_ENV_LEDGER_DIR] = TESSERA_CONTAINER_LEDGER_DIR;
     out.envs[TESSERA_ENV_LEDGER_KEY] = key;
     if (settings.quota.preload != Preload::file) out.envs["LD_PRELOAD"] = TESSERA_CONTAINER_LIBRARY_PATH;
@@ -225,11 +248,30 @@ Result<ContainerAllocation> allocate(const Resource& resource, std::span<const s
     while (root.size() > 1 && root.back() == '/') root.pop_back();
     if (root == "/") root.clear();
     out.ledger_dir = root + "/" + key;
+    out.ledger_key = key;
+    for (size_t k = 0; k < visible.size(); ++k)
+      out.quota_devices.push_back({uuids[k], quota[k], memory[k], settings.quota.context_bytes});
+    // Single files, never the directory: a process of the container can
+    // charge the ledger but not put another file in its place, and cannot
+    // write the limits at all.
     out.mounts.push_back({settings.quota.library_dir, TESSERA_CONTAINER_LIBRARY_DIR, true});
-    out.mounts.push_back({out.ledger_dir, TESSERA_CONTAINER_LEDGER_DIR, false});
+    out.mounts.push_back({out.ledger_dir + "/" TESSERA_LEDGER_FILE_NAME, TESSERA_CONTAINER_LEDGER_FILE, false});
+    out.mounts.push_back({out.ledger_dir + "/" TESSERA_LIMITS_FILE_NAME, TESSERA_CONTAINER_LIMITS_FILE, true});
     if (settings.quota.preload != Preload::env) {
       out.preload_file = root + "/" TESSERA_PRELOAD_FILE_NAME;
       out.mounts.push_back({out.preload_file, TESSERA_CONTAINER_PRELOAD_FILE, true});
+    }
+    // The driver backend rides on CDI: the runtime runs the hook only for a
+    // CDI device, so only CDI strategies get one.
+    const auto& strategies = settings.list_strategy;
+    const bool cri = std::ranges::count(strategies, config::DeviceListStrategy::cdi_cri) > 0;
+    const bool annotations = std::ranges::count(strategies, config::DeviceListStrategy::cdi_annotations) > 0;
+    if (settings.quota.memory_hook.enabled() && (cri || annotations)) {
+      out.quota_spec = quota_cdi_spec(key, out.ledger_dir + "/" TESSERA_LIMITS_FILE_NAME, settings.quota.memory_hook);
+      if (cri) out.cdi_devices.push_back(quota_cdi_name(key));
+      else
+        out.annotations[settings.cdi.annotation_prefix + "tessera-quota_" + sanitize_for_path(resource.name)] =
+            quota_cdi_name(key);
     }
   }
   return out;

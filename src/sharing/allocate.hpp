@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "config/device_plugin.hpp"
 #include "core/error.hpp"
+#include "sharing/cdi.hpp"
 #include "sharing/inventory.hpp"
 #include "sharing/resources.hpp"
 
@@ -22,17 +24,38 @@ struct Mount {
   bool read_only = false;
 };
 
+// One device of a container's quota: what its limits file and ledger hold.
+struct QuotaDevice {
+  std::string uuid;     // the GPU or MIG UUID
+  uint64_t quota = 0;   // bytes
+  uint64_t memory = 0;  // the device's memory (its replicas' shares together), bytes
+  uint64_t context = 0; // a first context's charge where it cannot be measured (QuotaLibrarySettings)
+};
+
 struct ContainerAllocation {
   std::map<std::string, std::string> envs;
   std::vector<Mount> mounts;
   std::map<std::string, std::string> annotations;
-  // The host directory of the container's quota ledger, mounted read-write:
-  // the caller creates it before answering (allocate itself touches no file).
-  // Empty when the container gets no ledger.
+  // The host directory of the container's quota files, <ledger root>/<key>:
+  // the limits file (mounted read-only at TESSERA_CONTAINER_LIMITS_FILE) and
+  // the ledger (mounted read-write at TESSERA_CONTAINER_LEDGER_FILE), each as
+  // a single file; the directory itself is never mounted. The caller writes
+  // both before answering, from `ledger_key` and `quota_devices` (allocate
+  // itself touches no file). Empty when the container gets no ledger.
   std::string ledger_dir;
+  std::string ledger_key;
+  std::vector<QuotaDevice> quota_devices;
   // The host file mounted at /etc/ld.so.preload, naming the library; the
   // caller writes it before answering. Empty when not used.
   std::string preload_file;
+  // cdi-cri: one qualified CDI name per device asked for (and the quota's).
+  std::vector<std::string> cdi_devices;
+  // The container's own spec with the memory hook (quota_cdi_spec), named in
+  // cdi_devices or the CDI annotation; the caller writes it before answering.
+  std::optional<CdiSpec> quota_spec;
+  // passDeviceSpecs: the device nodes the container needs, for the kubelet
+  // to hand the runtime itself.
+  std::vector<DeviceNode> devices;
 };
 
 inline constexpr const char* kDefaultQuotaLibraryDir = "/var/lib/tessera/lib";
@@ -53,16 +76,23 @@ struct QuotaLibrarySettings {
   // Host directory holding libtessera-cuda.so, mounted read-only at
   // TESSERA_CONTAINER_LIBRARY_DIR.
   std::string library_dir = kDefaultQuotaLibraryDir;
-  // Host directory holding one ledger directory per container, <root>/<key>,
-  // mounted read-write at TESSERA_CONTAINER_LEDGER_DIR.
+  // Host directory holding one directory per container, <root>/<key>, with
+  // its limits file and ledger, each mounted into the container as one file.
   std::string ledger_root = kDefaultLedgerRoot;
+  // What a process's first context on a device is charged when there is no
+  // context to measure it with (the limits file's `context=`); 0: nothing.
+  uint64_t context_bytes = 0;
+  // The driver backend: with a CDI device list strategy, a container with a
+  // quota also gets its own CDI device whose hook has the driver hold it.
+  MemoryHook memory_hook;
 };
 
 struct AllocateSettings {
   config::DeviceIdStrategy id_strategy = config::DeviceIdStrategy::uuid;
   std::vector<config::DeviceListStrategy> list_strategy{config::DeviceListStrategy::envvar};
   std::string mps_root = "/run/nvidia/mps";
-  std::string cdi_annotation_prefix = "cdi.k8s.io/";
+  CdiNames cdi;
+  bool pass_device_specs = false;
   QuotaLibrarySettings quota;
 };
 
@@ -79,13 +109,23 @@ std::string ledger_key(const std::string& resource, std::span<const std::string>
 
 // A shared replica gets a memory quota per visible device
 // (TESSERA_DEVICE_MEMORY_LIMIT_<k>) and, unless settings.quota.inject is off,
-// what loads and feeds the quota library: TESSERA_DEVICE_UUID_<k>,
-// TESSERA_LEDGER_DIR, TESSERA_LEDGER_KEY, LD_PRELOAD and the two mounts.
+// what loads and feeds the quota library: the limits file and the ledger
+// (ledger_dir, ledger_key, quota_devices: the caller writes them) mounted as
+// single files, the library's directory, TESSERA_LIMITS_FILE announcing the
+// limits file, and, for the library's fallback, TESSERA_DEVICE_UUID_<k>,
+// TESSERA_LEDGER_DIR, TESSERA_LEDGER_KEY and LD_PRELOAD.
 // Errors (the kubelet shows them as the pod's admission error): an id the
 // resource does not advertise, a device asked twice, more than one replica
 // when the resource fails requests greater than one.
+// Device lists, by each strategy asked for: envvar NVIDIA_VISIBLE_DEVICES;
+// volume-mounts; cdi-annotations one annotation "<prefix>nvidia-device-plugin_
+// <resource>" naming every device's CDI name, comma-joined as the CDI
+// specification joins names in an annotation; cdi-cri one CDI name per device
+// (cdi_devices). passDeviceSpecs adds the device nodes, from `driver` (the
+// node's driver files; an error without them).
 [[nodiscard]] Result<ContainerAllocation> allocate(const Resource& resource, std::span<const std::string> ids,
-                                                   const AllocateSettings& settings);
+                                                   const AllocateSettings& settings,
+                                                   const DriverFiles* driver = nullptr);
 
 // One MPS control daemon per GPU or MIG device with MPS shares
 // (docs/design-mps.md): where it lives on the host and what it hands each

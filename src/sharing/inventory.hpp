@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct Gpu {
   std::vector<MigDevice> mig_devices;  // by placement start
   std::vector<uint32_t> nvlink_peers;  // indices of GPUs with an active NVLink to this one
   uint32_t compute_capability = 0;     // major * 10 + minor (8.0 -> 80); 0 when unknown
+  std::optional<uint32_t> minor;       // of its /dev/nvidia<minor> (nvmlDeviceGetMinorNumber); unknown: its index
   friend bool operator==(const Gpu&, const Gpu&) = default;
 };
 

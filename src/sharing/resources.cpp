@@ -160,6 +160,7 @@ Result<std::vector<Resource>> build_resources(const Inventory& inventory, const 
       d.id = p.device.physical_uuid + "::" + std::to_string(n);
       d.replica = n;
       d.replicas = entry->replicas;
+      d.sharing = mode;
       d.memory_bytes = p.device.memory_bytes / entry->replicas;
       r.devices.push_back(d);
     }

@@ -27,10 +27,14 @@ struct Device {
   std::string gpu_uuid;
   uint64_t memory_bytes = 0; // the device's memory, or one replica's share of it
   uint32_t replica = 0;
-  uint32_t replicas = 1;     // 1 = not shared
+  uint32_t replicas = 1;     // how many replicas its physical device is cut into
   bool is_mig = false;
   uint32_t gi_id = 0;        // MIG devices: the instance ids that NVML events carry
   uint32_t ci_id = 0;
+  // How this device is shared. A resource can hold both: with a sharing
+  // entry's `devices`, the GPUs it names are replicated and the others are
+  // served whole under the same name.
+  SharingMode sharing = SharingMode::none;
 };
 
 struct Resource {

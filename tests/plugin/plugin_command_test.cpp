@@ -40,8 +40,10 @@ struct SimNode {
     return {"--quota-library-dir", dir.path() + "/lib", "--quota-ledger-root", ledger_root};
   }
 
-  explicit SimNode(const std::string& count = "2") {
-    auto r = run({kBin, "sim", "create", node, "--gpu", "A100-SXM4-80GB", "--count", count});
+  explicit SimNode(const std::string& count = "2", const std::vector<std::string>& create_args = {}) {
+    std::vector<std::string> argv{kBin, "sim", "create", node, "--gpu", "A100-SXM4-80GB", "--count", count};
+    argv.insert(argv.end(), create_args.begin(), create_args.end());
+    auto r = run(argv);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     std::filesystem::create_directories(kubelet_dir);
     EXPECT_TRUE(kubelet.start());
@@ -64,8 +66,8 @@ size_t count_health(const std::vector<sim::AdvertisedDevice>& d, const std::stri
 
 // CPU seconds (user + system) a process used so far, from /proc/PID/stat.
 double cpu_seconds(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::string text = tessera::testing::proc_stat(pid);
+  if (text.rfind(')') == std::string::npos) return 0;
   std::istringstream fields(text.substr(text.rfind(')') + 2));
   std::string f;
   double ticks = 0;
@@ -137,16 +139,21 @@ sharing:
   // A quarter of what the driver says is usable: 81920 MiB less the 491 MiB
   // the simulated A100-80GB reserves, not a quarter of the whole 80 GiB.
   EXPECT_EQ(a->envs.at("TESSERA_DEVICE_MEMORY_LIMIT_0"), std::to_string(((81920ull - 491) << 20) / 4));
-  // The quota library and the container's ledger directory, made before the answer.
+  // The quota library and the container's limits file and ledger, made before the answer.
   EXPECT_EQ(a->envs.at("LD_PRELOAD"), "/usr/local/tessera/lib/libtessera-cuda.so");
   EXPECT_EQ(a->envs.at("TESSERA_LEDGER_DIR"), "/run/tessera/ledger");
   EXPECT_EQ(a->envs.at("TESSERA_DEVICE_UUID_0").rfind("GPU-", 0), 0u);
   auto ledger_dir = n.ledger_root + "/" + a->envs.at("TESSERA_LEDGER_KEY");
   EXPECT_EQ(a->mounts, (std::vector<std::pair<std::string, std::string>>{
                            {n.dir.path() + "/lib", "/usr/local/tessera/lib"},
-                           {ledger_dir, "/run/tessera/ledger"},
+                           {ledger_dir + "/ledger", "/run/tessera/ledger/ledger"},
+                           {ledger_dir + "/limits", "/run/tessera/limits"},
                            {n.ledger_root + "/ld.so.preload", "/etc/ld.so.preload"}}));
-  EXPECT_EQ(std::filesystem::status(ledger_dir).permissions(), std::filesystem::perms::all | std::filesystem::perms::sticky_bit);
+  namespace fs = std::filesystem;
+  EXPECT_EQ(fs::status(ledger_dir).permissions(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                                      fs::perms::others_read | fs::perms::others_exec);
+  EXPECT_TRUE(fs::is_regular_file(ledger_dir + "/ledger"));
+  EXPECT_TRUE(fs::is_regular_file(ledger_dir + "/limits"));
 
   // XID 79 on GPU 0: its four replicas turn Unhealthy, then recover.
   auto ev = run({kBin, "sim", "event", n.node, "--gpu", "0", "--xid", "79"});
@@ -551,6 +558,331 @@ TEST(PluginCommand, MpsInsideMigRunsADaemonPerMigDevice) {
   plugin->signal(SIGTERM);
   EXPECT_EQ(plugin->wait(10000), 0) << plugin->output();
   for (const auto& uuid : migs) EXPECT_TRUE(stops(daemon_pid(root + "/" + uuid + "/pipe"))) << uuid;
+}
+
+// The daemons of `tessera mps-host`, a process of their own: the plugin says
+// which it wants; they are the host's children, outlive a plugin that stops
+// (an upgrade), with their clients, and the next plugin adopts them as they
+// are; a death reaches the shares through the host at once; a host that
+// stops takes its daemons and the plugin says so.
+using tessera::testing::parent_of;
+
+TEST(PluginCommand, MpsDaemonsOfTheHostOutliveThePluginAndTheNextOneAdoptsThem) {
+  SimNode n;
+  const std::string root = n.dir.path() + "/mps", socket = n.dir.path() + "/host/mps-host.sock";
+  Process host({kBin, "mps-host", "--socket", socket, "--mps-control", TESSERA_MPS_CONTROL_SIM, "--log-level", "info"},
+               n.dir.path() + "/mps-host.log");
+  ASSERT_TRUE(host.wait_for_output("tessera mps-host: ready: " + socket, 10000)) << host.output();
+  auto plugin = start_plugin(n, mps_config(root), {"--mps-host", socket});
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 8; }, 10s))
+      << plugin->output() << host.output();
+  std::set<std::string> gpus;
+  for (const auto& d : n.kubelet.devices("nvidia.com/gpu")) gpus.insert(d.id.substr(0, d.id.find("::")));
+  ASSERT_EQ(gpus.size(), 2u);
+  std::map<std::string, pid_t> pids;
+  for (const auto& uuid : gpus) {
+    const std::string pipe = root + "/" + uuid + "/pipe";
+    pids[uuid] = daemon_pid(pipe);
+    EXPECT_TRUE(running(pids[uuid]));
+    EXPECT_EQ(parent_of(pids[uuid]), host.pid()) << "the host's child, not the plugin's";
+    std::ifstream in(pipe + "/tessera-sim-mps.json");
+    const auto state = nlohmann::json::parse(in);
+    EXPECT_EQ(state["default_device_pinned_mem_limits"]["0"]["value"], std::to_string((81920 - 491) / 4) + "M");
+    EXPECT_EQ(state["default_active_thread_percentage"].get<double>(), 25.0);
+  }
+  const std::string uuid = *gpus.begin(), pipe = root + "/" + uuid + "/pipe";
+  // A client of the first GPU's daemon, through the pipe directory Allocate hands out.
+  Process client({TESSERA_MPS_CONTROL_SIM, "--tessera-sim-client"}, n.dir.path() + "/client.out",
+                 {"CUDA_MPS_PIPE_DIRECTORY=" + pipe});
+  ASSERT_TRUE(client.wait_for_output("MPS server", 5000)) << client.output();
+  // The plugin stops, as an upgrade stops it: every daemon and the client stay.
+  plugin->signal(SIGTERM);
+  ASSERT_EQ(plugin->wait(10000), 0) << plugin->output();
+  std::this_thread::sleep_for(300ms);
+  for (const auto& [g, pid] : pids) EXPECT_TRUE(running(pid)) << g << ": the daemon outlives the plugin";
+  EXPECT_TRUE(running(client.pid()));
+  // The next plugin adopts them: the same pids, Healthy at once.
+  auto next = start_plugin(n, mps_config(root), {"--mps-host", socket});
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 8; }, 10s))
+      << next->output();
+  // (The fake kubelet still lists the last plugin's devices until the next one
+  // registers, so the adoption is waited for in the next plugin's own log.)
+  for (const auto& [g, pid] : pids) {
+    EXPECT_TRUE(next->wait_for_output(
+        "MPS daemon for " + g + " (nvidia.com/gpu): adopted from tessera mps-host: pid " + std::to_string(pid), 10000))
+        << next->output();
+    EXPECT_EQ(daemon_pid(root + "/" + g + "/pipe"), pid) << g << ": adopted, not started again";
+  }
+  EXPECT_TRUE(running(client.pid()));
+  EXPECT_EQ(client.output().find("lost"), std::string::npos) << client.output();
+  // Its daemon dies: the host sees it at once, the shares follow, it comes back.
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(pids[uuid], SIGKILL);
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [&](const auto& d) {
+    return std::count_if(d.begin(), d.end(), [&](const auto& x) {
+             return x.health == "Unhealthy" && x.id.starts_with(uuid);
+           }) == 4 && count_health(d, "Healthy") == 4;
+  }, 5s)) << next->output();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s) << "an event, not a poll (bench_mps measures it)";
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Healthy") == 8; }, 10s))
+      << next->output();
+  const pid_t restarted = daemon_pid(pipe);
+  EXPECT_NE(restarted, pids[uuid]);
+  EXPECT_EQ(parent_of(restarted), host.pid());
+  EXPECT_EQ(client.wait(5000), 1) << "its client lost the daemon that died: " << client.output();
+  // The host stops (its pod deleted): it quits its daemons, and the plugin says so.
+  host.signal(SIGTERM);
+  ASSERT_EQ(host.wait(10000), 0) << host.output();
+  for (const auto& g : gpus) EXPECT_TRUE(stops(daemon_pid(root + "/" + g + "/pipe"))) << g;
+  EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return count_health(d, "Unhealthy") == 8; }, 5s))
+      << next->output();
+  EXPECT_TRUE(next->wait_for_output("lost tessera mps-host at " + socket, 3000)) << next->output();
+  next->signal(SIGTERM);
+  EXPECT_EQ(next->wait(10000), 0) << next->output();
+}
+
+TEST(PluginCommand, MpsHostSaysWhatItDoesAndRefusesASecondHost) {
+  auto help = run({kBin, "mps-host", "--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  for (const char* text : {"--socket", "--mps-control", "--check-interval", "pidfd", "outlive"})
+    EXPECT_NE(help.out.find(text), std::string::npos) << text << " in\n" << help.out;
+  TempDir dir;
+  const std::string socket = dir.path() + "/mps-host.sock";
+  Process host({kBin, "mps-host", "--socket", socket, "--mps-control", TESSERA_MPS_CONTROL_SIM}, dir.path() + "/1.log");
+  ASSERT_TRUE(host.wait_for_output("ready", 10000)) << host.output();
+  auto second = run({kBin, "mps-host", "--socket", socket, "--mps-control", TESSERA_MPS_CONTROL_SIM});
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("another tessera mps-host answers on " + socket), std::string::npos) << second.err;
+  host.signal(SIGTERM);
+  EXPECT_EQ(host.wait(10000), 0) << host.output();
+}
+
+// ---------------------------------------------------------------- CDI
+// The test is the container runtime here: it resolves a qualified CDI name
+// ("vendor/class=name") the way the CDI specification says, by the spec in
+// the directory whose kind is vendor/class and its device of that name, and
+// collects what the device and the spec give the container.
+struct Resolved {
+  std::vector<std::string> device_nodes;  // container paths
+  std::vector<std::string> host_nodes;
+  std::vector<std::string> mounts;        // container paths
+};
+std::optional<Resolved> resolve_cdi(const std::string& dir, const std::string& qualified) {
+  auto eq = qualified.find('=');
+  if (eq == std::string::npos) return std::nullopt;
+  const std::string kind = qualified.substr(0, eq), name = qualified.substr(eq + 1);
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    if (f.path().extension() != ".json") continue;
+    std::ifstream in(f.path());
+    auto spec = nlohmann::json::parse(in);
+    if (spec.value("kind", "") != kind) continue;
+    EXPECT_GE(spec.value("cdiVersion", ""), std::string("0.6.0")) << f.path();
+    for (const auto& d : spec["devices"]) {
+      if (d["name"] != name) continue;
+      Resolved r;
+      const nlohmann::json none = nlohmann::json::object();
+      for (const nlohmann::json* edits : {spec.contains("containerEdits") ? &spec["containerEdits"] : &none,
+                                          d.contains("containerEdits") ? &d["containerEdits"] : &none}) {
+        for (const auto& n : edits->value("deviceNodes", nlohmann::json::array())) {
+          r.device_nodes.push_back(n["path"]);
+          r.host_nodes.push_back(n["hostPath"]);
+        }
+        for (const auto& m : edits->value("mounts", nlohmann::json::array())) r.mounts.push_back(m["containerPath"]);
+      }
+      return r;
+    }
+  }
+  return std::nullopt;
+}
+
+// The simulated node's directory as a driver root: the driver's libraries
+// where a distribution puts them (the simulator's device nodes and MIG
+// capabilities are there already).
+std::vector<std::string> cdi_args(SimNode& n, const std::string& specs) {
+  std::filesystem::create_directories(n.node + "/usr/lib/x86_64-linux-gnu");
+  std::ofstream(n.node + "/usr/lib/x86_64-linux-gnu/libcuda.so.550.90.07") << "not a library";
+  std::error_code ec;  // made once per node
+  std::filesystem::create_symlink("libcuda.so.550.90.07", n.node + "/usr/lib/x86_64-linux-gnu/libcuda.so.1", ec);
+  std::ofstream(n.node + "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1") << "not a library";
+  return {"--cdi-spec-dir", specs, "--driver-root", "/host-driver", "--container-driver-root", n.node};
+}
+
+// cdi-cri for two GPUs: two legal names, each defined in a spec in
+// --cdi-spec-dir with its own device node, the control nodes and the
+// driver's libraries (host paths under the driver root); envvar beside it.
+TEST(PluginCommand, CdiCriHandsOutOneDefinedNamePerDevice) {
+  SimNode n;
+  const std::string specs = n.dir.path() + "/cdi";
+  auto plugin = start_plugin(n, "version: v1\nflags: {plugin: {deviceListStrategy: [envvar, cdi-cri]}}\n", cdi_args(n, specs));
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 2; }, 5s)) << plugin->output();
+  auto devices = n.kubelet.devices("nvidia.com/gpu");
+  auto a = n.kubelet.allocate("nvidia.com/gpu", {devices[0].id, devices[1].id});
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_EQ(a->cdi_devices.size(), 2u);
+  std::set<std::string> nodes;
+  for (const auto& name : a->cdi_devices) {
+    EXPECT_TRUE(name.starts_with("k8s.device-plugin.nvidia.com/gpu=GPU-")) << name;
+    EXPECT_EQ(name.find(','), std::string::npos) << name;
+    auto r = resolve_cdi(specs, name);
+    ASSERT_TRUE(r) << name << " is defined by no spec in " << specs;
+    EXPECT_NE(std::find(r->mounts.begin(), r->mounts.end(), "/usr/lib/x86_64-linux-gnu/libcuda.so.1"), r->mounts.end());
+    for (size_t i = 0; i < r->device_nodes.size(); ++i) {
+      EXPECT_EQ(r->host_nodes[i], "/host-driver" + r->device_nodes[i]);
+      if (r->device_nodes[i].starts_with("/dev/nvidia") && r->device_nodes[i] != "/dev/nvidiactl") nodes.insert(r->device_nodes[i]);
+    }
+  }
+  EXPECT_EQ(nodes, (std::set<std::string>{"/dev/nvidia0", "/dev/nvidia1"}));
+  EXPECT_EQ(a->envs.at("NVIDIA_VISIBLE_DEVICES"), devices[0].id + "," + devices[1].id);
+  // Nothing but the two spec files, no temporary left.
+  std::set<std::string> files;
+  for (const auto& f : std::filesystem::directory_iterator(specs)) files.insert(f.path().filename());
+  EXPECT_EQ(files, (std::set<std::string>{"k8s.device-plugin.nvidia.com-gpu.json"}));
+  plugin->signal(SIGTERM);
+  EXPECT_EQ(plugin->wait(5000), 0) << plugin->output();
+}
+
+// A MIG change: the new MIG devices' names resolve by the time the kubelet
+// sees them, with their capability nodes; the destroyed ones' names are gone.
+TEST(PluginCommand, CdiSpecsFollowTheMigLayout) {
+  SimNode n("1");
+  const std::string specs = n.dir.path() + "/cdi";
+  auto migs = n.dir.write("mig.yaml", kMigConfigs);
+  n.mig_apply(migs, "two-3g");
+  auto args = cdi_args(n, specs);
+  args.insert(args.end(), {"--inventory-interval", "300"});
+  auto plugin = start_plugin(n, "version: v1\nflags: {migStrategy: mixed, plugin: {deviceListStrategy: cdi-cri}}\n", args);
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/mig-3g.40gb", [](const auto& d) { return d.size() == 2; }, 5s));
+  auto before = n.kubelet.devices("nvidia.com/mig-3g.40gb");
+  n.mig_apply(migs, "all-1g.10gb");
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/mig-1g.10gb", [](const auto& d) { return d.size() == 7; }, 5s))
+      << plugin->output();
+  for (const auto& d : n.kubelet.devices("nvidia.com/mig-1g.10gb")) {
+    auto r = resolve_cdi(specs, "k8s.device-plugin.nvidia.com/mig=" + d.id);
+    ASSERT_TRUE(r) << d.id;
+    ASSERT_EQ(r->device_nodes.size(), 3u) << d.id;
+    EXPECT_EQ(r->device_nodes[0], "/dev/nvidia0");
+    EXPECT_TRUE(r->device_nodes[1].starts_with("/dev/nvidia-caps/nvidia-cap")) << r->device_nodes[1];
+  }
+  for (const auto& d : before) EXPECT_FALSE(resolve_cdi(specs, "k8s.device-plugin.nvidia.com/mig=" + d.id)) << d.id;
+  auto a = n.kubelet.allocate("nvidia.com/mig-1g.10gb", {n.kubelet.devices("nvidia.com/mig-1g.10gb")[3].id});
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_EQ(a->cdi_devices.size(), 1u);
+  EXPECT_TRUE(resolve_cdi(specs, a->cdi_devices[0])) << a->cdi_devices[0];
+  plugin->signal(SIGTERM);
+  EXPECT_EQ(plugin->wait(5000), 0) << plugin->output();
+}
+
+// Bad input: each a precise error before anything is served, nothing written.
+TEST(PluginCommand, CdiBadInputIsRefusedBeforeAnythingIsServed) {
+  SimNode n;
+  const std::string config = n.dir.write("cdi.yaml", "version: v1\nflags: {plugin: {deviceListStrategy: cdi-cri}}\n");
+  auto base = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv{kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run(argv);
+  };
+  // A driver root without the driver's libraries.
+  auto r = base({"--cdi-spec-dir", n.dir.path() + "/cdi", "--driver-root", n.dir.path() + "/empty-root"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("driver root '" + n.dir.path() + "/empty-root' holds neither libcuda.so.1 nor libnvidia-ml.so.1"),
+            std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(n.dir.path() + "/cdi"));
+  // A spec directory that cannot be made.
+  auto args = cdi_args(n, n.dir.write("a-file", "x") + "/cdi");
+  r = base(args);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot create the CDI spec directory " + n.dir.path() + "/a-file/cdi"), std::string::npos) << r.err;
+  // A vendor that is not a legal CDI name.
+  args = cdi_args(n, n.dir.path() + "/cdi2");
+  args.insert(args.end(), {"--cdi-vendor", "nvidia.com/x"});
+  r = base(args);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--cdi-vendor: CDI vendor 'nvidia.com/x' has the character '/'"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(n.dir.path() + "/cdi2"));
+  EXPECT_TRUE(n.kubelet.registrations().empty());
+}
+
+// ---------------------------------------------------------------- the quota's driver backend
+// With --memory-hook and cdi-cri, a shared replica's container also gets its
+// own CDI device, defined before Allocate answers, whose createContainer hook
+// names the container's limits file. The test is the runtime: it runs the
+// hook as the spec says (its path, args and env; the host's proc and cgroup
+// trees replaced by the test's own, as a host with cgroup v2 would have
+// them), and the simulated driver then holds the container's cgroup to the
+// replica's share. Without a CDI strategy no such device is handed out.
+TEST(PluginCommand, TheMemoryHookRidesOnTheContainersOwnCdiDevice) {
+  SimNode n("2", {"--driver-version", "615.71.09"});
+  const std::string specs = n.dir.path() + "/cdi";
+  auto args = cdi_args(n, specs);
+  args.insert(args.end(), {"--memory-hook", TESSERA_MEMORY_HOOK});
+  auto plugin = start_plugin(n,
+                             "version: v1\nflags: {plugin: {deviceListStrategy: [envvar, cdi-cri]}}\n"
+                             "sharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replicas: 4}]\n",
+                             args);
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 8; }, 5s)) << plugin->output();
+  const std::string id = n.kubelet.devices("nvidia.com/gpu")[0].id;
+  auto a = n.kubelet.allocate("nvidia.com/gpu", {id});
+  ASSERT_TRUE(a) << a.error().message;
+  const std::vector<std::string> ids{id};
+  const std::string key = sharing::ledger_key("nvidia.com/gpu", ids);
+  ASSERT_EQ(a->cdi_devices.size(), 2u);
+  EXPECT_EQ(a->cdi_devices[1], "tessera.dev/quota=" + key);
+  // The spec that defines it, written before the answer.
+  std::ifstream in(specs + "/tessera.dev-quota_" + key + ".json");
+  ASSERT_TRUE(in) << "no spec for " << a->cdi_devices[1];
+  const auto spec = nlohmann::json::parse(in);
+  EXPECT_EQ(spec["kind"], "tessera.dev/quota");
+  ASSERT_EQ(spec["devices"].size(), 1u);
+  EXPECT_EQ(spec["devices"][0]["name"], key);
+  const auto& hooks = spec["devices"][0]["containerEdits"]["hooks"];
+  ASSERT_EQ(hooks.size(), 1u);
+  EXPECT_EQ(hooks[0]["hookName"], "createContainer");
+  EXPECT_EQ(hooks[0]["path"], TESSERA_MEMORY_HOOK);
+  const auto hook_args = hooks[0]["args"].get<std::vector<std::string>>();
+  const std::string limits = n.ledger_root + "/" + key + "/limits";
+  ASSERT_GE(hook_args.size(), 3u);
+  EXPECT_EQ(hook_args[1], "--limits");
+  EXPECT_EQ(hook_args[2], limits);
+
+  // The runtime runs it for the container: pid 4242 in its own cgroup.
+  const std::string proc = n.dir.path() + "/proc", cgroups = n.dir.path() + "/cgroup";
+  const std::string cgroup = cgroups + "/kubepods.slice/pod-a/cri-containerd-1.scope";
+  std::filesystem::create_directories(proc + "/4242");
+  std::filesystem::create_directories(cgroup);
+  std::ofstream(cgroups + "/cgroup.controllers") << "cpu memory pids dmem\n";
+  std::ofstream(proc + "/4242/cgroup") << "0::/kubepods.slice/pod-a/cri-containerd-1.scope\n";
+  std::vector<std::string> argv{hooks[0]["path"].get<std::string>()};
+  argv.insert(argv.end(), hook_args.begin() + 1, hook_args.end());
+  argv.insert(argv.end(), {"--proc-root", proc, "--cgroup-root", cgroups});
+  const auto env = hooks[0].value("env", std::vector<std::string>{});
+  const auto hook = run(argv, R"({"ociVersion":"1.2.1","id":"1","status":"created","pid":4242,"bundle":"/b"})", env);
+  ASSERT_EQ(hook.exit_code, 0) << hook.err;
+  // The driver holds it: the inventory reads the limit back through NVML.
+  auto inv = run({kBin, "inventory", "--sim", n.node, "--quota-ledger-root", n.ledger_root, "--json"});
+  ASSERT_EQ(inv.exit_code, 0) << inv.err;
+  const auto shares = nlohmann::json::parse(inv.out)["shares"];
+  ASSERT_EQ(shares.size(), 1u) << inv.out;
+  EXPECT_EQ(shares[0]["key"], key);
+  EXPECT_EQ(shares[0]["devices"][0]["backend"], "driver") << inv.out;
+  EXPECT_EQ(shares[0]["devices"][0]["cgroup"], cgroup);
+  EXPECT_EQ(shares[0]["devices"][0]["quota_bytes"], std::stoull(a->envs.at("TESSERA_DEVICE_MEMORY_LIMIT_0")));
+  // Allocated again (a new container of the same replica): the old record goes.
+  a = n.kubelet.allocate("nvidia.com/gpu", {id});
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_FALSE(std::filesystem::exists(n.ledger_root + "/" + key + "/driver-limits"));
+  plugin->signal(SIGTERM);
+  EXPECT_EQ(plugin->wait(5000), 0) << plugin->output();
+
+  // envvar alone: the runtime would run no hook, so none is handed out.
+  auto envvar = start_plugin(n, "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replicas: 4}]\n",
+                             {"--memory-hook", TESSERA_MEMORY_HOOK});
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 8; }, 5s)) << envvar->output();
+  a = n.kubelet.allocate("nvidia.com/gpu", {n.kubelet.devices("nvidia.com/gpu")[1].id});
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_TRUE(a->cdi_devices.empty());
+  EXPECT_TRUE(a->envs.contains("LD_PRELOAD")) << "the library holds it";
+  envvar->signal(SIGTERM);
+  EXPECT_EQ(envvar->wait(5000), 0) << envvar->output();
 }
 
 }  // namespace

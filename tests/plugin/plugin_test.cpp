@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "kubelet/fake_kubelet.hpp"
+#include "cuda_quota/ledger.hpp"
 #include "plugin/plugin_manager.hpp"
 #include "plugin/runtime.hpp"
 #include "sharing/fixtures.hpp"
@@ -109,10 +110,15 @@ mode_t mode_of(const std::string& path) {
   return st.st_mode;
 }
 
-// Allocate creates the container's ledger directory before it answers:
-// mode 1777 whatever the umask, reused (contents kept, mode repaired) when
-// the same replicas are allocated again.
-TEST(Plugin, QuotaReplicaGetsItsLedgerDirectoryBeforeTheAnswer) {
+// Allocate writes the container's quota files before it answers, so before
+// any process of the container exists: a directory only the plugin can write
+// (0755, whatever the umask or an older layout's 1777), a fresh ledger any uid
+// can charge (0666) for exactly the replica's quota, and the limits file
+// (0644); the container gets the two as single-file mounts, the limits
+// read-only. Allocated again (a new container of the same replicas), the
+// ledger is made afresh: a new quota reaches it, and nothing an earlier
+// container wrote into its ledger is kept.
+TEST(Plugin, QuotaReplicaGetsItsLimitsAndLedgerBeforeTheAnswer) {
   Node node(kTimeSliced4);
   ASSERT_TRUE(node.plugin->start(two_gpu_node()));
   ASSERT_TRUE(node.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 8; }, 5s));
@@ -123,26 +129,41 @@ TEST(Plugin, QuotaReplicaGetsItsLedgerDirectoryBeforeTheAnswer) {
   auto dir = node.ledger_root + "/" + key;
   EXPECT_EQ(a->envs.at("TESSERA_LEDGER_KEY"), key);
   EXPECT_EQ(a->envs.at("TESSERA_DEVICE_UUID_0"), "GPU-1111");
+  EXPECT_EQ(a->envs.at("TESSERA_LIMITS_FILE"), "/run/tessera/limits");
   EXPECT_EQ(a->envs.at("LD_PRELOAD"), "/usr/local/tessera/lib/libtessera-cuda.so");
   const auto preload = node.ledger_root + "/ld.so.preload";
   EXPECT_EQ(a->mounts, (std::vector<std::pair<std::string, std::string>>{
                            {node.host.path() + "/lib", "/usr/local/tessera/lib"},
-                           {dir, "/run/tessera/ledger"},
+                           {dir + "/ledger", "/run/tessera/ledger/ledger"},
+                           {dir + "/limits", "/run/tessera/limits"},
                            {preload, "/etc/ld.so.preload"}}));
   EXPECT_TRUE(S_ISDIR(mode_of(dir)));
-  EXPECT_EQ(mode_of(dir) & 07777, 01777u);
+  EXPECT_EQ(mode_of(dir) & 07777, 0755u);
+  EXPECT_EQ(mode_of(dir + "/ledger") & 07777, 0666u);
+  EXPECT_EQ(mode_of(dir + "/limits") & 07777, 0644u);
+  const std::string quota = a->envs.at("TESSERA_DEVICE_MEMORY_LIMIT_0");
+  std::ifstream limits(dir + "/limits");
+  const std::string limits_text{std::istreambuf_iterator<char>(limits), {}};
+  EXPECT_EQ(limits_text, "tessera-limits 1\nkey " + key + "\n0 GPU-1111 " + quota + "\n");
+  quota::Reading ledger;
+  ASSERT_TRUE(quota::read_ledger(dir.c_str(), ledger)) << ledger.message;
+  EXPECT_STREQ(ledger.key, key.c_str());
+  ASSERT_EQ(ledger.device_count, 1u);
+  EXPECT_STREQ(ledger.devices[0].uuid, "GPU-1111");
+  EXPECT_EQ(std::to_string(ledger.devices[0].quota), quota);
+  EXPECT_EQ(ledger.devices[0].charged, 0u);
   // ld.so's preload list, written before the answer, names the library.
   std::ifstream list(preload);
   std::string line;
   ASSERT_TRUE(std::getline(list, line));
   EXPECT_EQ(line, "/usr/local/tessera/lib/libtessera-cuda.so");
   EXPECT_EQ(mode_of(preload) & 07777, 0644u);
-  // The container restarts: same directory, its ledger kept, a wrong mode repaired.
-  node.host.write("ledgers/" + key + "/ledger", "kept");
-  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  // Allocated again: what was in the ledger's place is gone, a wrong mode repaired.
+  node.host.write("ledgers/" + key + "/ledger", "written by the last container");
+  ASSERT_EQ(::chmod(dir.c_str(), 01777), 0);
   ASSERT_TRUE(node.kubelet.allocate("nvidia.com/gpu", {"GPU-1111::3"}));
-  EXPECT_EQ(mode_of(dir) & 07777, 01777u);
-  EXPECT_TRUE(std::filesystem::exists(dir + "/ledger"));
+  EXPECT_EQ(mode_of(dir) & 07777, 0755u);
+  ASSERT_TRUE(quota::read_ledger(dir.c_str(), ledger)) << ledger.message;
   // Another replica, another directory.
   ASSERT_TRUE(node.kubelet.allocate("nvidia.com/gpu", {"GPU-1111::2"}));
   size_t dirs = 0;
@@ -223,7 +244,7 @@ TEST(Plugin, LedgerDirectoryInTheWayFailsAllocateAndSaysWhy) {
   // Cleared, the same request succeeds.
   auto ok = node.kubelet.allocate("nvidia.com/gpu", ids);
   ASSERT_TRUE(ok) << ok.error().message;
-  EXPECT_EQ(mode_of(dir) & 07777, 01777u);
+  EXPECT_EQ(mode_of(dir) & 07777, 0755u);
 }
 
 TEST(Plugin, QuotaLibraryOffCreatesNothing) {
@@ -436,10 +457,11 @@ TEST(PluginRuntime, BringsMpsDaemonsInLineWithTheConfig) {
   const auto t0 = RuntimeClock::now();
   Runtime runtime(*node.plugin, [&]() -> Result<sharing::Inventory> { return inventory; }, &daemons, RuntimeOptions{},
                   t0);
-  EXPECT_EQ(daemons.up(), (std::set<std::string>{"GPU-0000", "GPU-1111"}));
+  // The daemons start off the main loop; the replicas turn Healthy once both answer.
   EXPECT_TRUE(node.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) {
     return d.size() == 4 && std::all_of(d.begin(), d.end(), [](const auto& x) { return x.health == "Healthy"; });
   }, 5s));
+  EXPECT_EQ(daemons.up(), (std::set<std::string>{"GPU-0000", "GPU-1111"}));
   auto reloaded = runtime.reload(parse("version: v1\n"), t0 + 1s);
   ASSERT_TRUE(reloaded) << reloaded.error().message;
   EXPECT_TRUE(daemons.up().empty()) << "no MPS resource left: no daemon";

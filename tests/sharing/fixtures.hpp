@@ -13,8 +13,8 @@ namespace tessera::sharing::testing {
 
 inline Inventory two_gpu_node() {
   Inventory inv;
-  Gpu g0{0, "GPU-0000", "A100-SXM4-80GB", "00000000:07:00.0", 80ull << 30, false, {}, {1}, 80};
-  Gpu g1{1, "GPU-1111", "A100-SXM4-80GB", "00000000:0F:00.0", 80ull << 30, true, {}, {0}, 80};
+  Gpu g0{0, "GPU-0000", "A100-SXM4-80GB", "00000000:07:00.0", 80ull << 30, false, {}, {1}, 80, 0};
+  Gpu g1{1, "GPU-1111", "A100-SXM4-80GB", "00000000:0F:00.0", 80ull << 30, true, {}, {0}, 80, 1};
   g1.mig_devices = {
       {"MIG-a", "1g.20gb", 3, 0, 0, 19968ull << 20, true, 1},
       {"MIG-b", "1g.20gb", 4, 0, 2, 19968ull << 20, true, 2},

@@ -1,0 +1,242 @@
+#include "plugin/cdi_writer.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "core/text.hpp"
+
+namespace tessera::plugin {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string under(const std::string& root, const std::string& path) {
+  if (root.empty() || root == "/") return path;
+  std::string r = root;
+  while (r.size() > 1 && r.back() == '/') r.pop_back();
+  return r + path;
+}
+
+bool exists(const std::string& p) {
+  struct stat st{};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+// Where this process reads the driver root.
+std::string driver_view(const CdiOptions& o) {
+  if (!o.container_driver_root.empty() && fs::is_directory(o.container_driver_root)) return o.container_driver_root;
+  return o.driver_root;
+}
+
+std::string dev_root(const CdiOptions& o) { return o.dev_root.empty() ? o.driver_root : o.dev_root; }
+std::string dev_view(const CdiOptions& o) { return dev_root(o) == o.driver_root ? driver_view(o) : dev_root(o); }
+
+// "DeviceFileMinor: N" from a capability's access file (NVIDIA MIG User
+// Guide, "Device Nodes and Capabilities").
+std::optional<uint32_t> access_minor(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("DeviceFileMinor:")) continue;
+    try {
+      return static_cast<uint32_t>(std::stoul(line.substr(16)));
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+// The libraries and programs a CUDA or NVML user needs from the driver, as
+// NVIDIA's container toolkit mounts them (compute and utility capabilities).
+constexpr const char* kLibraries[] = {"libcuda.so.1",          "libnvidia-ml.so.1",         "libnvidia-ptxjitcompiler.so.1",
+                                      "libnvidia-nvvm.so.4",   "libcudadebugger.so.1",      "libnvidia-opencl.so.1",
+                                      "libnvidia-cfg.so.1",    "libnvidia-allocator.so.1", "libnvidia-gpucomp.so.1"};
+constexpr const char* kLibraryDirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
+                                        "/usr/lib", "/lib/x86_64-linux-gnu", "/lib64"};
+constexpr const char* kPrograms[] = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control",
+                                     "nvidia-cuda-mps-server"};
+
+Result<void> write_file_atomically(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir + "/" + name;
+  const std::string tmp = dir + "/." + name + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return fail(Errc::io, "cannot write CDI spec " + path + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return fail(Errc::io, "cannot write CDI spec " + path + ": " + std::strerror(e));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return fail(Errc::io, "cannot write CDI spec " + path + ": " + std::strerror(e));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return fail(Errc::io, "cannot write CDI spec " + path + ": " + std::strerror(e));
+  }
+  return {};
+}
+
+nlohmann::json edits_json(const sharing::CdiEdits& e) {
+  nlohmann::json j = nlohmann::json::object();
+  if (!e.env.empty()) j["env"] = e.env;
+  if (!e.device_nodes.empty()) {
+    j["deviceNodes"] = nlohmann::json::array();
+    for (const auto& n : e.device_nodes) j["deviceNodes"].push_back({{"path", n.path}, {"hostPath", n.host_path}});
+  }
+  if (!e.mounts.empty()) {
+    j["mounts"] = nlohmann::json::array();
+    for (const auto& m : e.mounts) {
+      nlohmann::json options = m.read_only ? nlohmann::json{"ro", "nosuid", "nodev", "bind"}
+                                           : nlohmann::json{"nosuid", "nodev", "bind"};
+      j["mounts"].push_back({{"hostPath", m.host_path}, {"containerPath", m.container_path}, {"options", options}});
+    }
+  }
+  if (!e.hooks.empty()) {
+    j["hooks"] = nlohmann::json::array();
+    for (const auto& h : e.hooks) {
+      nlohmann::json hook = {{"hookName", h.hook_name}, {"path", h.path}, {"args", h.args}};
+      if (!h.env.empty()) hook["env"] = h.env;
+      j["hooks"].push_back(std::move(hook));
+    }
+  }
+  return j;
+}
+
+}  // namespace
+
+Result<sharing::DriverFiles> read_driver_files(const CdiOptions& options, const sharing::Inventory& inventory) {
+  sharing::DriverFiles out;
+  out.dev_root = dev_root(options);
+  const std::string devs = dev_view(options);
+  for (const char* p : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"})
+    if (exists(under(devs, p))) out.control_nodes.push_back(p);
+  const std::string view = driver_view(options);
+  std::string caps = under(view, "/proc/driver/nvidia/capabilities");
+  if (!fs::is_directory(caps)) caps = "/proc/driver/nvidia/capabilities";
+  for (const auto& g : inventory.gpus) {
+    const uint32_t gpu_minor = g.minor.value_or(g.index);
+    out.gpu_minor[g.index] = gpu_minor;
+    for (const auto& m : g.mig_devices) {
+      const std::string gi = caps + "/gpu" + std::to_string(gpu_minor) + "/mig/gi" + std::to_string(m.gi_id);
+      if (auto minor = access_minor(gi + "/access")) out.gi_access[{gpu_minor, m.gi_id}] = *minor;
+      if (auto minor = access_minor(gi + "/ci" + std::to_string(m.ci_id) + "/access"))
+        out.ci_access[{gpu_minor, m.gi_id, m.ci_id}] = *minor;
+    }
+  }
+  if (!options.write_specs) return out;
+  bool core = false;
+  std::set<std::string> taken;
+  for (const char* lib : kLibraries)
+    for (const char* dir : kLibraryDirs) {
+      const std::string seen = under(view, std::string(dir) + "/" + lib);
+      std::error_code ec;
+      auto real = fs::canonical(seen, ec);
+      if (ec || !fs::is_regular_file(real)) continue;
+      // The file the soname resolves to, mounted at the soname's path; its
+      // host path is that file as the host sees it (or the soname's own path
+      // when the link leads out of the driver root).
+      std::string rel = std::string(dir) + "/" + lib;
+      if (view == "/") rel = real.string();
+      else if (real.string().starts_with(view + "/")) rel = real.string().substr(view.size());
+      if (!taken.insert(lib).second) break;
+      out.files.push_back({std::string(dir) + "/" + lib, under(options.driver_root, rel)});
+      if (std::string(lib) == "libcuda.so.1" || std::string(lib) == "libnvidia-ml.so.1") core = true;
+      break;
+    }
+  if (!core) {
+    std::string dirs;
+    for (const char* d : kLibraryDirs) dirs += (dirs.empty() ? "" : ", ") + std::string(d).substr(1);
+    return fail(Errc::not_found, "driver root " + quote(options.driver_root) +
+                                     (view != options.driver_root ? " (seen here at " + quote(view) + ")" : "") +
+                                     " holds neither libcuda.so.1 nor libnvidia-ml.so.1 (looked in " + dirs +
+                                     "): the CDI specs would give containers no driver; set --driver-root "
+                                     "(flags.nvidiaDriverRoot) to where the driver is installed");
+  }
+  for (const char* prog : kPrograms)
+    for (const char* dir : {"/usr/bin", "/usr/sbin", "/bin"}) {
+      const std::string seen = under(view, std::string(dir) + "/" + prog);
+      if (!fs::is_regular_file(seen)) continue;
+      out.files.push_back({std::string(dir) + "/" + prog, under(options.driver_root, std::string(dir) + "/" + prog)});
+      break;
+    }
+  return out;
+}
+
+std::string cdi_spec_json(const sharing::CdiSpec& spec) {
+  nlohmann::json j = {{"cdiVersion", sharing::kCdiVersion}, {"kind", spec.kind}};
+  if (auto e = edits_json(spec.edits); !e.empty()) j["containerEdits"] = e;
+  j["devices"] = nlohmann::json::array();
+  for (const auto& d : spec.devices) {
+    nlohmann::json dj = {{"name", d.name}, {"containerEdits", edits_json(d.edits)}};
+    if (!d.annotations.empty()) dj["annotations"] = d.annotations;
+    j["devices"].push_back(std::move(dj));
+  }
+  return j.dump(2) + "\n";
+}
+
+namespace {
+
+Result<void> ensure_spec_dir(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    if (fs::exists(dir, ec)) return fail(Errc::io, "CDI spec directory " + dir + " is not a directory");
+    fs::create_directories(dir, ec);
+    if (ec) return fail(Errc::io, "cannot create the CDI spec directory " + dir + ": " + ec.message());
+  }
+  if (::access(dir.c_str(), W_OK) != 0)
+    return fail(Errc::io, "cannot write into the CDI spec directory " + dir + ": " + std::strerror(errno));
+  return {};
+}
+
+}  // namespace
+
+Result<void> write_cdi_spec(const sharing::CdiSpec& spec, const CdiOptions& options) {
+  if (auto r = ensure_spec_dir(options.spec_dir); !r) return r;
+  return write_file_atomically(options.spec_dir, spec.file_name, cdi_spec_json(spec));
+}
+
+Result<void> remove_cdi_spec(const std::string& file_name, const CdiOptions& options) {
+  const std::string path = options.spec_dir + "/" + file_name;
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return fail(Errc::io, "cannot remove the CDI spec " + path + ": " + std::strerror(errno));
+  return {};
+}
+
+Result<void> write_cdi_specs(const std::vector<sharing::CdiSpec>& specs, const CdiOptions& options) {
+  const std::string& dir = options.spec_dir;
+  if (auto r = ensure_spec_dir(dir); !r) return r;
+  std::set<std::string> written;
+  for (const auto& spec : specs) {
+    if (auto r = write_file_atomically(dir, spec.file_name, cdi_spec_json(spec)); !r) return r;
+    written.insert(spec.file_name);
+  }
+  for (const auto& cls : {options.names.gpu_class, options.names.mig_class}) {
+    const std::string name = options.names.vendor + "-" + cls + ".json";
+    if (written.contains(name)) continue;
+    if (::unlink((dir + "/" + name).c_str()) != 0 && errno != ENOENT)
+      return fail(Errc::io, "cannot remove the stale CDI spec " + dir + "/" + name + ": " + std::strerror(errno));
+  }
+  return {};
+}
+
+}  // namespace tessera::plugin

@@ -1,0 +1,146 @@
+#include "sharing/cdi.hpp"
+
+#include <gtest/gtest.h>
+
+#include "sharing/fixtures.hpp"
+
+namespace tessera::sharing {
+namespace {
+
+using testing::parse;
+using testing::two_gpu_node;
+
+// The CDI specification's name rules (pkg/parser of
+// tags.cncf.io/container-device-interface): a table of legal and illegal
+// names, each refusal saying why.
+TEST(Cdi, NameRules) {
+  EXPECT_TRUE(check_cdi_kind("k8s.device-plugin.nvidia.com", "gpu"));
+  EXPECT_TRUE(check_cdi_kind("example.com", "mig_2-x"));
+  EXPECT_TRUE(check_cdi_device_name("GPU-0000::3"));
+  EXPECT_TRUE(check_cdi_device_name("1:2"));
+  EXPECT_TRUE(check_cdi_device_name("0"));
+  struct Bad {
+    const char* vendor;
+    const char* cls;
+    const char* why;
+  };
+  for (const auto& b : {Bad{"", "gpu", "CDI vendor is empty"},
+                        Bad{"1vendor.com", "gpu", "CDI vendor '1vendor.com' must start with a letter"},
+                        Bad{"vendor.com.", "gpu", "CDI vendor 'vendor.com.' must end with a letter or digit"},
+                        Bad{"ven/dor", "gpu", "CDI vendor 'ven/dor' has the character '/'"},
+                        Bad{"vendor.com", "g=pu", "CDI class 'g=pu' has the character '='"}}) {
+    auto r = check_cdi_kind(b.vendor, b.cls);
+    ASSERT_FALSE(r) << b.vendor << "/" << b.cls;
+    EXPECT_NE(r.error().message.find(b.why), std::string::npos) << r.error().message;
+  }
+  auto comma = check_cdi_device_name("GPU-0000,GPU-1111");
+  ASSERT_FALSE(comma);
+  EXPECT_NE(comma.error().message.find("has the character ','"), std::string::npos) << comma.error().message;
+  EXPECT_FALSE(check_cdi_device_name(""));
+  EXPECT_FALSE(check_cdi_device_name("-a"));
+  EXPECT_FALSE(check_cdi_device_name("a:"));
+  CdiNames names;
+  names.gpu_class = names.mig_class = "dev";
+  EXPECT_FALSE(check_cdi_names(names));
+  names = {};
+  names.annotation_prefix = "cdi.k8s.io";
+  EXPECT_FALSE(check_cdi_names(names));
+}
+
+DriverFiles node_files() {
+  DriverFiles f;
+  f.dev_root = "/host";
+  f.control_nodes = {"/dev/nvidiactl", "/dev/nvidia-uvm"};
+  f.files = {{"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/host/usr/lib/x86_64-linux-gnu/libcuda.so.550.90.07"}};
+  f.gpu_minor = {{0, 0}, {1, 1}};
+  // GPU 1's three MIG devices (fixtures: GPU instances 3, 4, 1, compute instance 0).
+  for (uint32_t gi : {1u, 3u, 4u}) {
+    f.gi_access[{1, gi}] = 3 + 135 + gi * 9;
+    f.ci_access[{1, gi, 0}] = 3 + 135 + gi * 9 + 1;
+  }
+  return f;
+}
+
+const CdiDevice* find(const CdiSpec& spec, const std::string& name) {
+  for (const auto& d : spec.devices)
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+// One spec per class; every GPU under its UUID and index, every MIG device
+// under its UUID and gpu:index, each with its own nodes; the control nodes
+// and driver files once per spec.
+TEST(Cdi, SpecsDefineEveryNameAllocateHandsOut) {
+  auto inv = two_gpu_node();
+  auto rs = build_resources(inv, parse("version: v1\nflags: {migStrategy: mixed}\n"));
+  ASSERT_TRUE(rs);
+  auto specs = cdi_specs(*rs, inv, node_files(), {}, {});
+  ASSERT_TRUE(specs) << specs.error().message;
+  ASSERT_EQ(specs->size(), 2u);
+  const CdiSpec& gpu = (*specs)[0];
+  const CdiSpec& mig = (*specs)[1];
+  EXPECT_EQ(gpu.kind, "k8s.device-plugin.nvidia.com/gpu");
+  EXPECT_EQ(gpu.file_name, "k8s.device-plugin.nvidia.com-gpu.json");
+  EXPECT_EQ(mig.kind, "k8s.device-plugin.nvidia.com/mig");
+  EXPECT_EQ(gpu.edits.device_nodes, (std::vector<DeviceNode>{{"/dev/nvidiactl", "/host/dev/nvidiactl"},
+                                                              {"/dev/nvidia-uvm", "/host/dev/nvidia-uvm"}}));
+  ASSERT_EQ(gpu.edits.mounts.size(), 1u);
+  EXPECT_EQ(gpu.edits.mounts[0].host_path, "/host/usr/lib/x86_64-linux-gnu/libcuda.so.550.90.07");
+  EXPECT_EQ(gpu.edits.mounts[0].container_path, "/usr/lib/x86_64-linux-gnu/libcuda.so.1");
+  for (const char* name : {"GPU-0000", "0", "GPU-1111", "1"}) ASSERT_TRUE(find(gpu, name)) << name;
+  EXPECT_EQ(find(gpu, "GPU-1111")->edits.device_nodes, (std::vector<DeviceNode>{{"/dev/nvidia1", "/host/dev/nvidia1"}}));
+  EXPECT_EQ(gpu.devices.size(), 4u);
+  // MIG-b: GPU 1, GPU instance 4, NVML index 2.
+  const CdiDevice* b = find(mig, "MIG-b");
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(find(mig, "1:2"));
+  EXPECT_EQ(find(mig, "1:2")->edits, b->edits);
+  EXPECT_EQ(b->edits.device_nodes,
+            (std::vector<DeviceNode>{{"/dev/nvidia1", "/host/dev/nvidia1"},
+                                     {"/dev/nvidia-caps/nvidia-cap174", "/host/dev/nvidia-caps/nvidia-cap174"},
+                                     {"/dev/nvidia-caps/nvidia-cap175", "/host/dev/nvidia-caps/nvidia-cap175"}}));
+  EXPECT_EQ(mig.devices.size(), 6u);
+}
+
+// A shared replica is its own device: its GPU's nodes, the quota library and
+// preload list read-only, its memory share as an annotation.
+TEST(Cdi, ReplicasCarryTheQuotaLibraryAndTheirShare) {
+  auto inv = two_gpu_node();
+  auto rs = build_resources(inv, parse("version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replicas: 4}]\n"));
+  ASSERT_TRUE(rs);
+  CdiQuota quota{true, "/var/lib/tessera/lib", "/var/lib/tessera/ledgers/ld.so.preload"};
+  auto specs = cdi_specs(*rs, inv, node_files(), {}, quota);
+  ASSERT_TRUE(specs) << specs.error().message;
+  const CdiDevice* r = find((*specs)[0], "GPU-0000::2");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->annotations.at("tessera.dev/memory-limit"), std::to_string((80ull << 30) / 4));
+  EXPECT_EQ(r->edits.device_nodes, (std::vector<DeviceNode>{{"/dev/nvidia0", "/host/dev/nvidia0"}}));
+  EXPECT_EQ(r->edits.mounts, (std::vector<CdiMount>{{"/var/lib/tessera/lib", "/usr/local/tessera/lib", true},
+                                                   {"/var/lib/tessera/ledgers/ld.so.preload", "/etc/ld.so.preload", true}}));
+  EXPECT_TRUE(find((*specs)[0], "GPU-0000"));  // the whole GPU's name resolves too
+}
+
+// What the node lacks is an error naming the device, never a spec that
+// would fail at container creation.
+TEST(Cdi, AMissingCapabilityOrMinorIsAnError) {
+  auto inv = two_gpu_node();
+  auto rs = build_resources(inv, parse("version: v1\nflags: {migStrategy: mixed}\n"));
+  ASSERT_TRUE(rs);
+  auto files = node_files();
+  files.ci_access.erase({1, 4, 0});
+  auto specs = cdi_specs(*rs, inv, files, {}, {});
+  ASSERT_FALSE(specs);
+  EXPECT_NE(specs.error().message.find("MIG device MIG-b"), std::string::npos) << specs.error().message;
+  files = node_files();
+  files.gpu_minor.erase(0);
+  specs = cdi_specs(*rs, inv, files, {}, {});
+  ASSERT_FALSE(specs);
+  EXPECT_NE(specs.error().message.find("GPU 0 (GPU-0000) has no device node minor"), std::string::npos)
+      << specs.error().message;
+  CdiNames bad;
+  bad.vendor = "nvidia.com/";
+  EXPECT_FALSE(cdi_specs(*rs, inv, node_files(), bad, {}));
+}
+
+}  // namespace
+}  // namespace tessera::sharing
