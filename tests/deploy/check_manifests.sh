@@ -6,11 +6,17 @@
 # it into the hostPath the plugin names as its library directory (its script
 # run here on a scratch directory), and the plugin sees the ledger root
 # hostPath at the same path. An overlay with MPS shares runs the control
-# daemons in the plugin's container: it needs the host's IPC namespace, its
-# mpsRoot hostPath mounted read-write at the same path, <mpsRoot>/shm as the
-# container's /dev/shm (what Allocate gives the clients), and either
+# daemons in a DaemonSet of their own, tessera-mps-host (updateStrategy
+# OnDelete, so a tessera upgrade keeps them; scheduled as tessera's pod; one
+# unprivileged `tessera mps-host` container with only flags it has, no
+# service account token): it needs the host's IPC namespace, its mpsRoot
+# hostPath mounted read-write at the same path, <mpsRoot>/shm as the
+# container's /dev/shm (what Allocate gives the clients), its socket's
+# directory (not under mpsRoot, which tenants see) as a hostPath, and either
 # --mps-control naming the image's control program or the driver's from the
-# NVIDIA container toolkit; no other overlay gets hostIPC. An overlay with the
+# NVIDIA container toolkit; the plugin is told that socket (--mps-host or
+# TESSERA_MPS_HOST), mounts its directory and nothing under mpsRoot, and has
+# no hostIPC; no other overlay gets hostIPC or tessera-mps-host. An overlay with the
 # metrics exporter runs `tessera exporter` with flags it has, listening on all
 # addresses at its named metrics port, /healthz probes on that port, small
 # resources, the kubelet's pod-resources socket and the plugin's ledger root
@@ -30,84 +36,116 @@
 # probes only on the exporter's /healthz when it serves metrics; the
 # namespace at Pod Security's privileged level. In every overlay, the
 # ClusterRole the DaemonSet's service account is bound to grants exactly what
-# the agent uses: its Node, evictions, events.
-# Usage: check_manifests.sh TESSERA_BIN DEPLOY_DIR
+# the agent uses: its Node, evictions, events. With CDI (--cdi-spec-dir, or a
+# deviceListStrategy naming cdi-cri or cdi-annotations), the spec directory is
+# a hostPath mounted read-write at its own path.
+#
+# The dra overlay runs `tessera dra` in one container, dra-driver, and nothing
+# of the device plugin's: no tessera ConfigMap, no other container running
+# tessera (install-quota-library stays: memory shares load the quota
+# library), no hostIPC, no tessera-mps-host, no exporter. The driver is given
+# only flags its `tessera dra --help` lists (this check needs the binary),
+# its Node's name from the downward API, the NVIDIA container toolkit's
+# runtime class and variables (MIG config devices included), and host paths
+# from a fixed set: the kubelet's plugins_registry/ and plugins/ (its
+# sockets and checkpoint) read-write at their own paths, the CDI spec
+# directory read-write, the quota library and ledger root, and a driver root
+# other than / read-only where --container-driver-root says. It is
+# privileged (cutting MIG instances), the only container anywhere that may
+# be besides the mig manager's agent. The DeviceClasses gpu.nvidia.com
+# (extended resource nvidia.com/gpu) and mig.nvidia.com select the driver's
+# name (--driver-name) with NVIDIA's CEL; the service account may do what the
+# driver does (its Node: get; ResourceSlices: list, create, update, delete;
+# ResourceClaims: get) and beyond that only the base role's grants and
+# get/watch on ResourceSlices, which the check names as unused.
+#
+# Usage: check_manifests.sh TESSERA_BIN DEPLOY_DIR [NAME=RENDERED.yaml...]
+# With NAME=FILE arguments it checks those renders (check_helm.sh hands it the
+# Helm chart's) instead of rendering the overlays. kubectl is the real-cluster
+# tier's, 1.36 (lib.sh: built when missing, a missing one fails); the checks
+# parse the renders with PyYAML (python3-yaml).
 set -euo pipefail
 bin=$1
 deploy=$2
-command -v kubectl >/dev/null || { echo "kubectl not found: skipping"; exit 77; }
+shift 2
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+require_pyyaml
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0
 # Each render: an overlay under deploy/, or OVERLAY+COMPONENT...[@CONFIG]: that
 # overlay with those components of deploy/components and, with @, CONFIG (a
-# device-plugin config under deploy/) as its tessera-device-plugin-config.
+# device-plugin config under deploy/) as its tessera-device-plugin-config
+# (lib.sh, compose).
 renders=(base overlays/mig-mixed overlays/time-slicing overlays/mps overlays/metrics
          overlays/gpu-node overlays/gpu-node-mig
          overlays/gpu-node+node-metrics
          overlays/gpu-node+mig-monitor@overlays/mig-mixed/device-plugin-config.yaml
          overlays/gpu-node+node-mps+node-metrics@overlays/mps/device-plugin-config.yaml
-         overlays/gpu-node-mig+node-metrics)
-compose() {
-  local spec=$1 dir=$2 config= parts c
-  [[ $spec == *@* ]] && { config=${spec#*@}; spec=${spec%@*}; }
-  IFS=+ read -r -a parts <<<"$spec"
-  mkdir -p "$dir"
-  {
-    echo "apiVersion: kustomize.config.k8s.io/v1beta1"
-    echo "kind: Kustomization"
-    echo "resources:"
-    echo "- $(realpath --relative-to="$dir" "$deploy/${parts[0]}")"
-    echo "components:"
-    for c in "${parts[@]:1}"; do echo "- $(realpath --relative-to="$dir" "$deploy/components/$c")"; done
-    if [[ -n $config ]]; then
-      cp "$deploy/$config" "$dir/device-plugin-config.yaml"
-      echo "generatorOptions: {disableNameSuffixHash: true}"
-      echo "configMapGenerator:"
-      echo "- {name: tessera-device-plugin-config, behavior: replace, files: [config.yaml=device-plugin-config.yaml]}"
-    fi
-  } >"$dir/kustomization.yaml"
-}
+         overlays/gpu-node-mig+node-metrics
+         overlays/dra overlays/dra+dra-mps)
+if (($#)); then
+  renders=("$@")
+else
+  kubectl=$(peer_tool kubectl kubernetes)
+  echo "kubectl $("$kubectl" version --client 2>/dev/null | sed -n 's/^Client Version: //p')"
+fi
 for overlay in "${renders[@]}"; do
   out=$work/${overlay//[^A-Za-z0-9+-]/_}
   mkdir -p "$out"
-  if [[ $overlay == *[+@]* ]]; then
-    compose "$overlay" "$out/kustomization"
-    kubectl kustomize "$out/kustomization" >"$out/rendered.yaml"
-  else
-    kubectl kustomize "$deploy/$overlay" >"$out/rendered.yaml"
+  if [[ $overlay == *=* ]]; then
+    cp "${overlay#*=}" "$out/rendered.yaml"
+    overlay=${overlay%%=*}
+  elif ! kustomize_render "$kubectl" "$overlay" "$deploy" "$out/rendered.yaml"; then
+    echo "$overlay: INVALID (kubectl kustomize failed)"
+    failures=$((failures + 1))
+    continue
   fi
   # Split out the ConfigMaps' payloads.
-  python3 - "$out" <<'PY'
-import sys, re
+  if ! python3 - "$out" <<'PY'
+import sys, yaml
 out = sys.argv[1]
-text = open(out + "/rendered.yaml").read()
-docs = text.split("\n---\n")
+docs = [d for d in yaml.safe_load_all(open(out + "/rendered.yaml")) if d]
 kinds = {}
 for d in docs:
-    kind = re.search(r"^kind: (\S+)", d, re.M).group(1)
-    name = re.search(r"^  name: (\S+)", d, re.M).group(1)
+    kind, name = d["kind"], d["metadata"]["name"]
     kinds.setdefault(kind, []).append(name)
     if kind != "ConfigMap":
         continue
     if name == "tessera-node":
-        value = re.search(r"^  mig-config: (\S+)", d, re.M).group(1)
-        open(out + "/mig-config-name", "w").write(value)
+        open(out + "/mig-config-name", "w").write(d["data"]["mig-config"])
         continue
-    m = re.search(r"^  config.yaml: \|\n((?:    .*\n|\n)*)", d + "\n", re.M)
-    body = "".join(line[4:] + "\n" for line in m.group(1).splitlines())
-    open(out + "/" + name + ".yaml", "w").write(body)
+    open(out + "/" + name + ".yaml", "w").write(d["data"]["config.yaml"])
 for kind in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet"):
     if kind not in kinds:
-        raise SystemExit("missing " + kind)
+        raise SystemExit("  missing " + kind)
+# The DRA driver (`tessera dra` in the DaemonSet): its DeviceClasses, and none
+# of the device plugin's ConfigMaps (it reads none).
+dra = any(c.get("command", [])[:2] == ["tessera", "dra"]
+          for d in docs if d["kind"] == "DaemonSet" for c in d["spec"]["template"]["spec"]["containers"])
+if dra:
+    open(out + "/dra", "w").write("")
+    for name in ("gpu.nvidia.com", "mig.nvidia.com"):
+        if name not in kinds.get("DeviceClass", []):
+            raise SystemExit("  missing DeviceClass " + name)
+    for name in ("tessera-mig-config", "tessera-device-plugin-config", "tessera-node"):
+        if name in kinds.get("ConfigMap", []):
+            raise SystemExit("  ConfigMap %s beside the DRA driver, which reads no device-plugin or MIG config" % name)
+    raise SystemExit(0)
+for name in ("tessera-mig-config", "tessera-device-plugin-config"):
+    if name not in kinds.get("ConfigMap", []):
+        raise SystemExit("  missing ConfigMap " + name)
 PY
+  then
+    echo "$overlay: INVALID (objects)"
+    failures=$((failures + 1))
+    continue
+  fi
   if ! python3 - "$out/rendered.yaml" "$bin" "$deploy" "$work/quota" <<'PY'
 import os, re, shutil, stat, subprocess, sys
-try:
-    import yaml
-except ImportError:
-    print("  (no PyYAML: quota library checks skipped)")
-    raise SystemExit(0)
+import yaml
 rendered, binary, deploy, scratch = sys.argv[1:]
 LIB = "/usr/local/tessera/lib/libtessera-cuda.so"  # TESSERA_CONTAINER_LIBRARY_PATH
 ds = next(d for d in yaml.safe_load_all(open(rendered)) if d and d["kind"] == "DaemonSet")
@@ -115,22 +153,25 @@ spec = ds["spec"]["template"]["spec"]
 host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
 def fail(msg):
     raise SystemExit("  quota library: " + msg)
-# The device plugin: `tessera plugin`, or `tessera node` (the same quota flags).
-plugin = next(c for c in spec["containers"] if c["name"] in ("device-plugin", "node-agent"))
+# The device plugin: `tessera plugin`, or `tessera node` (the same quota
+# flags); or the DRA driver, `tessera dra` (its ledger root is --ledger-root).
+plugin = next(c for c in spec["containers"] if c["name"] in ("device-plugin", "node-agent", "dra-driver"))
 cmd = plugin["command"]
 if "--no-quota-library" in cmd:
     raise SystemExit(0)
+dra = cmd[:2] == ["tessera", "dra"]
 # Flags the plugin is given, else its defaults as `tessera plugin --help`
-# prints them (`tessera node` has the same).
-help_text = subprocess.run([binary, "plugin", "--help"], capture_output=True, text=True).stdout
+# prints them (`tessera node` has the same; the DRA driver's, its own).
+sub = "dra" if dra else "plugin"
+help_text = subprocess.run([binary, sub, "--help"], capture_output=True, text=True).stdout
 def flag(name):
     if name in cmd:
         return cmd[cmd.index(name) + 1]
     m = re.search(re.escape(name) + r" TEXT=(\S+)", help_text)
     if not m:
-        fail("tessera plugin --help shows no default for " + name)
+        fail("tessera %s --help shows no default for %s" % (sub, name))
     return m.group(1)
-library_dir, ledger_root = flag("--quota-library-dir"), flag("--quota-ledger-root")
+library_dir, ledger_root = flag("--quota-library-dir"), flag("--ledger-root" if dra else "--quota-ledger-root")
 # The ledger root: a hostPath mounted read-write at the path it has on the host.
 mounts = [m for m in plugin.get("volumeMounts", []) if host.get(m["name"]) == ledger_root]
 if not any(m["mountPath"] == ledger_root and not m.get("readOnly") for m in mounts):
@@ -140,8 +181,8 @@ installers = [(c, m) for c in spec.get("initContainers", []) for m in c.get("vol
               if host.get(m["name"]) == library_dir and not m.get("readOnly") and LIB in " ".join(c["command"])]
 if not installers:
     fail("no init container copies %s into hostPath %s" % (LIB, library_dir))
-if "COPY lib/ /usr/local/tessera/lib/" not in open(os.path.join(deploy, "image/Dockerfile")).read():
-    fail("deploy/image/Dockerfile does not put lib/ at /usr/local/tessera/lib/")
+if '"$work/app%s"' % LIB not in open(os.path.join(deploy, "image/build.sh")).read():
+    fail("deploy/image/build.sh does not put --cuda-lib at %s in the image" % LIB)
 # Its script, on a scratch directory: installs a copy by renaming it into
 # place (a running container keeps the inode it mapped), and without a
 # library in the image says so and leaves the host as it was.
@@ -174,70 +215,408 @@ PY
     failures=$((failures + 1))
     continue
   fi
+  # The DRA driver: its own checks, then nothing of the device plugin's
+  # (no device-plugin or MIG config to validate).
+  if [[ -f $out/dra ]]; then
+    if python3 - "$out/rendered.yaml" "$bin" "$deploy" <<'PY'
+import os, re, subprocess, sys
+import yaml
+rendered, binary, deploy = sys.argv[1:]
+docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
+daemonsets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "DaemonSet"}
+ds = daemonsets["tessera"]
+spec = ds["spec"]["template"]["spec"]
+def fail(msg):
+    raise SystemExit("  dra: " + msg)
+def sc(c):
+    return c.get("securityContext") or {}
+
+# `tessera dra`'s options, from its --help (True: takes a value; "+": one or
+# more; False: none), and the defaults it prints for its paths.
+help_text = subprocess.run([binary, "dra", "--help"], capture_output=True, text=True).stdout
+FLAGS, DEFAULTS = {}, {}
+for line in help_text.splitlines():
+    m = re.match(r"\s+(?:-\w,)?(--[a-z0-9][a-z0-9-]*)(.*)$", line)
+    if not m:
+        continue
+    name, rest = m.groups()
+    t = re.match(r" (TEXT|ENUM|FLOAT|UINT|INT)(\S*)", rest)
+    FLAGS[name] = False if not t else ("+" if re.search(r" \.\.\.(\s|$)", rest) else True)
+    if t and t.group(1) == "TEXT" and t.group(2).startswith("="):
+        DEFAULTS[name] = t.group(2)[1:]
+for f in ("--driver-name", "--kubelet-dir", "--cdi-spec-dir", "--quota-library-dir", "--ledger-root"):
+    if f not in DEFAULTS:
+        fail("`tessera dra --help` shows no default for %s: %r" % (f, help_text[:300]))
+
+# One container, dra-driver, runs `tessera dra`; nothing else runs tessera
+# (mig apply would change the layout the driver publishes; a device plugin
+# would hand out the same GPUs).
+containers = spec.get("initContainers", []) + spec["containers"]
+names = [c["name"] for c in spec["containers"]]
+if names != ["dra-driver"] or spec["containers"][0].get("command", [])[:2] != ["tessera", "dra"]:
+    fail("the DaemonSet should run one container, dra-driver, `tessera dra`: %s" % [
+        (c["name"], " ".join(c.get("command", [])[:2])) for c in spec["containers"]])
+driver = spec["containers"][0]
+for c in spec.get("initContainers", []):
+    if c.get("command", [])[:1] == ["tessera"]:
+        fail("init container %s runs %s before the DRA driver" % (c["name"], " ".join(c["command"][:3])))
+cmd = driver["command"]
+given, i = {}, 2
+while i < len(cmd):
+    f = cmd[i]
+    if f not in FLAGS:
+        fail("tessera dra has no option %s (its --help lists none such): %s" % (f, " ".join(cmd)))
+    values = []
+    i += 1
+    while i < len(cmd) and not cmd[i].startswith("-") and (FLAGS[f] == "+" or (FLAGS[f] and not values)):
+        values.append(cmd[i])
+        i += 1
+    if FLAGS[f] and not values:
+        fail("%s is given no value" % f)
+    given[f] = values[0] if values else True
+def flag(name):
+    return given.get(name) or DEFAULTS[name]
+if any(f in given for f in ("--sim", "--nvml-library", "--kubeconfig", "--allow-insecure-http")):
+    fail("a real node's driver takes the driver's NVML and the in-cluster service account: %s" % " ".join(cmd))
+if given.get("--order", "tessera") not in ("tessera", "by-start"):
+    fail("--order %s: tessera or by-start" % given["--order"])
+env = {e["name"]: e for e in driver.get("env", [])}
+def value(name):
+    return env.get(name, {}).get("value")
+if "--node-name" not in given:
+    ref = ((env.get("NODE_NAME") or {}).get("valueFrom") or {}).get("fieldRef") or {}
+    if ref.get("fieldPath") != "spec.nodeName":
+        fail("no --node-name, and NODE_NAME does not come from the downward API's spec.nodeName: %s" % env.get("NODE_NAME"))
+
+# The NVIDIA container toolkit: its runtime class, every GPU, NVML and CUDA
+# (the claims' CDI specs name the driver's libraries), MIG management.
+rc = yaml.safe_load(open(os.path.join(deploy, "overlays/gpu-node/runtimeclass.yaml")))
+if rc["metadata"]["name"] != spec.get("runtimeClassName") or rc.get("handler") != "nvidia":
+    fail("runtimeClassName %s is not deploy/overlays/gpu-node/runtimeclass.yaml's (handler nvidia)" % spec.get("runtimeClassName"))
+caps = (value("NVIDIA_DRIVER_CAPABILITIES") or "").split(",")
+if value("NVIDIA_VISIBLE_DEVICES") != "all" or not ({"utility", "compute"} <= set(caps) or caps == ["all"]):
+    fail("NVIDIA_VISIBLE_DEVICES=%s NVIDIA_DRIVER_CAPABILITIES=%s: the driver needs every GPU, NVML (utility) and "
+         "CUDA's driver library (compute)" % (value("NVIDIA_VISIBLE_DEVICES"), value("NVIDIA_DRIVER_CAPABILITIES")))
+if value("NVIDIA_MIG_CONFIG_DEVICES") != "all":
+    fail("NVIDIA_MIG_CONFIG_DEVICES=%s, not all: cutting MIG instances at prepare would fail" % value("NVIDIA_MIG_CONFIG_DEVICES"))
+
+# Privileged: the driver (cutting MIG instances); no other container.
+if sc(driver).get("privileged") is not True:
+    fail("dra-driver is not privileged: creating MIG instances and their device nodes would fail")
+for c in containers:
+    if c is driver:
+        continue
+    s = sc(c)
+    if s.get("privileged") or s.get("allowPrivilegeEscalation") is not False or "ALL" not in ((s.get("capabilities") or {}).get("drop") or []):
+        fail("container %s should be unprivileged and drop every capability: %s" % (c["name"], s))
+# MPS claims (components/dra-mps): tessera mps-host beside the driver owns the
+# daemons, and the driver reaches its socket read-only; without it no MPS.
+mps_host = daemonsets.get("tessera-mps-host")
+for name, d in daemonsets.items():
+    if name not in ("tessera", "tessera-mps-host"):
+        fail("DaemonSet %s beside the DRA driver" % name)
+    if name == "tessera" and d["spec"]["template"]["spec"].get("hostIPC"):
+        fail("the DRA driver's DaemonSet has hostIPC: its MPS daemons are tessera-mps-host's")
+mps_socket_dir = None
+if mps_host:
+    hs = mps_host["spec"]["template"]["spec"]
+    hc = hs["containers"][0]
+    if hc.get("command", [])[:2] != ["tessera", "mps-host"] or not hs.get("hostIPC"):
+        fail("tessera-mps-host should run `tessera mps-host` with hostIPC: %s" % hc.get("command"))
+    if mps_host["spec"].get("updateStrategy", {}).get("type") != "OnDelete":
+        fail("tessera-mps-host should be updateStrategy OnDelete, so an upgrade keeps the MPS servers")
+    sock = value("TESSERA_MPS_HOST")
+    if not sock:
+        fail("tessera-mps-host runs, but the driver has no TESSERA_MPS_HOST: MPS claims would be refused")
+    mps_socket_dir = os.path.dirname(sock)
+    if not any(m["mountPath"] == mps_socket_dir and m.get("readOnly") for m in driver.get("volumeMounts", [])):
+        fail("the driver's TESSERA_MPS_HOST %s is not under a read-only mount at %s" % (sock, mps_socket_dir))
+elif value("TESSERA_MPS_HOST"):
+    fail("TESSERA_MPS_HOST=%s, but no tessera-mps-host DaemonSet runs" % value("TESSERA_MPS_HOST"))
+extra = [d["kind"] + "/" + d["metadata"]["name"] for d in docs if d["kind"] in ("Service", "ServiceMonitor", "PrometheusRule")]
+if extra:
+    fail("no exporter runs beside the DRA driver, yet " + ", ".join(extra))
+
+# Host paths: the kubelet's registration and plugin directories, the CDI
+# specs, a state directory it is told, the quota paths (the quota-library
+# check has those), and a driver root other than / read-only at
+# --container-driver-root. All but the last read-write at their own paths.
+host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+mounts = driver.get("volumeMounts", [])
+kubelet = flag("--kubelet-dir").rstrip("/")
+rw = {kubelet + "/plugins_registry": "the registration socket", kubelet + "/plugins": "the DRA socket and checkpoint",
+      flag("--cdi-spec-dir"): "the CDI specs"}
+if "--state-dir" in given:
+    rw[given["--state-dir"]] = "the checkpoint"
+allowed = set(rw) | {flag("--quota-library-dir"), flag("--ledger-root")}
+if mps_socket_dir:
+    allowed.add(mps_socket_dir)
+root = given.get("--driver-root", "/")
+if root != "/":
+    at = given.get("--container-driver-root") or "/driver-root"
+    if not any(host.get(m["name"]) == root and m["mountPath"] == at and m.get("readOnly") for m in mounts):
+        fail("--driver-root %s is not a hostPath mounted read-only at %s (--container-driver-root): the CDI specs "
+             "would name the container's files, not the host's" % (root, at))
+    allowed.add(root)
+for name, path in sorted(host.items()):
+    if path not in allowed:
+        fail("hostPath %s (volume %s) is not one the DRA driver needs" % (path, name))
+def mounted_rw(path):
+    return any((path == m["mountPath"] or path.startswith(m["mountPath"].rstrip("/") + "/"))
+               and host.get(m["name"]) == m["mountPath"] and not m.get("readOnly") for m in mounts)
+for path, what in sorted(rw.items()):
+    if not mounted_rw(path):
+        fail("%s (%s) is not under a hostPath mounted read-write at its own path" % (path, what))
+
+# The DeviceClasses: NVIDIA's names, selecting this driver's devices.
+drv = flag("--driver-name")
+classes = {d["metadata"]["name"]: d for d in docs if d["kind"] == "DeviceClass"}
+if sorted(classes) != ["gpu.nvidia.com", "mig.nvidia.com"]:
+    fail("DeviceClasses %s, not gpu.nvidia.com and mig.nvidia.com" % sorted(classes))
+for name, typ in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig")):
+    c = classes[name]
+    want = "device.driver == '%s' && device.attributes['%s'].type == '%s'" % (drv, drv, typ)
+    if c.get("apiVersion") != "resource.k8s.io/v1" or c["metadata"].get("namespace"):
+        fail("DeviceClass %s: apiVersion %s, namespace %s: resource.k8s.io/v1, cluster-scoped" % (
+            name, c.get("apiVersion"), c["metadata"].get("namespace")))
+    got = [s.get("cel", {}).get("expression") for s in (c.get("spec") or {}).get("selectors", [])]
+    if got != [want]:
+        fail("DeviceClass %s selects %s, not [%r]" % (name, got, want))
+    ext = (c.get("spec") or {}).get("extendedResourceName")
+    if ext != ("nvidia.com/gpu" if typ == "gpu" else None):
+        fail("DeviceClass %s: extendedResourceName %s" % (name, ext))
+
+# RBAC: what the driver does, and beyond it only what is named here.
+USES = {("", "nodes"): {"get"},
+        ("resource.k8s.io", "resourceslices"): {"list", "create", "update", "delete"},
+        ("resource.k8s.io", "resourceclaims"): {"get"}}
+# Granted but not used by `tessera dra`: the base's node-agent role, which
+# every overlay binds (deploy/base/rbac.yaml), and get/watch on slices
+# (NVIDIA's driver's grant; tessera lists with a field selector).
+UNUSED = {("", "nodes"): {"list", "watch", "patch"}, ("", "pods/eviction"): {"create"}, ("", "events"): {"create"},
+          ("resource.k8s.io", "resourceslices"): {"get", "watch"}}
+sa, ns = spec.get("serviceAccountName"), ds["metadata"].get("namespace")
+roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+bound = [b["roleRef"]["name"] for b in docs if b["kind"] == "ClusterRoleBinding"
+         and any(s.get("kind") == "ServiceAccount" and s.get("name") == sa and s.get("namespace") == ns
+                 for s in b.get("subjects", []))]
+granted = {}
+for name in bound:
+    for rule in roles[name].get("rules", []):
+        for g in rule.get("apiGroups", []):
+            for r in rule.get("resources", []):
+                granted.setdefault((g, r), set()).update(rule.get("verbs", []))
+for key, verbs in sorted(USES.items()):
+    if not verbs <= granted.get(key, set()):
+        fail("service account %s/%s may not %s %s: the DRA driver does" % (
+            ns, sa, sorted(verbs - granted.get(key, set())), "/".join(filter(None, key))))
+for key, verbs in sorted(granted.items()):
+    beyond = verbs - USES.get(key, set()) - UNUSED.get(key, set())
+    if beyond:
+        fail("service account %s/%s is granted %s on %s, which neither the DRA driver nor the base role uses" % (
+            ns, sa, sorted(beyond), "/".join(filter(None, key))))
+unused = sorted("%s %s" % ("/".join(filter(None, k)), ",".join(sorted(v - USES.get(k, set()))))
+                for k, v in granted.items() if v - USES.get(k, set()))
+
+# Pod Security, scheduling and resources, as the node agent's.
+nsdoc = next((d for d in docs if d["kind"] == "Namespace" and d["metadata"]["name"] == ns), None)
+if ((nsdoc or {}).get("metadata", {}).get("labels") or {}).get("pod-security.kubernetes.io/enforce") != "privileged":
+    fail("namespace %s is not labelled pod-security.kubernetes.io/enforce=privileged: Pod Security would refuse the pod" % ns)
+tol = spec.get("tolerations", [])
+if not any(t.get("key") == "nvidia.com/gpu" and t.get("operator") == "Exists" and t.get("effect") in (None, "NoSchedule") for t in tol) \
+   or not any(t.get("key") == "CriticalAddonsOnly" and t.get("operator") == "Exists" for t in tol):
+    fail("tolerations lack nvidia.com/gpu (NoSchedule) or CriticalAddonsOnly: %s" % tol)
+if spec.get("priorityClassName") != "system-node-critical":
+    fail("priorityClassName %s, not system-node-critical" % spec.get("priorityClassName"))
+if (spec.get("nodeSelector") or {}).get("nvidia.com/gpu.present") != "true":
+    fail("nodeSelector does not pick nvidia.com/gpu.present=true: %s" % spec.get("nodeSelector"))
+res = driver.get("resources", {})
+if not {"cpu", "memory"} <= set(res.get("requests", {})) or "memory" not in res.get("limits", {}):
+    fail("resources need CPU and memory requests and a memory limit: %s" % res)
+print("  dra: %s; driver %s; privileged (MIG); hostPaths %s; DeviceClasses gpu.nvidia.com, mig.nvidia.com; "
+      "RBAC as used, and unused: %s" % (" ".join(cmd[:2] + [f for f in given]), drv, ", ".join(sorted(set(host.values()))),
+                                        "; ".join(unused) or "nothing"))
+PY
+    then
+      echo "$overlay: ok (DRA driver)"
+    else
+      echo "$overlay: INVALID (dra)"
+      failures=$((failures + 1))
+    fi
+    continue
+  fi
   if ! python3 - "$out/rendered.yaml" "$out/tessera-device-plugin-config.yaml" "$bin" "$deploy" <<'PY'
-import re, subprocess, sys
-try:
-    import yaml
-except ImportError:
-    print("  (no PyYAML: MPS checks skipped)")
-    raise SystemExit(0)
+import os, re, subprocess, sys
+import yaml
 rendered, config_file, binary, deploy = sys.argv[1:]
 IMAGE_MPS_CONTROL = "/usr/local/tessera/bin/nvidia-cuda-mps-control"
-ds = next(d for d in yaml.safe_load_all(open(rendered)) if d and d["kind"] == "DaemonSet")
+docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
+daemonsets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "DaemonSet"}
+ds = daemonsets["tessera"]
 spec = ds["spec"]["template"]["spec"]
 config = yaml.safe_load(open(config_file))
 def fail(msg):
     raise SystemExit("  mps: " + msg)
+def help_of(*command):
+    return subprocess.run([binary, *command, "--help"], capture_output=True, text=True).stdout
+host_ds = daemonsets.get("tessera-mps-host")
 if "mps" not in (config.get("sharing") or {}):
-    if spec.get("hostIPC"):
-        fail("hostIPC is set but the device-plugin config has no sharing.mps")
+    for name, d in daemonsets.items():
+        if d["spec"]["template"]["spec"].get("hostIPC"):
+            fail("DaemonSet %s has hostIPC but the device-plugin config has no sharing.mps" % name)
+    if host_ds is not None:
+        fail("DaemonSet tessera-mps-host but the device-plugin config has no sharing.mps")
     raise SystemExit(0)
-if spec.get("hostIPC") is not True:
-    fail("sharing.mps without hostIPC: true (the MPS server and its clients share memory)")
+# The daemons are tessera-mps-host's, in a DaemonSet of its own that a tessera
+# upgrade does not replace; the tessera pod only follows them.
+if host_ds is None:
+    fail("sharing.mps without the DaemonSet tessera-mps-host, the daemons' owner")
+if spec.get("hostIPC"):
+    fail("the tessera pod has hostIPC: only tessera-mps-host runs MPS daemons")
+if (host_ds["spec"].get("updateStrategy") or {}).get("type") != "OnDelete":
+    fail("tessera-mps-host's updateStrategy is %s, not OnDelete: applying a new tessera would replace it and end "
+         "every MPS client's server" % host_ds["spec"].get("updateStrategy"))
+if host_ds["metadata"].get("namespace") != ds["metadata"].get("namespace"):
+    fail("tessera-mps-host is in namespace %s, tessera in %s" % (host_ds["metadata"].get("namespace"), ds["metadata"].get("namespace")))
+hspec = host_ds["spec"]["template"]["spec"]
+sel, labels = host_ds["spec"]["selector"].get("matchLabels", {}), host_ds["spec"]["template"]["metadata"].get("labels", {})
+if not sel or any(labels.get(k) != v for k, v in sel.items()) or \
+        all(ds["spec"]["template"]["metadata"].get("labels", {}).get(k) == v for k, v in sel.items()):
+    fail("tessera-mps-host's selector %s must select its own pods and not tessera's" % sel)
+if hspec.get("hostIPC") is not True:
+    fail("tessera-mps-host without hostIPC: true (the MPS server and its clients share memory)")
+# Wherever tessera runs, and as tessera's pod does.
+for field in ("nodeSelector", "priorityClassName", "runtimeClassName"):
+    if hspec.get(field) != spec.get(field):
+        fail("tessera-mps-host's %s %s is not tessera's %s" % (field, hspec.get(field), spec.get(field)))
+key = lambda t: sorted((k, str(v)) for k, v in t.items())
+if sorted(map(key, hspec.get("tolerations") or [])) != sorted(map(key, spec.get("tolerations") or [])):
+    fail("tessera-mps-host's tolerations %s are not tessera's %s" % (hspec.get("tolerations"), spec.get("tolerations")))
+if hspec.get("automountServiceAccountToken") is not False:
+    fail("tessera-mps-host mounts a service account token: it asks the API server nothing")
+hosts = [c for c in hspec["containers"] if c.get("command", [])[:2] == ["tessera", "mps-host"]]
+if len(hspec["containers"]) != 1 or len(hosts) != 1:
+    fail("tessera-mps-host should run one container, `tessera mps-host`: %s" % [c.get("command", [])[:2] for c in hspec["containers"]])
+host = hosts[0]
+sc = host.get("securityContext") or {}
+if sc.get("privileged") or sc.get("allowPrivilegeEscalation") is not False or \
+        "ALL" not in ((sc.get("capabilities") or {}).get("drop") or []):
+    fail("the mps-host container should be unprivileged and drop every capability: %s" % sc)
+cmd = host["command"]
+host_help = help_of("mps-host")
+for f in [a for a in cmd[2:] if a.startswith("--")]:
+    if not re.search(r"(^|[ ,])" + re.escape(f) + r"[ =\n]", host_help, re.M):
+        fail("tessera mps-host has no option " + f)
+if "--socket" in cmd:
+    socket = cmd[cmd.index("--socket") + 1]
+else:
+    m = re.search(r"--socket TEXT=(\S+)", host_help)
+    if not m:
+        fail("tessera mps-host --help shows no default for --socket")
+    socket = m.group(1)
 root = (config.get("flags") or {}).get("mpsRoot")
 if not root:
     fail("sharing.mps without flags.mpsRoot")
-host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
-plugin = next(c for c in spec["containers"] if c["name"] in ("device-plugin", "node-agent"))
-mounts = plugin.get("volumeMounts", [])
-if not any(host.get(m["name"]) == root and m["mountPath"] == root and not m.get("readOnly") for m in mounts):
-    fail("the %s container does not mount hostPath %s (mpsRoot) read-write at the same path" % (plugin["name"], root))
-if not any(host.get(m["name"]) == root + "/shm" and m["mountPath"] == "/dev/shm" and not m.get("readOnly") for m in mounts):
-    fail("the %s container does not mount hostPath %s/shm at /dev/shm, as Allocate does for clients" % (plugin["name"], root))
-cmd = plugin["command"]
+hvols = {v["name"]: v["hostPath"]["path"] for v in hspec["volumes"] if "hostPath" in v}
+hmounts = host.get("volumeMounts", [])
+def mounts_rw(mounts, vols, path, at):
+    return any(vols.get(m["name"]) == path and m["mountPath"] == at and not m.get("readOnly") for m in mounts)
+if not mounts_rw(hmounts, hvols, root, root):
+    fail("the mps-host container does not mount hostPath %s (mpsRoot) read-write at the same path" % root)
+if not mounts_rw(hmounts, hvols, root + "/shm", "/dev/shm"):
+    fail("the mps-host container does not mount hostPath %s/shm at /dev/shm, as Allocate does for clients" % root)
+sock_dir = os.path.dirname(socket)
+if not mounts_rw(hmounts, hvols, sock_dir, sock_dir):
+    fail("the mps-host container does not mount hostPath %s (its socket's directory) read-write at the same path" % sock_dir)
+# Tenants are given <mpsRoot>/<device>/pipe and <mpsRoot>/shm: the socket is elsewhere.
+if socket == root or socket.startswith(root.rstrip("/") + "/"):
+    fail("the mps-host socket %s is under mpsRoot %s, which tenants' pipe directories live in" % (socket, root))
 if "--mps-control" in cmd:
     control = cmd[cmd.index("--mps-control") + 1]
     if control != IMAGE_MPS_CONTROL:
         fail("--mps-control %s: the image carries a control program only at %s" % (control, IMAGE_MPS_CONTROL))
-    if "COPY bin/ " + IMAGE_MPS_CONTROL.rsplit("/", 1)[0] + "/" not in open(deploy + "/image/Dockerfile").read():
-        fail("deploy/image/Dockerfile does not put bin/ where --mps-control looks")
+    if '"$work/app%s"' % IMAGE_MPS_CONTROL not in open(deploy + "/image/build.sh").read():
+        fail("deploy/image/build.sh does not put --mps-control at %s in the image" % IMAGE_MPS_CONTROL)
     control = "--mps-control " + control
 else:
     # The driver's, from PATH: the NVIDIA container toolkit injects it for the compute capability.
-    env = {e["name"]: e.get("value", "") for e in plugin.get("env", [])}
+    env = {e["name"]: e.get("value", "") for e in host.get("env", [])}
     caps = env.get("NVIDIA_DRIVER_CAPABILITIES", "")
     if not (caps == "all" or "compute" in caps.split(",")) or env.get("NVIDIA_VISIBLE_DEVICES", "") in ("", "void"):
-        fail("no --mps-control, and the container does not ask the NVIDIA container toolkit for the driver's "
-             "binaries (NVIDIA_VISIBLE_DEVICES set, NVIDIA_DRIVER_CAPABILITIES with compute): NVIDIA_VISIBLE_DEVICES=%r "
-             "NVIDIA_DRIVER_CAPABILITIES=%r" % (env.get("NVIDIA_VISIBLE_DEVICES"), caps))
+        fail("no --mps-control, and the mps-host container does not ask the NVIDIA container toolkit for the "
+             "driver's binaries (NVIDIA_VISIBLE_DEVICES set, NVIDIA_DRIVER_CAPABILITIES with compute): "
+             "NVIDIA_VISIBLE_DEVICES=%r NVIDIA_DRIVER_CAPABILITIES=%r" % (env.get("NVIDIA_VISIBLE_DEVICES"), caps))
     control = "the driver's nvidia-cuda-mps-control from PATH (NVIDIA_DRIVER_CAPABILITIES=%s)" % caps
-# `tessera node` has it too (its flags are checked against their list below).
-if "--mps-control" not in subprocess.run([binary, "plugin", "--help"], capture_output=True, text=True).stdout:
-    fail("tessera plugin has no --mps-control option")
-print("  mps: hostIPC; mpsRoot %s mounted read-write at the same path, %s/shm at /dev/shm; %s" % (root, root, control))
+# The plugin (or agent) follows the host through that socket, and mounts none of mpsRoot.
+plugin = next(c for c in spec["containers"] if c["name"] in ("device-plugin", "node-agent"))
+pcmd, penv = plugin["command"], {e["name"]: e.get("value") for e in plugin.get("env", [])}
+told = pcmd[pcmd.index("--mps-host") + 1] if "--mps-host" in pcmd else penv.get("TESSERA_MPS_HOST")
+if told != socket:
+    fail("the %s container is told the mps-host socket %s (--mps-host or TESSERA_MPS_HOST), not %s" % (plugin["name"], told, socket))
+if "--mps-host" not in help_of("plugin") or "TESSERA_MPS_HOST" not in help_of("plugin"):
+    fail("tessera plugin has no --mps-host option read from TESSERA_MPS_HOST")
+pvols = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+if not any(pvols.get(m["name"]) == sock_dir and m["mountPath"] == sock_dir for m in plugin.get("volumeMounts", [])):
+    fail("the %s container does not mount hostPath %s (the mps-host socket's directory) at the same path" % (plugin["name"], sock_dir))
+for c in spec.get("initContainers", []) + spec["containers"]:
+    for m in c.get("volumeMounts", []):
+        p = pvols.get(m["name"], "")
+        if p == root or p.startswith(root.rstrip("/") + "/"):
+            fail("container %s mounts %s, under mpsRoot: the daemons are tessera-mps-host's" % (c["name"], p))
+print("  mps: tessera-mps-host (OnDelete, hostIPC, mpsRoot %s read-write, %s/shm at /dev/shm, socket %s; %s); "
+      "%s follows it" % (root, root, socket, control, plugin["name"]))
 PY
   then
     echo "$overlay: INVALID (mps)"
     failures=$((failures + 1))
     continue
   fi
+  if ! python3 - "$out/rendered.yaml" "$out/tessera-device-plugin-config.yaml" <<'PY'
+import os, sys
+import yaml
+rendered, config_file = sys.argv[1:]
+CDI_SPEC_DIR = "/var/run/cdi"  # --cdi-spec-dir's default
+ds = next(d for d in yaml.safe_load_all(open(rendered)) if d and d["kind"] == "DaemonSet")
+spec = ds["spec"]["template"]["spec"]
+config = yaml.safe_load(open(config_file)) or {}
+def fail(msg):
+    raise SystemExit("  cdi: " + msg)
+plugin = next(c for c in spec["containers"] if c["name"] in ("device-plugin", "node-agent"))
+cmd = plugin["command"]
+strategies = ((config.get("flags") or {}).get("plugin") or {}).get("deviceListStrategy") or []
+strategies = strategies if isinstance(strategies, list) else [strategies]
+uses_cdi = sorted({"cdi-cri", "cdi-annotations"} & set(strategies))
+def value(flag):
+    if flag not in cmd:
+        return None
+    i = cmd.index(flag) + 1
+    if i >= len(cmd) or cmd[i].startswith("-"):
+        fail("%s is given no value" % flag)
+    return cmd[i]
+spec_dir = value("--cdi-spec-dir")
+if spec_dir is None and not uses_cdi:
+    raise SystemExit(0)
+spec_dir = spec_dir or CDI_SPEC_DIR
+# The plugin writes the specs; the container runtime on the host reads them.
+host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+if not any(host.get(m["name"]) == spec_dir and m["mountPath"] == spec_dir and not m.get("readOnly")
+           for m in plugin.get("volumeMounts", [])):
+    fail("the %s container does not mount hostPath %s (the CDI spec directory) read-write at the same path"
+         % (plugin["name"], spec_dir))
+for flag in ("--driver-root", "--dev-root", "--container-driver-root"):
+    if value(flag) is not None and not os.path.isabs(value(flag)):
+        fail("%s %s is not an absolute path" % (flag, value(flag)))
+print("  cdi: specs in hostPath %s (read-write at the same path); driver root %s; deviceListStrategy %s" % (
+    spec_dir, value("--driver-root") or "the config's", strategies or "envvar"))
+PY
+  then
+    echo "$overlay: INVALID (cdi)"
+    failures=$((failures + 1))
+    continue
+  fi
   if ! python3 - "$out/rendered.yaml" "$bin" <<'PY'
 import re, subprocess, sys
-try:
-    import yaml
-except ImportError:
-    print("  (no PyYAML: exporter checks skipped)")
-    raise SystemExit(0)
+import yaml
 rendered, binary = sys.argv[1:]
 docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
 ds = next(d for d in docs if d["kind"] == "DaemonSet")
@@ -341,11 +720,7 @@ PY
   fi
   if ! python3 - "$out/rendered.yaml" "$out/tessera-device-plugin-config.yaml" "$deploy" <<'PY'
 import os, re, sys
-try:
-    import yaml
-except ImportError:
-    print("  (no PyYAML: node agent checks skipped)")
-    raise SystemExit(0)
+import yaml
 rendered, config_file, deploy = sys.argv[1:]
 # `tessera node`'s options (True: takes a value; "+": one or more). The command
 # is checked against this list, not its --help, so the manifests can lead it.
@@ -355,7 +730,10 @@ NODE_FLAGS = {
     "--kubelet-dir": True, "--pod-resources": True, "--health-recovery": True, "--ignore-xids": "+",
     "--inventory-interval": True, "--quota-library-dir": True, "--quota-ledger-root": True,
     "--quota-preload": True, "--no-quota-library": False, "--mps-control": True, "--mps-timeout": True,
+    "--mps-host": True,
     "--sim": True, "--nvml-library": True,
+    "--cdi-spec-dir": True, "--cdi-vendor": True, "--driver-root": True, "--dev-root": True,
+    "--container-driver-root": True,
 }
 DEFAULTS = {"--state-dir": "/var/lib/tessera", "--kubelet-dir": "/var/lib/kubelet/device-plugins",
             "--pod-resources": "/var/lib/kubelet/pod-resources/kubelet.sock"}
@@ -363,8 +741,10 @@ DEFAULTS = {"--state-dir": "/var/lib/tessera", "--kubelet-dir": "/var/lib/kubele
 HOST_PATHS = {
     "/var/lib/kubelet/device-plugins": "always", "/var/lib/kubelet/pod-resources": "always",
     "/var/lib/tessera/lib": "always", "/var/lib/tessera/ledgers": "always",
-    "/var/lib/tessera": "mig", "/run/nvidia/mps": "mps", "/run/nvidia/mps/shm": "mps",
+    "/var/lib/tessera": "mig", "/run/nvidia/tessera": "mps",
 }
+# And the CDI spec directory (--cdi-spec-dir, default /var/run/cdi) when CDI is used.
+CDI_SPEC_DIR = "/var/run/cdi"
 # What the agent asks of the API server: (API group, resource) -> verbs.
 RBAC = {("", "nodes"): {"get", "list", "watch", "patch"},
         ("", "pods/eviction"): {"create"}, ("", "events"): {"create"}}
@@ -472,11 +852,20 @@ else:
 config = yaml.safe_load(open(config_file)) or {}
 mps = "mps" in (config.get("sharing") or {})
 host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+strategies = ((config.get("flags") or {}).get("plugin") or {}).get("deviceListStrategy") or []
+cdi_dir = given.get("--cdi-spec-dir") or (CDI_SPEC_DIR if {"cdi-cri", "cdi-annotations"} & set(
+    strategies if isinstance(strategies, list) else [strategies]) else None)
+# With CDI, the driver's root too, read-only, where --container-driver-root says.
+driver_root = given.get("--driver-root") if cdi_dir else None
+mounts = agent.get("volumeMounts", [])
 for name, path in sorted(host.items()):
-    when = HOST_PATHS.get(path)
+    when = "cdi" if path == cdi_dir else HOST_PATHS.get(path)
+    if driver_root is not None and path == driver_root and any(
+            m["name"] == name and m["mountPath"] == given.get("--container-driver-root") and m.get("readOnly")
+            for m in mounts):
+        when = "cdi"
     if when is None or (when == "mig" and not mig) or (when == "mps" and not mps):
         fail("hostPath %s (volume %s) is not one the agent needs here" % (path, name))
-mounts = agent.get("volumeMounts", [])
 def mounted(path, rw):
     return any((path == m["mountPath"] or path.startswith(m["mountPath"].rstrip("/") + "/"))
                and host.get(m["name"]) == m["mountPath"] and (not rw or not m.get("readOnly")) for m in mounts)

@@ -1,0 +1,226 @@
+{{/*
+Names are fixed (tessera, tessera-node-agent, ...), not the release's: the
+objects are the kustomize manifests' (one tessera per cluster: two would serve
+the same device-plugin sockets on each node), and the alerting rules name the
+Service tessera-exporter as their job.
+*/}}
+
+{{/* The namespace of every namespaced object. */}}
+{{- define "tessera.namespace" -}}
+{{- .Values.namespace.name | default .Release.Namespace -}}
+{{- end -}}
+
+{{/* The labels Helm's conventions add to every object (none selects on them). */}}
+{{- define "tessera.helmLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end -}}
+
+{{/* What selects the pods: the DaemonSet's selector and the Service's. */}}
+{{- define "tessera.selectorLabels" -}}
+app.kubernetes.io/name: tessera
+{{- end -}}
+
+{{/* The labels of the objects the kustomize manifests label app.kubernetes.io/name: tessera. */}}
+{{- define "tessera.labels" -}}
+{{ include "tessera.selectorLabels" . }}
+{{ include "tessera.helmLabels" . }}
+{{- end -}}
+
+{{- define "tessera.image" -}}
+{{- printf "%s:%s" .Values.image.repository (toString .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "tessera.node" -}}
+{{- if eq .Values.mode "node" }}true{{ end -}}
+{{- end -}}
+
+{{/* A config value: the file's text as given, a map as YAML, empty as the default file. */}}
+{{- define "tessera.configText" -}}
+{{- $value := index . 0 -}}
+{{- if kindIs "string" $value -}}
+{{- $value -}}
+{{- else if $value -}}
+{{- toYaml $value -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The device-plugin config as written (before the cdi rewrite): the user's or the default file. */}}
+{{- define "tessera.devicePluginConfigSource" -}}
+{{- $user := include "tessera.configText" (list .Values.devicePluginConfig) -}}
+{{- if $user -}}
+{{- $user -}}
+{{- else if .Values.mps.enabled -}}
+{{- .Files.Get "files/device-plugin-config-mps.yaml" -}}
+{{- else if and (include "tessera.node" .) (or .Values.migManager.enabled .Values.migMonitor.enabled) -}}
+{{- .Files.Get "files/device-plugin-config-mig.yaml" -}}
+{{- else -}}
+{{- .Files.Get "files/device-plugin-config.yaml" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The device-plugin config parsed, failing on one that is not a YAML map. */}}
+{{- define "tessera.parse" -}}
+{{- $what := index . 0 -}}
+{{- $parsed := fromYaml (index . 1) -}}
+{{- if hasKey $parsed "Error" -}}
+{{- fail (printf "%s is not a YAML map: %s" $what (get $parsed "Error")) -}}
+{{- end -}}
+{{- toJson $parsed -}}
+{{- end -}}
+
+{{/*
+The device-plugin config the ConfigMap carries. With cdi.enabled,
+flags.plugin.deviceListStrategy becomes [cdi-cri] unless the user's own config
+sets one: the config is then parsed and written again (its comments lost).
+*/}}
+{{- define "tessera.devicePluginConfig" -}}
+{{- $text := include "tessera.devicePluginConfigSource" . -}}
+{{- if .Values.cdi.enabled -}}
+{{- $config := include "tessera.parse" (list "devicePluginConfig" $text) | fromJson -}}
+{{- $flags := get $config "flags" | default dict -}}
+{{- $plugin := get $flags "plugin" | default dict -}}
+{{- $own := include "tessera.configText" (list .Values.devicePluginConfig) -}}
+{{- if not (and $own (hasKey $plugin "deviceListStrategy")) -}}
+{{- $_ := set $plugin "deviceListStrategy" (list "cdi-cri") -}}
+{{- $_ := set $flags "plugin" $plugin -}}
+{{- $_ := set $config "flags" $flags -}}
+{{- $text = printf "# %s, with flags.plugin.deviceListStrategy [cdi-cri] (cdi.enabled).\n%s" (ternary "Your devicePluginConfig" "The chart's default device-plugin config" (not (empty $own))) (toYaml $config) -}}
+{{- end -}}
+{{- end -}}
+{{- $text -}}
+{{- end -}}
+
+{{/* The mig-parted config the ConfigMap carries. */}}
+{{- define "tessera.migConfig" -}}
+{{- include "tessera.configText" (list .Values.migConfig) | default (.Files.Get "files/mig-config.yaml") -}}
+{{- end -}}
+
+{{/* The MPS root: the device-plugin config's flags.mpsRoot (tessera's default /run/nvidia/mps). */}}
+{{- define "tessera.mpsRoot" -}}
+{{- $config := include "tessera.parse" (list "devicePluginConfig" (include "tessera.devicePluginConfigSource" .)) | fromJson -}}
+{{- (get $config "flags" | default dict).mpsRoot | default "/run/nvidia/mps" -}}
+{{- end -}}
+
+{{/* What the values may not combine to; rendered (as nothing) by the DaemonSet. */}}
+{{- define "tessera.validate" -}}
+{{- if not (has .Values.mode (list "plugin" "node")) -}}
+{{- fail (printf "mode %q: plugin or node" (toString .Values.mode)) -}}
+{{- end -}}
+{{- if .Values.dra.enabled -}}
+{{- /* Before the mode checks: with dra, what runs is neither mode's. */ -}}
+{{- if not (semverCompare ">=1.34.0-0" .Capabilities.KubeVersion.Version) -}}
+{{- fail (printf "dra.enabled needs Kubernetes 1.34 or newer (resource.k8s.io/v1 DeviceClasses and ResourceSlices), not %s" .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+{{- if .Values.migManager.enabled -}}
+{{- fail "dra.enabled with migManager.enabled: the DRA driver cuts each claim's MIG instance itself, and a MIG manager would change the layout under it" -}}
+{{- end -}}
+{{- if .Values.migMonitor.enabled -}}
+{{- fail "dra.enabled with migMonitor.enabled: MIG monitoring is the node agent's, which the DRA driver replaces (it serves MIG instances it did not cut as they are)" -}}
+{{- end -}}
+{{- if .Values.mps.enabled -}}
+{{- fail "dra.enabled with mps.enabled: mps is the device plugin's (tessera-mps-host, a devicePluginConfig with sharing.mps), and deploy/overlays/dra, the DRA driver the chart renders, runs no MPS daemons (MPS claims: kustomize with deploy/components/dra-mps; not in the chart yet)" -}}
+{{- end -}}
+{{- if .Values.metrics.enabled -}}
+{{- fail "dra.enabled with metrics.enabled: the chart runs no exporter beside the DRA driver (deploy/overlays/dra has none)" -}}
+{{- end -}}
+{{- if include "tessera.configText" (list .Values.devicePluginConfig) -}}
+{{- fail "dra.enabled with a devicePluginConfig: the DRA driver reads none (claims carry their configs, NVIDIA's GpuConfig and MigDeviceConfig)" -}}
+{{- end -}}
+{{- if include "tessera.configText" (list .Values.migConfig) -}}
+{{- fail "dra.enabled with a migConfig: the DRA driver reads none (it cuts the MIG devices the scheduler allocates)" -}}
+{{- end -}}
+{{- end -}}
+{{- if and (not (include "tessera.node" .)) (or .Values.migManager.enabled .Values.migMonitor.enabled) -}}
+{{- fail "migManager and migMonitor are options of mode node (in plugin mode the mig-apply init container applies migApply.configName)" -}}
+{{- end -}}
+{{- $config := include "tessera.parse" (list "devicePluginConfig" (include "tessera.devicePluginConfigSource" .)) | fromJson -}}
+{{- $sharesMps := hasKey (get $config "sharing" | default dict) "mps" -}}
+{{- if and .Values.mps.enabled (not $sharesMps) -}}
+{{- fail "mps.enabled, but the device-plugin config has no sharing.mps: nothing would use tessera-mps-host's daemons" -}}
+{{- end -}}
+{{- if and $sharesMps (not .Values.mps.enabled) -}}
+{{- fail "the device-plugin config has sharing.mps: set mps.enabled=true (tessera-mps-host runs the daemons, with the host's IPC namespace and the mpsRoot host path)" -}}
+{{- end -}}
+{{- $mpsRoot := include "tessera.mpsRoot" . -}}
+{{- if and .Values.mps.enabled (not (isAbs $mpsRoot)) -}}
+{{- fail (printf "the device-plugin config's flags.mpsRoot %q is not an absolute path" $mpsRoot) -}}
+{{- end -}}
+{{- if and (or .Values.cdi.enabled .Values.dra.enabled) (not (isAbs (toString .Values.cdi.specDir))) -}}
+{{- fail (printf "cdi.specDir %q is not an absolute path" (toString .Values.cdi.specDir)) -}}
+{{- end -}}
+{{- if and .Values.cdi.enabled (not (isAbs (toString .Values.cdi.driverRoot))) -}}
+{{- fail (printf "cdi.driverRoot %q is not an absolute path" (toString .Values.cdi.driverRoot)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The pod's tolerations: the value, else the mode's default (the DRA driver's: node mode's). */}}
+{{- define "tessera.tolerations" -}}
+{{- if kindIs "invalid" .Values.tolerations -}}
+- key: nvidia.com/gpu
+  operator: Exists
+  effect: NoSchedule
+{{- if or (include "tessera.node" .) .Values.dra.enabled }}
+- key: CriticalAddonsOnly
+  operator: Exists
+{{- end }}
+{{- else if .Values.tolerations -}}
+{{ toYaml .Values.tolerations }}
+{{- end -}}
+{{- end -}}
+
+{{/* The tessera container's resources: the value, else the mode's default. */}}
+{{- define "tessera.resources" -}}
+{{- if not (kindIs "invalid" .Values.resources) -}}
+{{- toYaml .Values.resources -}}
+{{- else if and (include "tessera.node" .) .Values.metrics.enabled -}}
+{{- /* The agent's own budget plus the plugin-mode exporter's, and some CPU for sampling. */ -}}
+requests: {cpu: 70m, memory: 96Mi}
+limits: {memory: 352Mi}
+{{- else -}}
+requests: {cpu: 50m, memory: 64Mi}
+limits: {memory: 256Mi}
+{{- end -}}
+{{- end -}}
+
+{{/* The options every tessera container gets from the values: CDI, then extraArgs. */}}
+{{- define "tessera.extraArgs" -}}
+{{- $args := list -}}
+{{- if .Values.cdi.enabled -}}
+{{- $args = concat $args (list "--cdi-spec-dir" (toString .Values.cdi.specDir) "--driver-root" (toString .Values.cdi.driverRoot) "--container-driver-root" "/driver-root") -}}
+{{- end -}}
+{{- range .Values.extraArgs -}}
+{{- $args = append $args (toString .) -}}
+{{- end -}}
+{{- toJson $args -}}
+{{- end -}}
+
+{{/*
+The DRA driver's options beyond deploy/overlays/dra's: the dra values that
+differ from `tessera dra`'s defaults, CDI's driver root, then extraArgs
+(--cdi-spec-dir is always on its command: DRA hands devices only by CDI).
+*/}}
+{{- define "tessera.draArgs" -}}
+{{- $args := list -}}
+{{- if ne (toString .Values.dra.driverName) "gpu.nvidia.com" -}}
+{{- $args = concat $args (list "--driver-name" (toString .Values.dra.driverName)) -}}
+{{- end -}}
+{{- if ne (toString .Values.dra.order) "tessera" -}}
+{{- $args = concat $args (list "--order" (toString .Values.dra.order)) -}}
+{{- end -}}
+{{- if .Values.dra.memoryShares -}}
+{{- $args = append $args "--memory-shares" -}}
+{{- end -}}
+{{- if not .Values.dra.migModeSwitch -}}
+{{- $args = append $args "--no-mig-mode-switch" -}}
+{{- end -}}
+{{- if .Values.cdi.enabled -}}
+{{- $args = concat $args (list "--driver-root" (toString .Values.cdi.driverRoot) "--container-driver-root" "/driver-root") -}}
+{{- end -}}
+{{- range .Values.extraArgs -}}
+{{- $args = append $args (toString .) -}}
+{{- end -}}
+{{- toJson $args -}}
+{{- end -}}

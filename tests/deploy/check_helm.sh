@@ -1,0 +1,315 @@
+#!/usr/bin/env bash
+# The Helm chart deploy/helm/tessera: `helm lint --strict` and `helm template`
+# (Kubernetes 1.36.0) of each value combination below, and
+# - where a kustomize render is its equivalent (an overlay, or an overlay
+#   with components as check_manifests.sh composes them), the same objects
+#   field by field (render_checks.py compare: only Helm's own labels,
+#   kustomize's ConfigMap hash suffixes and the order of lists Kubernetes
+#   gives none are ignored);
+# - CDI: with cdi.enabled, the spec directory mounted read-write at its path,
+#   --cdi-spec-dir and --driver-root on the command and deviceListStrategy
+#   [cdi-cri] (or the user's own); without, none of them;
+# - the DRA driver (dra.enabled, as deploy/overlays/dra and with the dra
+#   values and CDI's driver root set): one container, dra-driver, running
+#   exactly the `tessera dra` command those values give, every option one its
+#   --help lists; the DeviceClasses gpu.nvidia.com and mig.nvidia.com with
+#   NVIDIA's CEL naming the configured driver; the ClusterRole for
+#   resource.k8s.io resourceslices and resourceclaims bound to the pod's
+#   service account; no node agent, device plugin, exporter, mig apply,
+#   ConfigMap, node-scope policy or tessera-mps-host;
+# - every render goes through check_manifests.sh's checks (flags, mounts,
+#   privileges, RBAC, the configs validated by tessera itself);
+# - values that make no sense are refused with a message;
+# - the chart's version and appVersion are the project's, and its files/ are
+#   the kustomize manifests' configs (symlinks to them, or byte-identical).
+# helm and kubectl are the real-cluster tier's peers (lib.sh: built when
+# missing); a missing tool fails the test.
+# Usage: check_helm.sh TESSERA_BIN DEPLOY_DIR
+set -euo pipefail
+bin=$1
+deploy=$(cd "$2" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+require_pyyaml
+kubectl=$(peer_tool kubectl kubernetes)
+helm=$(peer_tool helm helm)
+chart=$deploy/helm/tessera
+checks=$here/render_checks.py
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export HELM_CACHE_HOME=$work/helm/cache HELM_CONFIG_HOME=$work/helm/config HELM_DATA_HOME=$work/helm/data
+KUBE_VERSION=1.36.0
+failures=0
+bad() { echo "$*"; failures=$((failures + 1)); }
+echo "helm $("$helm" version --template '{{.Version}}'), kubectl $("$kubectl" version --client 2>/dev/null | sed -n 's/^Client Version: //p')"
+
+# The chart's version and appVersion: the project's.
+project=$(sed -n 's/^project(tessera VERSION \([0-9][0-9.]*\).*/\1/p' "$deploy/../CMakeLists.txt")
+read -r version app_version < <(python3 -c 'import sys, yaml; c = yaml.safe_load(open(sys.argv[1])); print(c["version"], c["appVersion"])' "$chart/Chart.yaml")
+if [[ -n $project && $version == "$project" && $app_version == "$project" ]]; then
+  echo "Chart.yaml: version and appVersion $project, the project's"
+else
+  bad "Chart.yaml: version $version, appVersion $app_version, not the project's version '$project' (CMakeLists.txt)"
+fi
+
+# The chart's files: the kustomize manifests' own, so that there is one copy.
+declare -A files=(
+  [device-plugin-config.yaml]=base/device-plugin-config.yaml
+  [device-plugin-config-mps.yaml]=overlays/mps/device-plugin-config.yaml
+  [device-plugin-config-mig.yaml]=overlays/gpu-node-mig/device-plugin-config.yaml
+  [mig-config.yaml]=base/mig-config.yaml
+  [prometheusrule.yaml]=overlays/metrics/component/prometheusrule.yaml
+  [node-scope.yaml]=overlays/gpu-node/node-scope.yaml
+)
+for f in "$chart"/files/*; do
+  name=${f##*/}
+  [[ -n ${files[$name]:-} ]] || bad "files/$name: not a file of the kustomize manifests (check_helm.sh lists them)"
+done
+links=0
+for name in "${!files[@]}"; do
+  f=$chart/files/$name target=$deploy/${files[$name]}
+  if [[ -L $f && $(realpath "$f") == "$(realpath "$target")" ]]; then
+    links=$((links + 1))
+  elif [[ -f $f && ! -L $f ]] && cmp -s "$f" "$target"; then
+    echo "files/$name: a copy of deploy/${files[$name]} (byte-identical)"
+  else
+    bad "files/$name: neither a symlink to deploy/${files[$name]} nor a byte-identical copy"
+  fi
+done
+echo "files/: $links of ${#files[@]} symlinks to the kustomize manifests' configs"
+
+# helm CMD ARGS...: helm without its note on each symlink it follows; stderr in $work/helm.err.
+run_helm() {
+  local rc=0
+  "$helm" "$@" 2>"$work/helm.err.all" || rc=$?
+  grep -v 'found symbolic link in path' "$work/helm.err.all" >"$work/helm.err" || true
+  return $rc
+}
+# expand ARGS: the values arguments of a case, with @/ for the deploy directory
+# and %/ for the scratch one.
+expand() { local a; for a in "$@"; do a=${a//@\//$deploy/}; printf '%s\n' "${a//%\//$work/}"; done; }
+# The configs as maps in a values file (rather than files' text).
+cat >"$work/config-maps.yaml" <<'EOF'
+devicePluginConfig:
+  version: v1
+  flags: {migStrategy: mixed}
+  sharing:
+    timeSlicing:
+      resources:
+      - {name: nvidia.com/gpu, replicas: 4}
+migConfig:
+  version: v1
+  mig-configs:
+    all-disabled:
+    - {devices: all, mig-enabled: false}
+    all-3g.40gb:
+    - {devices: all, mig-enabled: true, mig-devices: {3g.40gb: 2}}
+EOF
+
+# NAME|KUSTOMIZE|DROP|VALUES: the case's helm values; the kustomize render it
+# must equal (- for none); the kinds of the kustomize render the chart leaves
+# out (comma-separated).
+cases=(
+  "plugin|base||"
+  "plugin+mps|overlays/mps||--set mps.enabled=true"
+  "plugin+metrics|overlays/metrics||--set metrics.enabled=true"
+  "plugin+time-slicing|overlays/time-slicing||--set-file devicePluginConfig=@/overlays/time-slicing/device-plugin-config.yaml"
+  "plugin+mig-mixed|overlays/mig-mixed||--set-file devicePluginConfig=@/overlays/mig-mixed/device-plugin-config.yaml --set migApply.configName=all-1g.20gb"
+  "node|overlays/gpu-node||--set mode=node"
+  "node+migManager|overlays/gpu-node-mig||--set mode=node --set migManager.enabled=true"
+  "node+migManager+metrics|overlays/gpu-node-mig+node-metrics||--set mode=node --set migManager.enabled=true --set metrics.enabled=true"
+  "node+metrics|overlays/gpu-node+node-metrics||--set mode=node --set metrics.enabled=true"
+  "node+metrics-operator|overlays/gpu-node+node-metrics|ServiceMonitor,PrometheusRule|--set mode=node --set metrics.enabled=true --set metrics.serviceMonitor.enabled=false --set metrics.prometheusRule.enabled=false"
+  "node+mps|overlays/gpu-node+node-mps@overlays/mps/device-plugin-config.yaml||--set mode=node --set mps.enabled=true"
+  "node+mps+metrics|overlays/gpu-node+node-mps+node-metrics@overlays/mps/device-plugin-config.yaml||--set mode=node --set mps.enabled=true --set metrics.enabled=true"
+  "node+migMonitor|overlays/gpu-node+mig-monitor@overlays/mig-mixed/device-plugin-config.yaml||--set mode=node --set migMonitor.enabled=true --set-file devicePluginConfig=@/overlays/mig-mixed/device-plugin-config.yaml"
+  "plugin+cdi|-||--set cdi.enabled=true"
+  "node+cdi|-||--set mode=node --set cdi.enabled=true"
+  "node+migManager+mps+metrics+cdi|-||--set mode=node --set migManager.enabled=true --set mps.enabled=true --set metrics.enabled=true --set cdi.enabled=true --set cdi.specDir=/etc/cdi --set cdi.driverRoot=/run/nvidia/driver"
+  "node+cdi+own-config|-||--set mode=node --set cdi.enabled=true --set-file devicePluginConfig=@/base/device-plugin-config.yaml"
+  "node+migManager+config-maps|-||--set mode=node --set migManager.enabled=true -f %/config-maps.yaml"
+  "custom|-||--set mode=node --set image.repository=registry.example.com/tessera --set image.tag=0.1.0 --set image.pullPolicy=Always --set-json imagePullSecrets=[{\"name\":\"registry\"}] --set namespace.name=gpu-system --set runtimeClassName= --set-json nodeSelector={\"example.com/gpu\":\"yes\",\"nvidia.com/gpu.present\":null} --set-json tolerations=[{\"operator\":\"Exists\"}] --set priorityClassName=gpu-critical --set terminationGracePeriodSeconds=90 --set-json resources={\"limits\":{\"memory\":\"1Gi\"},\"requests\":{\"cpu\":\"100m\"}} --set logLevel=debug --set-json extraArgs=[\"--eviction-timeout\",\"600\",\"--no-node-labels\"]"
+  "release-namespace|-||--set namespace.create=false --set namespace.name= --namespace gpu-tenant"
+  "dra|overlays/dra||--set dra.enabled=true"
+  # mode does not matter with dra.
+  "dra+node|overlays/dra||--set mode=node --set dra.enabled=true"
+  "dra+values|-||--set dra.enabled=true --set dra.memoryShares=true --set dra.order=by-start --set dra.driverName=gpu.example.com --set dra.migModeSwitch=false"
+  "dra+memory-shares|-||--set dra.enabled=true --set dra.memoryShares=true"
+  "dra+cdi|-||--set dra.enabled=true --set cdi.enabled=true --set cdi.specDir=/etc/cdi --set cdi.driverRoot=/run/nvidia/driver --set-json extraArgs=[\"--resync\",\"10\"]"
+)
+
+# check_dra RENDER DRIVER_NAME SPEC_DIR [ARG...]: the DRA driver's render:
+# its container's command is exactly deploy/overlays/dra's (with SPEC_DIR)
+# followed by ARGs, every option one `tessera dra --help` lists; DeviceClasses
+# selecting DRIVER_NAME; the role for ResourceSlices and ResourceClaims; the
+# spec directory (and, with --driver-root, the driver root at
+# --container-driver-root) mounted; nothing of the device plugin's.
+check_dra() {
+  python3 - "$bin" "$@" <<'PY'
+import json, re, subprocess, sys
+import yaml
+binary, render, driver_name, spec_dir, *args = sys.argv[1:]
+docs = [d for d in yaml.safe_load_all(open(render)) if d]
+problems = []
+def want(what, got, expected):
+    if got != expected:
+        problems.append("%s: %s, not %s" % (what, json.dumps(got), json.dumps(expected)))
+kinds = sorted("%s/%s" % (d["kind"], d["metadata"]["name"]) for d in docs)
+want("objects", kinds, sorted(["Namespace/tessera", "ServiceAccount/tessera", "ClusterRole/tessera-node-agent",
+     "ClusterRoleBinding/tessera-node-agent", "ClusterRole/tessera-dra-driver", "ClusterRoleBinding/tessera-dra-driver",
+     "DaemonSet/tessera", "DeviceClass/gpu.nvidia.com", "DeviceClass/mig.nvidia.com"]))
+ds = next(d for d in docs if d["kind"] == "DaemonSet")
+spec = ds["spec"]["template"]["spec"]
+want("containers", [c["name"] for c in spec["containers"]], ["dra-driver"])
+want("init containers", [c["name"] for c in spec.get("initContainers", [])], ["install-quota-library"])
+driver = spec["containers"][0]
+cmd = driver["command"]
+want("dra-driver command", cmd, ["tessera", "dra", "--kubelet-dir", "/var/lib/kubelet", "--cdi-spec-dir", spec_dir,
+     "--quota-library-dir", "/var/lib/tessera/lib", "--ledger-root", "/var/lib/tessera/ledgers"] + args)
+help_text = subprocess.run([binary, "dra", "--help"], capture_output=True, text=True).stdout
+for f in [a for a in cmd[2:] if a.startswith("--")]:
+    if not re.search(r"(^|[ ,])" + re.escape(f) + r"[ =\n]", help_text, re.M):
+        problems.append("tessera dra has no option " + f)
+want("dra-driver privileged", (driver.get("securityContext") or {}).get("privileged"), True)
+host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+mounts = {m["mountPath"]: (host.get(m["name"]), bool(m.get("readOnly"))) for m in driver.get("volumeMounts", [])}
+want("the CDI spec directory's mount", mounts.get(spec_dir), (spec_dir, False))
+if "--driver-root" in args:
+    root, at = args[args.index("--driver-root") + 1], args[args.index("--container-driver-root") + 1]
+    want("the driver root's mount", mounts.get(at), (root, True))
+else:
+    want("volumes under /driver-root", [p for p in mounts if p.startswith("/driver-root")], [])
+for name, typ in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig")):
+    c = next(d for d in docs if d["kind"] == "DeviceClass" and d["metadata"]["name"] == name)
+    want("DeviceClass %s selectors" % name, c["spec"]["selectors"],
+         [{"cel": {"expression": "device.driver == '%s' && device.attributes['%s'].type == '%s'" % (driver_name, driver_name, typ)}}])
+    want("DeviceClass %s extendedResourceName" % name, c["spec"].get("extendedResourceName"),
+         "nvidia.com/gpu" if typ == "gpu" else None)
+role = next(d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "tessera-dra-driver")
+want("ClusterRole tessera-dra-driver rules", sorted((r["apiGroups"], r["resources"], sorted(r["verbs"])) for r in role["rules"]),
+     sorted([(["resource.k8s.io"], ["resourceslices"], sorted(["get", "list", "watch", "create", "update", "delete"])),
+             (["resource.k8s.io"], ["resourceclaims"], ["get"])]))
+binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "tessera-dra-driver")
+want("ClusterRoleBinding tessera-dra-driver", (binding["roleRef"]["name"], binding["subjects"]),
+     ("tessera-dra-driver", [{"kind": "ServiceAccount", "name": "tessera", "namespace": ds["metadata"]["namespace"]}]))
+for p in problems:
+    print("  dra: " + p)
+if not problems:
+    print("  dra: %s; DeviceClasses select driver %s; ClusterRole tessera-dra-driver (resourceslices, resourceclaims) "
+          "bound; no node agent or device plugin" % (" ".join(cmd), driver_name))
+sys.exit(1 if problems else 0)
+PY
+}
+renders=()
+for c in "${cases[@]}"; do
+  IFS='|' read -r name spec drop values <<<"$c"
+  read -r -a words <<<"$values"
+  mapfile -t args < <(expand ${words[@]+"${words[@]}"})
+  out=$work/helm-${name//[^A-Za-z0-9+-]/_}.yaml
+  echo "$name: ${values:-(defaults)}"
+  if ! run_helm lint --strict --kube-version "$KUBE_VERSION" "$chart" ${args[@]+"${args[@]}"} >"$work/lint.out"; then
+    cat "$work/lint.out" "$work/helm.err"
+    bad "$name: helm lint --strict failed"
+    continue
+  fi
+  if ! run_helm template tessera "$chart" --kube-version "$KUBE_VERSION" ${args[@]+"${args[@]}"} >"$out"; then
+    cat "$work/helm.err"
+    bad "$name: helm template failed"
+    continue
+  fi
+  echo "  helm lint --strict: ok; helm template: $(grep -c '^kind: ' "$out") objects"
+  if [[ $spec != - ]]; then
+    kustomized=$work/kustomize-${name//[^A-Za-z0-9+-]/_}.yaml
+    kustomize_render "$kubectl" "$spec" "$deploy" "$kustomized" ||
+      { bad "$name: kubectl kustomize of $spec failed"; continue; }
+    drops=()
+    IFS=, read -r -a kinds <<<"$drop"
+    for k in ${kinds[@]+"${kinds[@]}"}; do drops+=(--drop "$k"); done
+    echo "  compared with kustomize's $spec${drop:+ less its $drop}:"
+    python3 "$checks" compare "$out" "$kustomized" ${drops[@]+"${drops[@]}"} ||
+      bad "$name: helm's render differs from kustomize's $spec"
+  fi
+  case $name in
+    # The DRA driver: CDI specs always, no device-plugin config (check_dra).
+    dra|dra+node) check_dra "$out" gpu.nvidia.com /var/run/cdi || bad "$name: DRA driver" ;;
+    dra+values) check_dra "$out" gpu.example.com /var/run/cdi --driver-name gpu.example.com --order by-start \
+      --memory-shares --no-mig-mode-switch || bad "$name: DRA driver" ;;
+    dra+memory-shares) check_dra "$out" gpu.nvidia.com /var/run/cdi --memory-shares || bad "$name: DRA driver" ;;
+    dra+cdi) check_dra "$out" gpu.nvidia.com /etc/cdi --driver-root /run/nvidia/driver \
+      --container-driver-root /driver-root --resync 10 || bad "$name: DRA driver" ;;
+    plugin+cdi) python3 "$checks" cdi "$out" on /var/run/cdi / '["cdi-cri"]' || bad "$name: CDI" ;;
+    node+cdi) python3 "$checks" cdi "$out" on /var/run/cdi / '["cdi-cri"]' || bad "$name: CDI" ;;
+    node+migManager+mps+metrics+cdi) python3 "$checks" cdi "$out" on /etc/cdi /run/nvidia/driver '["cdi-cri"]' || bad "$name: CDI" ;;
+    # The user's config names its own deviceListStrategy: kept.
+    node+cdi+own-config) python3 "$checks" cdi "$out" on /var/run/cdi / '"envvar"' || bad "$name: CDI" ;;
+    *) python3 "$checks" cdi "$out" off || bad "$name: CDI" ;;
+  esac
+  case $name in
+    custom) python3 "$checks" custom "$out" || bad "$name: values not applied" ;;
+    node+migManager+config-maps)
+      python3 "$checks" configs "$out" "$work/config-maps.yaml" || bad "$name: configs"
+      renders+=("helm:$name=$out") ;;
+    release-namespace)
+      python3 "$checks" namespace "$out" gpu-tenant || bad "$name: namespace"
+      python3 "$checks" objects "$out" ServiceAccount/tessera ClusterRole/tessera-node-agent \
+        ClusterRoleBinding/tessera-node-agent ConfigMap/tessera-mig-config ConfigMap/tessera-device-plugin-config \
+        ConfigMap/tessera-node DaemonSet/tessera || bad "$name: objects" ;;
+    # Its exporter check asks for the ServiceMonitor and PrometheusRule, which are off here.
+    node+metrics-operator) ;;
+    # The rest go through every check of check_manifests.sh.
+    *) renders+=("helm:$name=$out") ;;
+  esac
+done
+
+# Values the chart refuses: MESSAGE|VALUES.
+refusals=(
+  "at '/mode': value must be one of 'plugin', 'node'|--set mode=daemon"
+  "mode \"daemon\": plugin or node|--set mode=daemon --skip-schema-validation"
+  "options of mode node|--set migManager.enabled=true"
+  "options of mode node|--set migMonitor.enabled=true"
+  "has no sharing.mps|--set mps.enabled=true --set-file devicePluginConfig=@/base/device-plugin-config.yaml"
+  "set mps.enabled=true|--set-file devicePluginConfig=@/overlays/mps/device-plugin-config.yaml"
+  "devicePluginConfig is not a YAML map|--set devicePluginConfig=not-a-map"
+  "needs metrics.service.enabled|--set metrics.enabled=true --set metrics.service.enabled=false"
+  "additional properties 'migmanager' not allowed|--set migmanager.enabled=true"
+  "value must be one of 'Always', 'IfNotPresent', 'Never'|--set image.pullPolicy=Sometimes"
+  # The DRA driver beside what does not run with it (before the mode checks:
+  # in plugin mode too it is dra's message).
+  "dra.enabled with migManager.enabled|--set dra.enabled=true --set migManager.enabled=true"
+  "dra.enabled with migManager.enabled|--set mode=node --set dra.enabled=true --set migManager.enabled=true"
+  "dra.enabled with migMonitor.enabled|--set mode=node --set dra.enabled=true --set migMonitor.enabled=true"
+  "dra.enabled with mps.enabled|--set dra.enabled=true --set mps.enabled=true"
+  "dra.enabled with metrics.enabled|--set mode=node --set dra.enabled=true --set metrics.enabled=true"
+  "dra.enabled with a devicePluginConfig|--set dra.enabled=true --set-file devicePluginConfig=@/overlays/time-slicing/device-plugin-config.yaml"
+  "dra.enabled with a migConfig|--set dra.enabled=true --set-file migConfig=@/base/mig-config.yaml"
+  "dra.enabled needs Kubernetes 1.34 or newer|--set dra.enabled=true --kube-version 1.33.0"
+  # The template too (cdi.specDir is the DRA driver's with cdi off as well).
+  "cdi.specDir \"cdi\" is not an absolute path|--set dra.enabled=true --set cdi.specDir=cdi --skip-schema-validation"
+  "at '/dra/order': value must be one of 'tessera', 'by-start'|--set dra.enabled=true --set dra.order=first-fit"
+  "at '/dra/driverName': 'gpu_nvidia' does not match pattern|--set dra.enabled=true --set dra.driverName=gpu_nvidia"
+  "additional properties 'memoryshares' not allowed|--set dra.enabled=true --set dra.memoryshares=true"
+)
+for r in "${refusals[@]}"; do
+  IFS='|' read -r message values <<<"$r"
+  read -r -a words <<<"$values"
+  mapfile -t args < <(expand "${words[@]}")
+  if run_helm template tessera "$chart" --kube-version "$KUBE_VERSION" "${args[@]}" >/dev/null; then
+    bad "refused: $values: helm template accepted it"
+  elif ! grep -qF -- "$message" "$work/helm.err"; then
+    cat "$work/helm.err"
+    bad "refused: $values: the error does not say '$message'"
+  else
+    echo "refused: $values ($message)"
+  fi
+done
+
+# The renders through check_manifests.sh's checks.
+echo "check_manifests.sh on ${#renders[@]} helm renders:"
+"$here/check_manifests.sh" "$bin" "$deploy" "${renders[@]}" || bad "check_manifests.sh refused a helm render"
+
+if ((failures)); then
+  echo "check_helm: $failures failures"
+  exit 1
+fi
+echo "check_helm: ok"

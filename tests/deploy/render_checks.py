@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""Checks of the Helm chart's renders, for check_helm.sh.
+
+  render_checks.py compare HELM.yaml KUSTOMIZE.yaml [--drop KIND]...
+      The two renders hold the same objects, field by field, after
+      normalising: the labels Helm's conventions add (helm.sh/chart,
+      app.kubernetes.io/managed-by, instance, version) are dropped, as are
+      kustomize's ConfigMap name hash suffixes (in names and references), and
+      the lists Kubernetes gives no order (volumes, volumeMounts, env, ports,
+      tolerations) are compared by their key. --drop KIND: the kustomize
+      render's objects of that kind are not expected. Every other difference
+      is printed with the object and the field.
+  render_checks.py cdi RENDER on SPEC_DIR DRIVER_ROOT STRATEGY_JSON
+  render_checks.py cdi RENDER off
+      With CDI: the tessera container's command has --cdi-spec-dir SPEC_DIR
+      --driver-root DRIVER_ROOT, SPEC_DIR is a hostPath mounted read-write at
+      its own path in it (and in no other container), and the device-plugin
+      config's flags.plugin.deviceListStrategy is STRATEGY_JSON. Without: none
+      of the flags, no CDI directory mounted, no CDI list strategy.
+  render_checks.py custom RENDER
+      The values check_helm.sh's `custom` case sets reach the objects.
+  render_checks.py objects RENDER KIND/NAME...
+      The render holds exactly these objects (KIND/NAME, in any order).
+  render_checks.py configs RENDER VALUES.yaml
+      The ConfigMaps carry VALUES' devicePluginConfig and migConfig maps.
+  render_checks.py namespace RENDER NAMESPACE
+      Every namespaced object is in NAMESPACE, and the service account the
+      ClusterRoleBinding binds too.
+"""
+import json
+import re
+import sys
+
+import yaml
+
+# Kinds without a namespace among what the chart renders.
+CLUSTER_SCOPED = ("Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                  "ValidatingAdmissionPolicyBinding")
+
+HELM_LABELS = {"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance",
+               "app.kubernetes.io/version"}
+# kustomize's name suffix: 10 characters of its hash alphabet.
+HASH_SUFFIX = re.compile(r"-[2456789bcdfghkmt]{10}$")
+# Lists whose order means nothing to Kubernetes, by the field that keys them.
+UNORDERED = {"volumes": "name", "volumeMounts": "mountPath", "ports": "name", "env": "name",
+             "tolerations": None}
+# Lists in order whose items have names: compared in order, then by name.
+NAMED = {"containers", "initContainers"}
+
+
+def load(path):
+    return [d for d in yaml.safe_load_all(open(path)) if d]
+
+
+def ident(d):
+    md = d.get("metadata", {})
+    ns = md.get("namespace")
+    return "%s %s" % (d.get("kind"), (ns + "/" if ns else "") + str(md.get("name")))
+
+
+def strip_hash(name):
+    return HASH_SUFFIX.sub("", name) if isinstance(name, str) else name
+
+
+def normalise(node, parent=None):
+    if isinstance(node, dict):
+        out = {}
+        for k, v in node.items():
+            v = normalise(v, k)
+            if k == "labels" and parent == "metadata" and isinstance(v, dict):
+                v = {lk: lv for lk, lv in v.items() if lk not in HELM_LABELS}
+                if not v:
+                    continue
+            out[k] = v
+        if parent in ("configMap", "configMapKeyRef", "configMapRef") and "name" in out:
+            out["name"] = strip_hash(out["name"])
+        return out
+    if isinstance(node, list):
+        items = [normalise(v) for v in node]
+        if parent == "env" and any("$(" in str(i.get("value", "")) for i in items if isinstance(i, dict)):
+            return items  # a value naming another variable: order matters
+        if parent in UNORDERED and all(isinstance(i, dict) for i in items):
+            key = UNORDERED[parent]
+            keyed = {}
+            for i in items:
+                k = "%s=%s" % (key, i.get(key)) if key and key in i else json.dumps(i, sort_keys=True)
+                keyed[k] = i
+            return {"<unordered>": keyed}
+        return items
+    return node
+
+
+def short(v):
+    s = json.dumps(v, sort_keys=True)
+    return s if len(s) <= 160 else s[:157] + "..."
+
+
+def diff(h, k, path, out):
+    if isinstance(h, dict) and isinstance(k, dict):
+        if "<unordered>" in h and "<unordered>" in k:
+            h, k = h["<unordered>"], k["<unordered>"]
+            for key in sorted(set(h) | set(k)):
+                p = "%s[%s]" % (path, key)
+                if key not in h:
+                    out.append("%s: only in kustomize's: %s" % (p, short(k[key])))
+                elif key not in k:
+                    out.append("%s: only in helm's: %s" % (p, short(h[key])))
+                else:
+                    diff(h[key], k[key], p, out)
+            return
+        for key in sorted(set(h) | set(k), key=str):
+            p = "%s.%s" % (path, key) if path else str(key)
+            if key not in h:
+                out.append("%s: only in kustomize's: %s" % (p, short(k[key])))
+            elif key not in k:
+                out.append("%s: only in helm's: %s" % (p, short(h[key])))
+            else:
+                diff(h[key], k[key], p, out)
+        return
+    if isinstance(h, list) and isinstance(k, list):
+        if path.rsplit(".", 1)[-1] in NAMED and all(isinstance(i, dict) and "name" in i for i in h + k):
+            hn, kn = [i["name"] for i in h], [i["name"] for i in k]
+            if hn != kn:
+                out.append("%s: containers %s in helm's, %s in kustomize's" % (path, hn, kn))
+            hd, kd = {i["name"]: i for i in h}, {i["name"]: i for i in k}
+            for name in [n for n in kn if n in hd]:
+                diff(hd[name], kd[name], "%s[name=%s]" % (path, name), out)
+            return
+        if len(h) != len(k):
+            out.append("%s: helm's %s, kustomize's %s" % (path, short(h), short(k)))
+            return
+        for i, (a, b) in enumerate(zip(h, k)):
+            diff(a, b, "%s[%d]" % (path, i), out)
+        return
+    if h != k or type(h) is not type(k):
+        out.append("%s: helm's %s, kustomize's %s" % (path, short(h), short(k)))
+
+
+def compare(helm_file, kustomize_file, drop):
+    helm = {}
+    for d in load(helm_file):
+        d = normalise(d)
+        helm[ident(d)] = d
+    kust = {}
+    for d in load(kustomize_file):
+        if d.get("kind") in drop:
+            continue
+        d = normalise(d)
+        if d.get("kind") == "ConfigMap":
+            d["metadata"]["name"] = strip_hash(d["metadata"]["name"])
+        kust[ident(d)] = d
+    problems = []
+    for name in sorted(set(helm) | set(kust)):
+        if name not in helm:
+            problems.append("%s: in kustomize's render, not in helm's" % name)
+        elif name not in kust:
+            problems.append("%s: in helm's render, not in kustomize's" % name)
+        else:
+            out = []
+            diff(helm[name], kust[name], "", out)
+            problems += ["%s: %s" % (name, o) for o in out]
+    for p in problems:
+        print("  " + p)
+    if not problems:
+        print("  same %d objects: %s" % (len(helm), ", ".join(sorted(helm))))
+    return 1 if problems else 0
+
+
+def daemonset(docs):
+    return next(d for d in docs if d["kind"] == "DaemonSet")
+
+
+def tessera_container(spec):
+    return next(c for c in spec["containers"] if c["name"] in ("device-plugin", "node-agent"))
+
+
+def device_plugin_config(docs):
+    cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "tessera-device-plugin-config")
+    return yaml.safe_load(cm["data"]["config.yaml"]) or {}
+
+
+def arg(cmd, flag):
+    return cmd[cmd.index(flag) + 1] if flag in cmd and cmd.index(flag) + 1 < len(cmd) else None
+
+
+def cdi(render, mode, *rest):
+    docs = load(render)
+    spec = daemonset(docs)["spec"]["template"]["spec"]
+    agent = tessera_container(spec)
+    cmd = agent["command"]
+    host = {v["name"]: v["hostPath"]["path"] for v in spec.get("volumes", []) if "hostPath" in v}
+    strategy = ((device_plugin_config(docs).get("flags") or {}).get("plugin") or {}).get("deviceListStrategy")
+    problems = []
+    containers = spec.get("initContainers", []) + spec["containers"]
+    if mode == "on":
+        spec_dir, driver_root, want = rest[0], rest[1], json.loads(rest[2])
+        if arg(cmd, "--cdi-spec-dir") != spec_dir:
+            problems.append("%s: --cdi-spec-dir is %s, not %s: %s" % (agent["name"], arg(cmd, "--cdi-spec-dir"), spec_dir, cmd))
+        if arg(cmd, "--driver-root") != driver_root:
+            problems.append("%s: --driver-root is %s, not %s: %s" % (agent["name"], arg(cmd, "--driver-root"), driver_root, cmd))
+        vols = [n for n, p in host.items() if p == spec_dir]
+        if not vols:
+            problems.append("no hostPath volume of %s" % spec_dir)
+        for c in containers:
+            m = [m for m in c.get("volumeMounts", []) if m["name"] in vols]
+            if c is agent:
+                if not any(x["mountPath"] == spec_dir and not x.get("readOnly") for x in m):
+                    problems.append("%s does not mount hostPath %s read-write at %s: %s" % (c["name"], spec_dir, spec_dir, m))
+            elif m:
+                problems.append("%s mounts the CDI spec directory too" % c["name"])
+        if strategy != want:
+            problems.append("the device-plugin config's deviceListStrategy is %s, not %s" % (strategy, want))
+    else:
+        for c in containers:
+            for f in ("--cdi-spec-dir", "--driver-root"):
+                if f in c.get("command", []):
+                    problems.append("%s has %s without cdi.enabled" % (c["name"], f))
+            for m in c.get("volumeMounts", []):
+                if "cdi" in m["mountPath"].split("/"):
+                    problems.append("%s mounts %s without cdi.enabled" % (c["name"], m["mountPath"]))
+        for n, p in host.items():
+            if "cdi" in p.split("/"):
+                problems.append("hostPath volume %s (%s) without cdi.enabled" % (n, p))
+        if any(str(s).startswith("cdi-") for s in (strategy if isinstance(strategy, list) else [strategy])):
+            problems.append("deviceListStrategy %s without cdi.enabled" % strategy)
+    for p in problems:
+        print("  cdi %s: %s" % (mode, p))
+    if not problems:
+        print("  cdi %s: %s" % (mode, "%s %s %s %s, hostPath mounted read-write, deviceListStrategy %s" % (
+            "--cdi-spec-dir", arg(cmd, "--cdi-spec-dir"), "--driver-root", arg(cmd, "--driver-root"), strategy)
+            if mode == "on" else "no CDI flags, mounts or list strategy (deviceListStrategy %s)" % (strategy or "unset: envvar")))
+    return 1 if problems else 0
+
+
+def custom(render):
+    """The values of check_helm.sh's `custom` case."""
+    docs = load(render)
+    problems = []
+    def want(what, got, expected):
+        if got != expected:
+            problems.append("%s: %s, not %s" % (what, short(got), short(expected)))
+    for d in docs:
+        if d["kind"] in CLUSTER_SCOPED:
+            continue
+        want(ident(d) + " namespace", d["metadata"].get("namespace"), "gpu-system")
+    ns = [d for d in docs if d["kind"] == "Namespace"]
+    want("Namespaces", [d["metadata"]["name"] for d in ns], ["gpu-system"])
+    if ns:
+        want("Namespace label pod-security.kubernetes.io/enforce",
+             ns[0]["metadata"].get("labels", {}).get("pod-security.kubernetes.io/enforce"), "privileged")
+    crb = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
+    want("ClusterRoleBinding subjects", crb["subjects"],
+         [{"kind": "ServiceAccount", "name": "tessera", "namespace": "gpu-system"}])
+    ds = daemonset(docs)
+    spec = ds["spec"]["template"]["spec"]
+    for c in spec.get("initContainers", []) + spec["containers"]:
+        want(c["name"] + " image", c["image"], "registry.example.com/tessera:0.1.0")
+        want(c["name"] + " imagePullPolicy", c["imagePullPolicy"], "Always")
+        env = {e["name"]: e.get("value") for e in c.get("env", [])}
+        if c["name"] != "install-quota-library":
+            want(c["name"] + " TESSERA_LOG_LEVEL", env.get("TESSERA_LOG_LEVEL"), "debug")
+    want("runtimeClassName", spec.get("runtimeClassName", "<none>"), "<none>")
+    want("nodeSelector", spec.get("nodeSelector"), {"example.com/gpu": "yes"})
+    want("tolerations", spec.get("tolerations"), [{"operator": "Exists"}])
+    want("priorityClassName", spec.get("priorityClassName"), "gpu-critical")
+    want("terminationGracePeriodSeconds", spec.get("terminationGracePeriodSeconds"), 90)
+    want("imagePullSecrets", spec.get("imagePullSecrets"), [{"name": "registry"}])
+    agent = tessera_container(spec)
+    want("node-agent resources", agent.get("resources"), {"limits": {"memory": "1Gi"}, "requests": {"cpu": "100m"}})
+    want("node-agent command's end", agent["command"][-3:], ["--eviction-timeout", "600", "--no-node-labels"])
+    for p in problems:
+        print("  custom: " + p)
+    if not problems:
+        print("  custom: image, pull policy and secrets, namespace, runtime class (none), node selector, tolerations, "
+              "priority, grace period, resources, log level and extra options as set")
+    return 1 if problems else 0
+
+
+def objects(render, *expected):
+    got = sorted("%s/%s" % (d["kind"], d["metadata"]["name"]) for d in load(render))
+    if got != sorted(expected):
+        print("  objects: %s, not %s" % (got, sorted(expected)))
+        return 1
+    print("  objects: %s" % ", ".join(got))
+    return 0
+
+
+def namespace(render, ns):
+    docs = load(render)
+    problems = ["%s: not in namespace %s" % (ident(d), ns) for d in docs
+                if d["kind"] not in CLUSTER_SCOPED
+                and d["metadata"].get("namespace") != ns]
+    for b in (d for d in docs if d["kind"] == "ClusterRoleBinding"):
+        if [s.get("namespace") for s in b["subjects"]] != [ns]:
+            problems.append("%s binds %s" % (ident(b), b["subjects"]))
+    for p in problems:
+        print("  namespace: " + p)
+    if not problems:
+        print("  namespace: every namespaced object, and the bound service account, in %s" % ns)
+    return 1 if problems else 0
+
+
+def configs(render, values_file):
+    docs = load(render)
+    values = yaml.safe_load(open(values_file))
+    problems = []
+    for key, name in (("devicePluginConfig", "tessera-device-plugin-config"), ("migConfig", "tessera-mig-config")):
+        cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == name)
+        if yaml.safe_load(cm["data"]["config.yaml"]) != values[key]:
+            problems.append("ConfigMap %s: %s, not the values' %s %s" % (name, short(cm["data"]["config.yaml"]), key,
+                                                                      short(values[key])))
+    for p in problems:
+        print("  configs: " + p)
+    if not problems:
+        print("  configs: the values' devicePluginConfig and migConfig maps, as YAML")
+    return 1 if problems else 0
+
+
+def main(argv):
+    cmd, args = argv[1], argv[2:]
+    if cmd == "compare":
+        drop = [args[i + 1] for i, a in enumerate(args) if a == "--drop"]
+        return compare(args[0], args[1], drop)
+    if cmd == "cdi":
+        return cdi(*args)
+    if cmd == "custom":
+        return custom(*args)
+    if cmd == "objects":
+        return objects(*args)
+    if cmd == "configs":
+        return configs(*args)
+    if cmd == "namespace":
+        return namespace(*args)
+    raise SystemExit("unknown check " + cmd)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
