@@ -114,10 +114,10 @@ std::optional<std::vector<DeviceConfig>> parse_devices(const char* text, std::st
       why = "an empty entry in '" + all.substr(0, 60) + "'";
       return std::nullopt;
     }
-    auto colon = item.rfind(':');
+    auto colon = item.find(':');  // a UUID has no colon: the first one ends it
     DeviceConfig d;
     if (colon == std::string::npos) {
-      why = "'" + item.substr(0, 60) + "' is not UUID:SIZE";
+      why = "'" + item.substr(0, 60) + "' is not UUID:SIZE[:MODEL]";
       return std::nullopt;
     }
     d.uuid_text = item.substr(0, colon);
@@ -125,9 +125,22 @@ std::optional<std::vector<DeviceConfig>> parse_devices(const char* text, std::st
       why = "'" + d.uuid_text.substr(0, 60) + "' is not a GPU-/MIG- UUID";
       return std::nullopt;
     }
-    if (!parse_size(item.substr(colon + 1), d.bytes)) {
-      why = "'" + item.substr(colon + 1, 60) + "' is not a positive size (bytes, or with K, M, G or T)";
+    const auto model_colon = item.find(':', colon + 1);
+    const std::string size = item.substr(colon + 1, model_colon == std::string::npos ? std::string::npos
+                                                                                     : model_colon - colon - 1);
+    if (!parse_size(size, d.bytes)) {
+      why = "'" + size.substr(0, 60) + "' is not a positive size (bytes, or with K, M, G or T)";
       return std::nullopt;
+    }
+    if (model_colon != std::string::npos) {
+      const std::string model = item.substr(model_colon + 1);
+      d.model = find_gpu_model(model);
+      if (!d.model) {
+        std::string known;
+        for (const auto& m : gpu_models()) known += std::string(known.empty() ? "" : ", ") + m.key;
+        why = "'" + model.substr(0, 60) + "' is not a simulated GPU model (" + known + ")";
+        return std::nullopt;
+      }
     }
     for (const auto& e : out)
       if (std::memcmp(e.uuid, d.uuid, 16) == 0) {
@@ -180,6 +193,33 @@ CUresult Driver::init() {
       return CUDA_ERROR_UNKNOWN;
     }
   }
+  // The knobs: sizes as TESSERA_SIM_CUDA_DEVICES takes them, "0" allowed
+  // for the two memory figures.
+  struct Knob {
+    const char* name;
+    std::uint64_t& value;
+    std::uint64_t fallback;
+    bool zero_ok;
+  };
+  const Knob knobs[] = {{"TESSERA_SIM_CUDA_POOL_STEP", pool_step_, kGranule, false},
+                        {"TESSERA_SIM_CUDA_CONTEXT_BYTES", context_bytes_, 0, true},
+                        {"TESSERA_SIM_CUDA_MODULE_BYTES", module_bytes_, 0, true}};
+  for (const auto& k : knobs) {
+    const char* text = std::getenv(k.name);
+    k.value = k.fallback;
+    if (!text) continue;
+    std::uint64_t v = 0;
+    if ((k.zero_ok && std::strcmp(text, "0") == 0) || parse_size(text, v)) {
+      k.value = v;
+    } else {
+      std::fprintf(stderr, "tessera cuda sim: %s: '%.60s' is not a size (bytes, or with K, M, G or T)\n", k.name, text);
+      return CUDA_ERROR_UNKNOWN;
+    }
+  }
+  if (pool_step_ % kGranule != 0) {
+    std::fprintf(stderr, "tessera cuda sim: TESSERA_SIM_CUDA_POOL_STEP must be a multiple of 2 MiB\n");
+    return CUDA_ERROR_UNKNOWN;
+  }
   devices = std::move(*parsed);
   dir_ = d;
   files_.clear();
@@ -191,16 +231,30 @@ CUresult Driver::init() {
   primary_refs_.assign(devices.size(), 0);
   default_pool_.assign(devices.size(), nullptr);
   current_pool_.assign(devices.size(), nullptr);
+  graph_pools_.assign(devices.size(), GraphPool{});
   initialized = true;
   return CUDA_SUCCESS;
 }
 
-Context* Driver::create_context(CUdevice dev) {
+CUresult Driver::create_context(CUdevice dev, Context*& out) {
   contexts_.push_back(std::make_unique<Context>());
   Context* c = contexts_.back().get();
   c->device = dev;
+  if (CUresult r = activate(c); r != CUDA_SUCCESS) return r;
+  out = c;
+  return CUDA_SUCCESS;
+}
+
+// A context holds device memory of its own while it lives, as a real one
+// does (its stacks, heap, printf buffer, the driver's own structures); sim:
+// TESSERA_SIM_CUDA_CONTEXT_BYTES of it, seen in cuMemGetInfo's free memory
+// and in the device's usage like any allocation.
+CUresult Driver::activate(Context* c) {
+  if (context_bytes_)
+    if (CUresult r = charge(c->device, static_cast<std::int64_t>(context_bytes_), nullptr); r != CUDA_SUCCESS) return r;
+  c->overhead = context_bytes_;
   live_.insert(c);
-  return c;
+  return CUDA_SUCCESS;
 }
 
 Context* Driver::primary(CUdevice dev) {
@@ -237,6 +291,22 @@ CUresult Driver::destroy_context(Context* c) {
     } else {
       ++it;
     }
+  }
+  for (auto it = modules_.begin(); it != modules_.end();) {
+    if (it->second.ctx == c) {
+      if (it->second.bytes) {
+        CUresult r = charge(c->device, -static_cast<std::int64_t>(it->second.bytes), nullptr);
+        if (r != CUDA_SUCCESS) result = r;
+      }
+      it = modules_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (c->overhead) {
+    CUresult r = charge(c->device, -static_cast<std::int64_t>(c->overhead), nullptr);
+    if (r != CUDA_SUCCESS) result = r;
+    c->overhead = 0;
   }
   live_.erase(c);
   return result;
@@ -289,6 +359,7 @@ CUdeviceptr Driver::take_addresses(std::uint64_t bytes, std::uint64_t alignment)
 }
 
 CUresult Driver::free(CUdeviceptr p) {
+  if (CUresult r = CUDA_SUCCESS; graph_free(p, r)) return r;
   auto it = allocations_.find(p);
   if (it == allocations_.end()) return CUDA_ERROR_INVALID_VALUE;  // not an address this process was given
   Allocation a = it->second;
@@ -335,9 +406,12 @@ Pool* Driver::usable_pool(CUmemoryPool h) const {
   return p;
 }
 
+// sim: a pool grows by whole steps of TESSERA_SIM_CUDA_POOL_STEP (default one
+// 2 MiB granule; a real driver's step is its own, and can be far larger than
+// the request), and gives memory back in the same steps.
 CUresult Driver::pool_allocate(Pool* p, std::uint64_t bytes, CUdeviceptr& out) {
   if (bytes > UINT64_MAX - p->used) return CUDA_ERROR_OUT_OF_MEMORY;
-  const std::uint64_t need = round_up(p->used + bytes, kGranule);
+  const std::uint64_t need = round_up(p->used + bytes, pool_step_);
   if (need == 0) return CUDA_ERROR_OUT_OF_MEMORY;
   if (p->max_size && need > p->max_size) return CUDA_ERROR_OUT_OF_MEMORY;  // [CH] maxSize bounds a created pool
   const CUdeviceptr addr = take_addresses(bytes, kAlign);
@@ -359,7 +433,7 @@ CUresult Driver::pool_allocate(Pool* p, std::uint64_t bytes, CUdeviceptr& out) {
 // Releases reserved memory down to max(keep, what outstanding allocations
 // hold), in whole granules.
 CUresult Driver::pool_release_to(Pool* p, std::uint64_t keep) {
-  const std::uint64_t floor = std::max(keep, round_up(p->used, kGranule));
+  const std::uint64_t floor = std::max(round_up(keep, pool_step_), round_up(p->used, pool_step_));
   if (p->reserved <= floor) return CUDA_SUCCESS;
   const std::uint64_t excess = p->reserved - floor;
   p->reserved = floor;
@@ -369,7 +443,7 @@ CUresult Driver::pool_release_to(Pool* p, std::uint64_t keep) {
 // [CH] cuMemPoolTrimTo: afterwards at least minBytesToKeep stay reserved (sim:
 // rounded up to a granule); memory backing outstanding allocations stays.
 CUresult Driver::pool_trim(Pool* p, std::uint64_t keep_at_least) {
-  std::uint64_t keep = round_up(keep_at_least, kGranule);
+  std::uint64_t keep = round_up(keep_at_least, pool_step_);
   if (keep == 0 && keep_at_least != 0) return CUDA_SUCCESS;  // more than can ever be reserved: a no-op
   return pool_release_to(p, keep);
 }
@@ -393,7 +467,7 @@ CUresult Driver::synchronize() {
   CUresult result = CUDA_SUCCESS;
   for (Pool* p : live_pools_) {
     if (p->destroyed) continue;
-    CUresult r = pool_release_to(p, p->threshold / kGranule * kGranule);
+    CUresult r = pool_release_to(p, p->threshold / pool_step_ * pool_step_);
     if (r != CUDA_SUCCESS) result = r;
   }
   return result;
@@ -547,6 +621,14 @@ void Driver::reset_after_fork() {
   own_.clear();
   peak_.clear();
   files_.clear();
+  live_streams_.clear();  // streams_, graphs_, nodes_ and execs_ are kept: no new handle equals an inherited one
+  modules_.clear();
+  live_graphs_.clear();
+  node_graph_.clear();
+  graph_addresses_.clear();
+  live_execs_.clear();
+  graph_live_.clear();
+  graph_pools_.clear();
 }
 
 }  // namespace tessera_cuda_sim

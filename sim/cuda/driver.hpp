@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cuda_api.hpp"
+#include "gpu_models.hpp"
 #include "usage_file.hpp"
 
 #define TESSERA_CUDA_SIM_EXPORT extern "C" __attribute__((visibility("default")))
@@ -28,16 +29,69 @@ struct DeviceConfig {
   std::string uuid_text;  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" or "MIG-…"
   unsigned char uuid[16] = {};
   std::uint64_t bytes = 0;
+  const GpuModel* model = &default_gpu_model();  // what cuDeviceGetName/GetAttribute answer
 };
 
-// TESSERA_SIM_CUDA_DEVICES: comma-separated "UUID:SIZE", SIZE decimal with an
-// optional binary suffix K, M, G or T ("81920M", "40G"). Unset: one 80 GiB
-// device. Empty: no device. nullopt with `why` on a malformed value.
+// TESSERA_SIM_CUDA_DEVICES: comma-separated "UUID:SIZE[:MODEL]", SIZE decimal
+// with an optional binary suffix K, M, G or T ("81920M", "40G"), MODEL a key
+// or NVIDIA name of gpu_models.hpp ("A100-SXM4-80GB", "NVIDIA H200"; default
+// H100-SXM5-80GB). SIZE is the device's memory whatever the model. Unset: one
+// 80 GiB H100-SXM5-80GB. Empty: no device. nullopt with `why` on a malformed
+// value.
 std::optional<std::vector<DeviceConfig>> parse_devices(const char* text, std::string& why);
 
 struct Context {
   CUdevice device = 0;
   bool primary = false;
+  std::uint64_t overhead = 0;  // the context's own device memory while it is live (TESSERA_SIM_CUDA_CONTEXT_BYTES)
+};
+
+// A stream created with cuStreamCreate: it runs on its context's device.
+struct Graph;
+struct Stream {
+  Context* ctx = nullptr;
+  Graph* capture = nullptr;  // the graph being captured into, while capturing
+};
+
+// A loaded module (exports_graph.cpp): context-bound device memory.
+struct Module {
+  Context* ctx = nullptr;
+  std::uint64_t bytes = 0;
+};
+
+// Graphs ([CH] graph memory nodes; exports_graph.cpp). Only memory nodes are
+// modelled: an allocation node picks its address at creation; an executable
+// graph maps its allocation nodes' memory (each rounded up to a granule) at
+// its first upload or launch and keeps it until it is destroyed or the
+// device's graph memory is trimmed while none of its allocations is
+// outstanding. A launch makes each allocation outstanding until a free node
+// of the graph or a cuMemFree(Async) of its address; an outstanding one
+// outlives its exec and is released when freed.
+inline constexpr int kGraphNodeMemAlloc = 10;  // [CH] CU_GRAPH_NODE_TYPE_MEM_ALLOC
+inline constexpr int kGraphNodeMemFree = 11;   // [CH] CU_GRAPH_NODE_TYPE_MEM_FREE
+struct GraphNode {
+  int type = 0;
+  CUdevice device = 0;
+  std::uint64_t bytes = 0;
+  CUdeviceptr dptr = 0;
+};
+struct Graph {
+  std::vector<GraphNode*> nodes;
+};
+struct GraphExec {
+  const Graph* source = nullptr;
+  std::vector<GraphNode> allocs;  // copies: the graph may be destroyed
+  std::vector<CUdeviceptr> frees;
+  unsigned long long flags = 0;
+  bool mapped = false;
+};
+struct GraphAllocation {  // an outstanding graph allocation
+  GraphExec* exec = nullptr;  // nullptr once its exec is destroyed
+  CUdevice device = 0;
+  std::uint64_t bytes = 0;    // as mapped: rounded up to a granule
+};
+struct GraphPool {  // per device: [CH] CUgraphMem_attribute
+  std::uint64_t reserved = 0, reserved_high = 0, used = 0, used_high = 0;
 };
 
 // A stream-ordered pool (exports_pool.cpp). Reserved memory is what the pool
@@ -106,10 +160,11 @@ class Driver {
   bool is_live(Context* c) const { return live_.contains(c); }
 
   CUresult init();  // reads the environment; caller holds mu
-  Context* create_context(CUdevice dev);
+  // A new context on `dev`, its own memory charged (OUT_OF_MEMORY past the device's).
+  CUresult create_context(CUdevice dev, Context*& out);
   Context* primary(CUdevice dev);  // the device's primary context object (not necessarily active)
   unsigned& primary_refs(CUdevice dev) { return primary_refs_[static_cast<std::size_t>(dev)]; }
-  void activate(Context* c) { live_.insert(c); }
+  CUresult activate(Context* c);  // makes a (primary) context live, charging its own memory
   // Frees every allocation of `c` and makes it invalid.
   CUresult destroy_context(Context* c);
 
@@ -149,6 +204,31 @@ class Driver {
   CUresult array_create(Context* ctx, std::uint64_t bytes, bool mipmapped, std::uintptr_t& handle);
   CUresult array_destroy(std::uintptr_t handle, bool mipmapped);
 
+  // Streams, modules and graphs (exports_graph.cpp). The caller holds mu.
+  Stream* create_stream(Context* ctx);
+  Stream* stream(CUstream s) const;  // NULL unless a live stream of this process
+  void destroy_stream(Stream* s) { live_streams_.erase(s); }
+  CUresult module_load(Context* ctx, std::uintptr_t& handle);
+  CUresult module_unload(std::uintptr_t handle);
+  Graph* create_graph();
+  Graph* graph(void* handle) const;  // NULL unless live
+  void destroy_graph(Graph* g);
+  GraphNode* node(void* handle) const;  // NULL unless a node of a live graph
+  GraphNode* add_node(Graph* g, const GraphNode& n);
+  bool is_graph_allocation(CUdeviceptr p) const;  // an address some allocation node chose
+  CUdeviceptr graph_addresses(std::uint64_t bytes);
+  GraphExec* instantiate(const Graph& g, unsigned long long flags);
+  // Whether a live exec of `g` holds allocation nodes ([CH]: a graph with
+  // memory nodes has at most one executable graph at a time).
+  bool has_memory_exec(const Graph& g) const;
+  GraphExec* exec(void* handle) const;  // NULL unless live
+  CUresult graph_upload(GraphExec* e);
+  CUresult graph_launch(GraphExec* e);
+  CUresult exec_destroy(GraphExec* e);
+  CUresult graph_trim(CUdevice dev);
+  GraphPool& graph_pool(CUdevice dev) { return graph_pools_[static_cast<std::size_t>(dev)]; }
+  std::uint64_t pool_step() const { return pool_step_; }
+
   void reset_after_fork();
 
  private:
@@ -156,6 +236,26 @@ class Driver {
   CUresult pool_release_to(Pool* p, std::uint64_t keep);
   CUresult physical_maybe_free(std::map<CUmemGenericAllocationHandle, Physical>::iterator it);
   CUdeviceptr take_addresses(std::uint64_t bytes, std::uint64_t alignment);
+  CUresult graph_map(GraphExec* e);
+  bool graph_free(CUdeviceptr p, CUresult& result);  // a graph allocation's free; false when not one
+
+  // Knobs read at cuInit (design §5: the paths a test must be able to hit).
+  std::uint64_t pool_step_ = kGranule;  // TESSERA_SIM_CUDA_POOL_STEP: a pool grows and shrinks by this
+  std::uint64_t context_bytes_ = 0;     // TESSERA_SIM_CUDA_CONTEXT_BYTES: each context's own memory
+  std::uint64_t module_bytes_ = 0;      // TESSERA_SIM_CUDA_MODULE_BYTES: each module's memory
+  std::vector<std::unique_ptr<Stream>> streams_;  // never freed: a stale handle never aliases a new one
+  std::set<Stream*> live_streams_;
+  std::map<std::uintptr_t, Module> modules_;
+  std::uintptr_t next_module_ = 0xb0000000;
+  std::vector<std::unique_ptr<Graph>> graphs_;
+  std::set<Graph*> live_graphs_;
+  std::vector<std::unique_ptr<GraphNode>> nodes_;
+  std::map<GraphNode*, Graph*> node_graph_;
+  std::set<CUdeviceptr> graph_addresses_;  // every address an allocation node chose
+  std::vector<std::unique_ptr<GraphExec>> execs_;
+  std::set<GraphExec*> live_execs_;
+  std::map<CUdeviceptr, GraphAllocation> graph_live_;
+  std::vector<GraphPool> graph_pools_;  // per device
 
   std::string dir_;
   std::vector<std::unique_ptr<Context>> contexts_;  // never freed: a stale handle never aliases a new one

@@ -2,6 +2,7 @@
 // arguments, current context, then the operation. Each return code names its
 // source: [CH] (the CUDA Driver API reference in cuda.h, cited by
 // docs/design-memory-quotas.md) or "sim" for a choice of this simulator.
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -19,7 +20,8 @@ CUresult ctx_create(CUcontext* pctx, unsigned int flags, CUdevice dev) {
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;               // [CH]
     if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;  // [CH]
     (void)flags;                                              // sim: scheduling flags change nothing here
-    Context* c = d.create_context(dev);
+    Context* c = nullptr;
+    if (CUresult r = d.create_context(dev, c); r != CUDA_SUCCESS) return r;  // its own memory did not fit
     d.thread_stack().push_back(c);  // [CH] cuCtxCreate: the new context is current to the calling thread
     *pctx = reinterpret_cast<CUcontext>(c);
     return CUDA_SUCCESS;
@@ -71,8 +73,11 @@ CUresult device_uuid(CUuuid* uuid, CUdevice dev) {
   });
 }
 
-CUresult total_mem(std::uint64_t& bytes, CUdevice dev) {
+// [CH] cuDeviceTotalMem: NOT_INITIALIZED, then INVALID_VALUE for a NULL
+// output, INVALID_DEVICE for a bad ordinal.
+CUresult total_mem(bool null_output, std::uint64_t& bytes, CUdevice dev) {
   return initialized([&](Driver& d) {
+    if (null_output) return CUDA_ERROR_INVALID_VALUE;
     if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
     bytes = d.devices[static_cast<std::size_t>(dev)].bytes;
     return CUDA_SUCCESS;
@@ -183,15 +188,16 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   });
 }
 
-// sim: every device is named "Tessera Simulated GPU", truncated to len - 1.
+// [CH] the device's name, NUL-terminated, at most len bytes with the NUL:
+// its model's NVIDIA name (gpu_models.cpp), truncated to len - 1 characters.
 TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
   TESSERA_CUDA_SIM_COUNT();
   return initialized([&](Driver& d) {
     if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
     if (!valid_device(d, dev)) return CUDA_ERROR_INVALID_DEVICE;
-    static constexpr char kName[] = "Tessera Simulated GPU";
-    std::size_t n = std::min(sizeof kName - 1, static_cast<std::size_t>(len) - 1);
-    std::memcpy(name, kName, n);
+    const char* text = d.devices[static_cast<std::size_t>(dev)].model->name;
+    std::size_t n = std::min(std::strlen(text), static_cast<std::size_t>(len) - 1);
+    std::memcpy(name, text, n);
     name[n] = '\0';
     return CUDA_SUCCESS;
   });
@@ -207,22 +213,28 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) 
   return device_uuid(uuid, dev);
 }
 
+// The 2000 ABI: 32 bits of bytes (sim: saturated at UINT_MAX, as every 2000
+// ABI here, for a device of 4 GiB or more).
 TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
   TESSERA_CUDA_SIM_COUNT();
-  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
   std::uint64_t v = 0;
-  CUresult r = total_mem(v, dev);
+  CUresult r = total_mem(!bytes, v, dev);
   if (r == CUDA_SUCCESS) *bytes = saturate32(v);
   return r;
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice dev) {
   TESSERA_CUDA_SIM_COUNT();
-  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
   std::uint64_t v = 0;
-  CUresult r = total_mem(v, dev);
+  CUresult r = total_mem(!bytes, v, dev);
   if (r == CUDA_SUCCESS) *bytes = v;
   return r;
+}
+
+// The 2000 ABI: the same arguments as _v2 (CUdevice_v1 is int), a distinct function.
+TESSERA_CUDA_SIM_EXPORT CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  TESSERA_CUDA_SIM_COUNT();
+  return ctx_create(pctx, flags, dev);
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
@@ -294,6 +306,19 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
   });
 }
 
+// [CH] cuCtxGetDevice_v2 (13000): the device of `ctx`, or of the current
+// context for NULL; INVALID_CONTEXT without one or for a destroyed one.
+TESSERA_CUDA_SIM_EXPORT CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) {
+  TESSERA_CUDA_SIM_COUNT();
+  return initialized([&](Driver& d) {
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    auto* c = ctx ? reinterpret_cast<Context*>(ctx) : d.current();
+    if (!c || !d.is_live(c)) return CUDA_ERROR_INVALID_CONTEXT;
+    *device = c->device;
+    return CUDA_SUCCESS;
+  });
+}
+
 // [CH] retains (activating on first retain) without making it current; the
 // handle is the same for every retain.
 TESSERA_CUDA_SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
@@ -304,8 +329,9 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdev
     Context* c = d.primary(dev);
     // sim: a retain also reactivates a primary context that cuDevicePrimaryCtxReset
     // left inactive while still retained.
+    if (!d.is_live(c))
+      if (CUresult r = d.activate(c); r != CUDA_SUCCESS) return r;  // its own memory did not fit
     d.primary_refs(dev)++;
-    if (!d.is_live(c)) d.activate(c);
     *pctx = reinterpret_cast<CUcontext>(c);
     return CUDA_SUCCESS;
   });

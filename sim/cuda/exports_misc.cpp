@@ -14,10 +14,12 @@ using namespace tessera_cuda_sim;
 
 namespace {
 
+// [CH] a capturing stream cannot be synchronised.
 CUresult stream_synchronize(CUstream s) {
   return initialized([&](Driver& d) {
     Context* c = nullptr;
     if (CUresult r = stream_context(d, s, c); r != CUDA_SUCCESS) return r;
+    if (capture_of(d, s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return d.synchronize();
   });
 }
@@ -98,6 +100,12 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int 
   (void)kernelParams;
   (void)extra;
   return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream);
+}
+
+// The 2000 ABI: a 32-bit destination (a cuMemAlloc address) and count.
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemcpyHtoD(unsigned int dstDevice, const void* srcHost, unsigned int ByteCount) {
+  TESSERA_CUDA_SIM_COUNT();
+  return copy_to_device(dstDevice, srcHost, ByteCount);
 }
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void* srcHost, std::size_t ByteCount) {

@@ -1,11 +1,13 @@
 // Stream-ordered allocation and memory pools ([CH] "Stream Ordered Memory
 // Allocator"; design §1, "Facts behind the rules"). Each device has a default
 // pool, current until cuDeviceSetMemPool names another. A pool reserves
-// device memory in 2 MiB granules (what the device is charged), keeps freed
+// device memory in steps of TESSERA_SIM_CUDA_POOL_STEP (default one 2 MiB
+// granule; what the device is charged), keeps freed
 // memory reserved up to its release threshold, releases the excess at the
 // next stream or context synchronize, and gives back all it can at
 // cuMemPoolTrimTo. Pool memory belongs to no context. Streams: NULL,
-// CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, on the current context's device.
+// CU_STREAM_LEGACY and CU_STREAM_PER_THREAD on the current context's device,
+// a created stream on its own context's.
 // sim: a pool is a bag of bytes (no fragmentation); frees complete at once.
 #include "entry.hpp"
 
@@ -13,11 +15,22 @@ using namespace tessera_cuda_sim;
 
 namespace {
 
+// [CH] under stream capture an allocation is a graph allocation node of the
+// capture, on the pool's device; it takes no memory until the graph runs.
+CUresult captured_alloc(Driver& d, Graph& capture, CUdevice device, std::uint64_t bytes, CUdeviceptr& out) {
+  const CUdeviceptr addr = d.graph_addresses(bytes);
+  if (!addr) return CUDA_ERROR_OUT_OF_MEMORY;
+  d.add_node(&capture, GraphNode{kGraphNodeMemAlloc, device, bytes, addr});
+  out = addr;
+  return CUDA_SUCCESS;
+}
+
 CUresult alloc_async(CUdeviceptr* dptr, std::size_t bytes, CUstream stream) {
   return initialized([&](Driver& d) {
     if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;  // sim: 0 bytes as cuMemAlloc
     Context* c = nullptr;
     if (CUresult r = stream_context(d, stream, c); r != CUDA_SUCCESS) return r;
+    if (Graph* capture = capture_of(d, stream)) return captured_alloc(d, *capture, c->device, bytes, *dptr);
     // [CH] from the pool current to the stream's device.
     return d.pool_allocate(d.current_pool(c->device), bytes, *dptr);
   });
@@ -30,15 +43,22 @@ CUresult alloc_from_pool_async(CUdeviceptr* dptr, std::size_t bytes, CUmemoryPoo
     if (CUresult r = stream_context(d, stream, c); r != CUDA_SUCCESS) return r;
     Pool* p = d.usable_pool(pool);
     if (!p) return CUDA_ERROR_INVALID_VALUE;
+    if (Graph* capture = capture_of(d, stream)) return captured_alloc(d, *capture, p->device, bytes, *dptr);
     return d.pool_allocate(p, bytes, *dptr);  // [CH] the pool may be another device's
   });
 }
 
 // sim: a pointer from cuMemAlloc/AllocManaged is freed at once as by cuMemFree.
+// Under capture only a graph allocation can be freed (a free node).
 CUresult free_async(CUdeviceptr p, CUstream stream) {
   return initialized([&](Driver& d) {
     Context* c = nullptr;
     if (CUresult r = stream_context(d, stream, c); r != CUDA_SUCCESS) return r;
+    if (Graph* capture = capture_of(d, stream)) {
+      if (!d.is_graph_allocation(p)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+      d.add_node(capture, GraphNode{kGraphNodeMemFree, 0, 0, p});
+      return CUDA_SUCCESS;
+    }
     return d.free(p);  // INVALID_VALUE for an address not handed out (or freed already)
   });
 }

@@ -11,10 +11,10 @@
 //   cudaVersion is at or after the per-thread variant's own introduction
 //   ([CH] PFN_<name>_v<N>_ptsz: 7000 for the older calls, with the call itself
 //   for the stream-ordered allocator), else the legacy function.
-// Every variant of each base name is implemented from the oldest one listed
-// on, so a newer request never gets an older ABI; the bare 2000 ABIs of
-// cuCtxCreate and cuMemcpyHtoD are not, so those names below 3020 are
-// VERSION_NOT_SUFFICIENT here.
+// Every variant of each base name is implemented, from the bare (2000-era)
+// ABI a real libcuda.so.1 still exports on, so a request never gets another
+// ABI than the one its version names; below a name's first variant the answer
+// is VERSION_NOT_SUFFICIENT.
 // These calls work before cuInit (the runtime fetches cuInit through them).
 #include <cstring>
 
@@ -41,10 +41,12 @@ const Variant kVariants[] = {
     {"cuDeviceGetCount", 2000, fn(cuDeviceGetCount), nullptr, 0},
     {"cuDeviceGet", 2000, fn(cuDeviceGet), nullptr, 0},
     {"cuDeviceGetName", 2000, fn(cuDeviceGetName), nullptr, 0},
+    {"cuDeviceGetAttribute", 2000, fn(cuDeviceGetAttribute), nullptr, 0},
     {"cuDeviceGetUuid", 9020, fn(cuDeviceGetUuid), nullptr, 0},
     {"cuDeviceGetUuid", 11040, fn(cuDeviceGetUuid_v2), nullptr, 0},
     {"cuDeviceTotalMem", 2000, fn(cuDeviceTotalMem), nullptr, 0},
     {"cuDeviceTotalMem", 3020, fn(cuDeviceTotalMem_v2), nullptr, 0},
+    {"cuCtxCreate", 2000, fn(cuCtxCreate), nullptr, 0},
     {"cuCtxCreate", 3020, fn(cuCtxCreate_v2), nullptr, 0},
     {"cuCtxCreate", 11040, fn(cuCtxCreate_v3), nullptr, 0},
     {"cuCtxCreate", 12050, fn(cuCtxCreate_v4), nullptr, 0},
@@ -53,6 +55,7 @@ const Variant kVariants[] = {
     {"cuCtxSetCurrent", 4000, fn(cuCtxSetCurrent), nullptr, 0},
     {"cuCtxGetCurrent", 4000, fn(cuCtxGetCurrent), nullptr, 0},
     {"cuCtxGetDevice", 2000, fn(cuCtxGetDevice), nullptr, 0},
+    {"cuCtxGetDevice", 13000, fn(cuCtxGetDevice_v2), nullptr, 0},
     {"cuDevicePrimaryCtxRetain", 7000, fn(cuDevicePrimaryCtxRetain), nullptr, 0},
     {"cuDevicePrimaryCtxRelease", 7000, fn(cuDevicePrimaryCtxRelease), nullptr, 0},
     {"cuDevicePrimaryCtxRelease", 11000, fn(cuDevicePrimaryCtxRelease_v2), nullptr, 0},
@@ -63,6 +66,7 @@ const Variant kVariants[] = {
     {"cuCtxSynchronize", 13000, fn(cuCtxSynchronize_v2), nullptr, 0},
     {"cuStreamSynchronize", 2000, fn(cuStreamSynchronize), fn(cuStreamSynchronize_ptsz), 7000},
     {"cuLaunchKernel", 4000, fn(cuLaunchKernel), fn(cuLaunchKernel_ptsz), 7000},
+    {"cuMemcpyHtoD", 2000, fn(cuMemcpyHtoD), nullptr, 0},  // no per-thread twin of the 2000 ABI
     {"cuMemcpyHtoD", 3020, fn(cuMemcpyHtoD_v2), fn(cuMemcpyHtoD_v2_ptds), 7000},
     {"cuGetExportTable", 3000, fn(cuGetExportTable), nullptr, 0},
     {"cuMemGetInfo", 2000, fn(cuMemGetInfo), nullptr, 0},
@@ -99,6 +103,41 @@ const Variant kVariants[] = {
     {"cuMemAllocAsync", 11020, fn(cuMemAllocAsync), fn(cuMemAllocAsync_ptsz), 11020},
     {"cuMemAllocFromPoolAsync", 11020, fn(cuMemAllocFromPoolAsync), fn(cuMemAllocFromPoolAsync_ptsz), 11020},
     {"cuMemFreeAsync", 11020, fn(cuMemFreeAsync), fn(cuMemFreeAsync_ptsz), 11020},
+    {"cuCtxPushCurrent", 2000, fn(cuCtxPushCurrent), nullptr, 0},
+    {"cuCtxPushCurrent", 4000, fn(cuCtxPushCurrent_v2), nullptr, 0},
+    {"cuCtxPopCurrent", 2000, fn(cuCtxPopCurrent), nullptr, 0},
+    {"cuCtxPopCurrent", 4000, fn(cuCtxPopCurrent_v2), nullptr, 0},
+    {"cuModuleLoad", 2000, fn(cuModuleLoad), nullptr, 0},
+    {"cuModuleLoadData", 2000, fn(cuModuleLoadData), nullptr, 0},
+    {"cuModuleLoadDataEx", 2010, fn(cuModuleLoadDataEx), nullptr, 0},
+    {"cuModuleLoadFatBinary", 2000, fn(cuModuleLoadFatBinary), nullptr, 0},
+    {"cuModuleUnload", 2000, fn(cuModuleUnload), nullptr, 0},
+    {"cuStreamCreate", 2000, fn(cuStreamCreate), nullptr, 0},
+    {"cuStreamDestroy", 2000, fn(cuStreamDestroy), nullptr, 0},
+    {"cuStreamDestroy", 4000, fn(cuStreamDestroy_v2), nullptr, 0},
+    {"cuStreamGetCtx", 9020, fn(cuStreamGetCtx), nullptr, 0},
+    {"cuStreamGetDevice", 12080, fn(cuStreamGetDevice), nullptr, 0},
+    {"cuStreamBeginCapture", 10000, fn(cuStreamBeginCapture), nullptr, 0},
+    {"cuStreamBeginCapture", 10010, fn(cuStreamBeginCapture_v2), nullptr, 0},
+    {"cuStreamEndCapture", 10000, fn(cuStreamEndCapture), nullptr, 0},
+    {"cuStreamIsCapturing", 10000, fn(cuStreamIsCapturing), nullptr, 0},
+    {"cuGraphCreate", 10000, fn(cuGraphCreate), nullptr, 0},
+    {"cuGraphDestroy", 10000, fn(cuGraphDestroy), nullptr, 0},
+    {"cuGraphAddMemAllocNode", 11040, fn(cuGraphAddMemAllocNode), nullptr, 0},
+    {"cuGraphAddMemFreeNode", 11040, fn(cuGraphAddMemFreeNode), nullptr, 0},
+    {"cuGraphGetNodes", 10000, fn(cuGraphGetNodes), nullptr, 0},
+    {"cuGraphNodeGetType", 10000, fn(cuGraphNodeGetType), nullptr, 0},
+    {"cuGraphMemAllocNodeGetParams", 11040, fn(cuGraphMemAllocNodeGetParams), nullptr, 0},
+    {"cuGraphInstantiate", 10000, fn(cuGraphInstantiate), nullptr, 0},
+    {"cuGraphInstantiate", 11000, fn(cuGraphInstantiate_v2), nullptr, 0},
+    {"cuGraphInstantiateWithFlags", 11040, fn(cuGraphInstantiateWithFlags), nullptr, 0},
+    {"cuGraphInstantiateWithParams", 12000, fn(cuGraphInstantiateWithParams), fn(cuGraphInstantiateWithParams_ptsz),
+     12000},
+    {"cuGraphUpload", 11010, fn(cuGraphUpload), fn(cuGraphUpload_ptsz), 11010},
+    {"cuGraphLaunch", 10000, fn(cuGraphLaunch), fn(cuGraphLaunch_ptsz), 10000},
+    {"cuGraphExecDestroy", 10000, fn(cuGraphExecDestroy), nullptr, 0},
+    {"cuDeviceGetGraphMemAttribute", 11040, fn(cuDeviceGetGraphMemAttribute), nullptr, 0},
+    {"cuDeviceGraphMemTrim", 11040, fn(cuDeviceGraphMemTrim), nullptr, 0},
     {"cuGetErrorName", 6000, fn(cuGetErrorName), nullptr, 0},
     {"cuGetErrorString", 6000, fn(cuGetErrorString), nullptr, 0},
     {"cuGetProcAddress", 11030, fn(cuGetProcAddress), nullptr, 0},
@@ -144,10 +183,15 @@ const ErrorText kErrors[] = {
     {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_FILE_NOT_FOUND, "CUDA_ERROR_FILE_NOT_FOUND", "file not found"},
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation is not permitted in this state"},
     {CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 

@@ -120,6 +120,33 @@ struct Api {
   TESSERA_API(cuArrayDestroy)
   TESSERA_API(cuMipmappedArrayCreate)
   TESSERA_API(cuMipmappedArrayDestroy)
+  TESSERA_API(cuCtxPushCurrent_v2)
+  TESSERA_API(cuCtxPopCurrent_v2)
+  TESSERA_API(cuModuleLoad)
+  TESSERA_API(cuModuleLoadData)
+  TESSERA_API(cuModuleUnload)
+  TESSERA_API(cuStreamCreate)
+  TESSERA_API(cuStreamDestroy_v2)
+  TESSERA_API(cuStreamGetCtx)
+  TESSERA_API(cuStreamGetDevice)
+  TESSERA_API(cuStreamBeginCapture_v2)
+  TESSERA_API(cuStreamEndCapture)
+  TESSERA_API(cuStreamIsCapturing)
+  TESSERA_API(cuGraphCreate)
+  TESSERA_API(cuGraphDestroy)
+  TESSERA_API(cuGraphAddMemAllocNode)
+  TESSERA_API(cuGraphAddMemFreeNode)
+  TESSERA_API(cuGraphGetNodes)
+  TESSERA_API(cuGraphNodeGetType)
+  TESSERA_API(cuGraphMemAllocNodeGetParams)
+  TESSERA_API(cuGraphInstantiateWithFlags)
+  TESSERA_API(cuGraphInstantiateWithParams)
+  TESSERA_API(cuGraphUpload)
+  TESSERA_API(cuGraphLaunch)
+  TESSERA_API(cuGraphLaunch_ptsz)
+  TESSERA_API(cuGraphExecDestroy)
+  TESSERA_API(cuDeviceGetGraphMemAttribute)
+  TESSERA_API(cuDeviceGraphMemTrim)
 #undef TESSERA_API
 };
 
@@ -237,10 +264,10 @@ TEST(CudaSimInit, DefaultIsOne80GiBDevice) {
     EXPECT_EQ(total, 80 * kGiB);
     char name[64] = {};
     EXPECT_EQ(a.cuDeviceGetName(name, sizeof name, 0), CUDA_SUCCESS);
-    EXPECT_STREQ(name, "Tessera Simulated GPU");
+    EXPECT_STREQ(name, "NVIDIA H100 80GB HBM3");  // the default model, H100-SXM5-80GB
     char shortname[8] = {};
     EXPECT_EQ(a.cuDeviceGetName(shortname, sizeof shortname, 0), CUDA_SUCCESS);
-    EXPECT_STREQ(shortname, "Tessera");
+    EXPECT_STREQ(shortname, "NVIDIA ");  // [CH] at most len bytes, the NUL included
   });
 }
 
@@ -290,7 +317,7 @@ TEST(CudaSimInit, EmptyDeviceListIsNoDevice) {
 
 TEST(CudaSimInit, MalformedConfigurationRefusesInit) {
   const std::string u = kUuid0;
-  for (std::string bad : {u, u + ":", u + ":0", u + ":12Q", u + ":-5", u + ":1G,", std::string("GPU-123:1G"), "," + u + ":1G", u + ":1G," + u + ":2G",
+  for (std::string bad : {u, u + ":", u + ":0", u + ":12Q", u + ":-5", u + ":1G,", u + ":1G:", u + ":1G:Z100", u + ":1G:H100-SXM5-80GB:x", std::string("GPU-123:1G"), "," + u + ":1G", u + ":1G," + u + ":2G",
                           std::string("XPU-11111111-2222-3333-4444-555555555555:1G"), u + ":99999999999999999999"}) {
     in_child({bad.c_str()}, [&] {
       EXPECT_EQ(api().cuInit(0), CUDA_ERROR_UNKNOWN) << bad;
@@ -795,10 +822,12 @@ TEST(CudaSimProcAddress, EachBaseNameGivesTheNewestVariantAtOrBeforeTheVersion) 
       {"cuDeviceGetCount", "cuDeviceGetCount", 2000, 13000, nullptr, 0},
       {"cuDeviceGet", "cuDeviceGet", 2000, 13000, nullptr, 0},
       {"cuDeviceGetName", "cuDeviceGetName", 2000, 13000, nullptr, 0},
+      {"cuDeviceGetAttribute", "cuDeviceGetAttribute", 2000, 13000, nullptr, 0},
       {"cuDeviceGetUuid", "cuDeviceGetUuid", 9020, 11030, nullptr, 0},
       {"cuDeviceGetUuid", "cuDeviceGetUuid_v2", 11040, 13000, nullptr, 0},
       {"cuDeviceTotalMem", "cuDeviceTotalMem", 2000, 3010, nullptr, 0},
       {"cuDeviceTotalMem", "cuDeviceTotalMem_v2", 3020, 13000, nullptr, 0},
+      {"cuCtxCreate", "cuCtxCreate", 2000, 3010, nullptr, 0},
       {"cuCtxCreate", "cuCtxCreate_v2", 3020, 11030, nullptr, 0},
       {"cuCtxCreate", "cuCtxCreate_v3", 11040, 12040, nullptr, 0},
       {"cuCtxCreate", "cuCtxCreate_v4", 12050, 13000, nullptr, 0},
@@ -806,7 +835,8 @@ TEST(CudaSimProcAddress, EachBaseNameGivesTheNewestVariantAtOrBeforeTheVersion) 
       {"cuCtxDestroy", "cuCtxDestroy_v2", 4000, 13000, nullptr, 0},
       {"cuCtxSetCurrent", "cuCtxSetCurrent", 4000, 13000, nullptr, 0},
       {"cuCtxGetCurrent", "cuCtxGetCurrent", 4000, 13000, nullptr, 0},
-      {"cuCtxGetDevice", "cuCtxGetDevice", 2000, 13000, nullptr, 0},
+      {"cuCtxGetDevice", "cuCtxGetDevice", 2000, 12090, nullptr, 0},
+      {"cuCtxGetDevice", "cuCtxGetDevice_v2", 13000, 13000, nullptr, 0},
       {"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, 13000, nullptr, 0},
       {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease", 7000, 10020, nullptr, 0},
       {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000, 13000, nullptr, 0},
@@ -837,6 +867,7 @@ TEST(CudaSimProcAddress, EachBaseNameGivesTheNewestVariantAtOrBeforeTheVersion) 
       {"cuCtxSynchronize", "cuCtxSynchronize_v2", 13000, 13000, nullptr, 0},
       {"cuStreamSynchronize", "cuStreamSynchronize", 2000, 13000, "cuStreamSynchronize_ptsz", 7000},
       {"cuLaunchKernel", "cuLaunchKernel", 4000, 13000, "cuLaunchKernel_ptsz", 7000},
+      {"cuMemcpyHtoD", "cuMemcpyHtoD", 2000, 3010, nullptr, 0},
       {"cuMemcpyHtoD", "cuMemcpyHtoD_v2", 3020, 13000, "cuMemcpyHtoD_v2_ptds", 7000},
       {"cuGetExportTable", "cuGetExportTable", 3000, 13000, nullptr, 0},
       {"cuMemGetAllocationGranularity", "cuMemGetAllocationGranularity", 10020, 13000, nullptr, 0},
@@ -890,8 +921,9 @@ TEST(CudaSimProcAddress, EachBaseNameGivesTheNewestVariantAtOrBeforeTheVersion) 
       }
     }
     // Below a base name's first variant: found, version not sufficient, NULL.
-    for (auto [base, version] : {std::pair{"cuDeviceGetUuid", 9010}, std::pair{"cuCtxCreate", 3010},
-                                 std::pair{"cuMemcpyHtoD", 3010}, std::pair{"cuMemAllocManaged", 5050},
+    for (auto [base, version] : {std::pair{"cuDeviceGetUuid", 9010}, std::pair{"cuCtxCreate", 1010},
+                                 std::pair{"cuMemcpyHtoD", 1010}, std::pair{"cuMemAllocManaged", 5050},
+                                 std::pair{"cuDeviceGetAttribute", 1010},
                                  std::pair{"cuMemAllocAsync", 11010}, std::pair{"cuMemCreate", 10010},
                                  std::pair{"cuDevicePrimaryCtxRetain", 6050}, std::pair{"cuDriverGetVersion", 2010}}) {
       void* fn = reinterpret_cast<void*>(1);
@@ -910,8 +942,8 @@ TEST(CudaSimProcAddress, UnknownNamesFlagsAndVersionsAndANullStatus) {
     ASSERT_NE(v2, nullptr);
     ASSERT_NE(v1, nullptr);
     // [CH]: an unknown symbol is CUDA_SUCCESS with *pfn = NULL and SYMBOL_NOT_FOUND
-    // (versioned names are not base names; cuStreamCreate is not simulated).
-    for (const char* name : {"cuNoSuchFunction", "cuMemAlloc_v2", "cuMemAllocAsync_ptsz", "cuStreamCreate", ""}) {
+    // (versioned names are not base names; cuEventCreate is not simulated).
+    for (const char* name : {"cuNoSuchFunction", "cuMemAlloc_v2", "cuMemAllocAsync_ptsz", "cuEventCreate", ""}) {
       void* fn = reinterpret_cast<void*>(1);
       auto status = CU_GET_PROC_ADDRESS_SUCCESS;
       EXPECT_EQ(v2(name, &fn, 13000, 0, &status), CUDA_SUCCESS) << name;
@@ -939,8 +971,9 @@ TEST(CudaSimProcAddress, UnknownNamesFlagsAndVersionsAndANullStatus) {
 }
 
 TEST(CudaSimProcAddress, OnlyImplementedNamesAreExported) {
-  for (const char* name : {"cuCtxCreate", "cuStreamCreate", "cuMemcpyHtoD", "cuMemcpyHtoD_ptds", "cuMemAllocHost_v2",
-                           "nvmlInit_v2"})
+  // A real driver exports neither (no per-thread twin of a 2000 ABI; no
+  // streams or host allocations here).
+  for (const char* name : {"cuStreamCreate_v2", "cuMemcpyHtoD_ptds", "cuMemAllocHost_v2", "cuCtxCreate_ptsz", "nvmlInit_v2"})
     EXPECT_EQ(dlsym(library(), name), nullptr) << name;
   EXPECT_NE(dlsym(library(), "tesseraCudaSimUsage"), nullptr);
   EXPECT_NE(dlsym(library(), "tesseraCudaSimCalls"), nullptr);
@@ -1202,7 +1235,7 @@ TEST(CudaSimCalls, OnlyExportedDriverFunctionsHaveCounts) {
   in_child({}, [] {
     const Api& a = api();
     unsigned long long n = 5;
-    for (const char* name : {"cuNoSuchFunction", "cuCtxCreate", "cuMemcpyHtoD", "tesseraCudaSimUsage",
+    for (const char* name : {"cuNoSuchFunction", "cuEventCreate", "cuMemcpyHtoD_ptds", "tesseraCudaSimUsage",
                              "tesseraCudaSimCalls", "malloc", "dlsym", "", "cuda"}) {
       n = 5;
       EXPECT_EQ(a.tesseraCudaSimCalls(name, &n), CUDA_ERROR_NOT_FOUND) << name;
@@ -1802,6 +1835,294 @@ TEST(CudaSimArray, BadArguments) {
     EXPECT_EQ(a.cuArrayDestroy(nullptr), CUDA_ERROR_INVALID_HANDLE);
     EXPECT_EQ(a.cuArrayDestroy(reinterpret_cast<CUarray>(0x1234)), CUDA_ERROR_INVALID_HANDLE);
     EXPECT_EQ(a.cuMipmappedArrayDestroy(nullptr), CUDA_ERROR_INVALID_HANDLE);
+  });
+}
+
+// ---------------------------------------------------------------- pool steps, contexts' and modules' own memory
+
+TEST(CudaSimPool, GrowsAndShrinksInTheConfiguredStep) {
+  in_child({devices2().c_str()}, [] {
+    setenv("TESSERA_SIM_CUDA_POOL_STEP", "32M", 1);
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    CUdeviceptr p1 = 0, p2 = 0, p3 = 0;
+    ASSERT_EQ(a.cuMemAllocAsync(&p1, kMiB, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 32 * kMiB);  // a 1 MiB request, a 32 MiB step
+    EXPECT_EQ(pool_attr(default_pool(0), CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 32 * kMiB);
+    ASSERT_EQ(a.cuMemAllocAsync(&p2, 20 * kMiB, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 32 * kMiB);  // fits what the pool holds
+    ASSERT_EQ(a.cuMemAllocAsync(&p3, 20 * kMiB, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 64 * kMiB);  // one more step
+    ASSERT_EQ(a.cuMemFreeAsync(p3, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 32 * kMiB);  // released in steps
+    ASSERT_EQ(a.cuMemFreeAsync(p2, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemFreeAsync(p1, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemPoolTrimTo(default_pool(0), 0), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 0u);
+  });
+  in_child({devices2().c_str()}, [] {
+    setenv("TESSERA_SIM_CUDA_POOL_STEP", "1G", 1);
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(1);
+    CUdeviceptr p = 0;
+    ASSERT_EQ(a.cuMemAllocAsync(&p, kMiB, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(1), 1 * kGiB);
+    context(0);  // a 1 GiB device cannot hold more than one step
+    ASSERT_EQ(a.cuMemAllocAsync(&p, kMiB, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemAllocAsync(&p, 1 * kGiB, nullptr), CUDA_ERROR_OUT_OF_MEMORY);
+  });
+  for (const char* bad : {"3M", "0", "x"})
+    in_child({}, [bad] {
+      setenv("TESSERA_SIM_CUDA_POOL_STEP", bad, 1);
+      EXPECT_EQ(api().cuInit(0), CUDA_ERROR_UNKNOWN) << bad;  // not a multiple of 2 MiB, or not a size
+    });
+}
+
+TEST(CudaSimContext, AContextAndAModuleHoldMemoryOfTheirOwnAsTheDriverReports) {
+  in_child({devices2().c_str()}, [] {
+    setenv("TESSERA_SIM_CUDA_CONTEXT_BYTES", "300M", 1);
+    setenv("TESSERA_SIM_CUDA_MODULE_BYTES", "64M", 1);
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    CUcontext primary = nullptr;
+    ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&primary, 0), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 300 * kMiB);
+    ASSERT_EQ(a.cuCtxSetCurrent(primary), CUDA_SUCCESS);
+    EXPECT_EQ(free_now(), 1 * kGiB - 300 * kMiB);  // the driver's own free memory shows it
+    CUcontext again = nullptr;
+    ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&again, 0), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 300 * kMiB);  // a second retain makes nothing new
+    CUcontext created = context(0);
+    EXPECT_EQ(device_used(0), 600 * kMiB);
+    CUmodule m = nullptr;
+    ASSERT_EQ(a.cuModuleLoadData(&m, "image"), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 664 * kMiB);
+    EXPECT_EQ(a.cuModuleLoadData(&m, nullptr), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuModuleLoad(&m, "/nonexistent/module.cubin"), CUDA_ERROR_FILE_NOT_FOUND);
+    CUmodule m2 = nullptr;
+    ASSERT_EQ(a.cuModuleLoadData(&m2, "image"), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuModuleUnload(m2), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuModuleUnload(m2), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(device_used(0), 664 * kMiB);
+    ASSERT_EQ(a.cuCtxDestroy_v2(created), CUDA_SUCCESS);  // with its module
+    EXPECT_EQ(device_used(0), 300 * kMiB);
+    EXPECT_EQ(a.cuModuleUnload(m), CUDA_ERROR_INVALID_HANDLE);
+    CUcontext c2 = nullptr, c3 = nullptr;
+    ASSERT_EQ(a.cuCtxCreate_v2(&c2, 0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuCtxCreate_v2(&c3, 0, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuCtxCreate_v2(&c3, 0, 0), CUDA_ERROR_OUT_OF_MEMORY);  // four contexts do not fit 1 GiB
+    ASSERT_EQ(a.cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);  // the last release
+    EXPECT_EQ(device_used(0), 600 * kMiB);
+  });
+}
+
+TEST(CudaSimContext, PushAndPopTheCallingThreadsStack) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    CUcontext c0 = context(0);
+    CUcontext c1 = nullptr, popped = nullptr, now = nullptr;
+    ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&c1, 1), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuCtxPushCurrent_v2(c1), CUDA_SUCCESS);
+    CUdevice dev = -1;
+    ASSERT_EQ(a.cuCtxGetDevice(&dev), CUDA_SUCCESS);
+    EXPECT_EQ(dev, 1);
+    ASSERT_EQ(a.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+    EXPECT_EQ(popped, c1);
+    ASSERT_EQ(a.cuCtxGetCurrent(&now), CUDA_SUCCESS);
+    EXPECT_EQ(now, c0);
+    ASSERT_EQ(a.cuCtxPopCurrent_v2(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuCtxPopCurrent_v2(&popped), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(a.cuCtxPushCurrent_v2(nullptr), CUDA_ERROR_INVALID_CONTEXT);
+  });
+}
+
+// ---------------------------------------------------------------- streams, capture, graphs
+
+TEST(CudaSimStream, ACreatedStreamRunsOnItsOwnContextsDevice) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    CUstream s = nullptr;
+    EXPECT_EQ(a.cuStreamCreate(&s, 0), CUDA_ERROR_INVALID_CONTEXT);
+    CUcontext c1 = context(1);
+    ASSERT_EQ(a.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamCreate(&s, 4), CUDA_ERROR_INVALID_VALUE);
+    context(0);  // device 0 is current now
+    CUdevice dev = -1;
+    CUcontext ctx = nullptr;
+    ASSERT_EQ(a.cuStreamGetDevice(s, &dev), CUDA_SUCCESS);
+    EXPECT_EQ(dev, 1);
+    ASSERT_EQ(a.cuStreamGetCtx(s, &ctx), CUDA_SUCCESS);
+    EXPECT_EQ(ctx, c1);
+    ASSERT_EQ(a.cuStreamGetDevice(nullptr, &dev), CUDA_SUCCESS);
+    EXPECT_EQ(dev, 0);
+    CUdeviceptr p = 0;
+    ASSERT_EQ(a.cuMemAllocAsync(&p, 10 * kMiB, s), CUDA_SUCCESS);  // [CH] the stream's device's pool
+    EXPECT_EQ(device_used(1), 10 * kMiB);
+    EXPECT_EQ(device_used(0), 0u);
+    ASSERT_EQ(a.cuMemFreeAsync(p, s), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamSynchronize(s), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(1), 0u);
+    ASSERT_EQ(a.cuStreamDestroy_v2(s), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy_v2(s), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(a.cuMemAllocAsync(&p, kMiB, s), CUDA_ERROR_INVALID_VALUE);
+  });
+}
+
+CUDA_MEM_ALLOC_NODE_PARAMS alloc_node(std::uint64_t bytes, CUdevice dev = 0) {
+  CUDA_MEM_ALLOC_NODE_PARAMS p{};
+  p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.poolProps.location = {CU_MEM_LOCATION_TYPE_DEVICE, dev};
+  p.bytesize = bytes;
+  return p;
+}
+
+cuuint64_t graph_attr(CUdevice dev, CUgraphMem_attribute attr) {
+  cuuint64_t v = ~0ULL;
+  EXPECT_EQ(api().cuDeviceGetGraphMemAttribute(dev, attr, &v), CUDA_SUCCESS);
+  return v;
+}
+
+TEST(CudaSimGraph, MemoryIsMappedAtUploadOrLaunchAndReturnedAtDestroyOrTrim) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    CUstream s = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    CUgraph g = nullptr;
+    ASSERT_EQ(a.cuGraphCreate(&g, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuGraphCreate(&g, 1), CUDA_ERROR_INVALID_VALUE);
+    CUgraphNode alloc = nullptr, freed = nullptr;
+    auto params = alloc_node(48 * kMiB);
+    ASSERT_EQ(a.cuGraphAddMemAllocNode(&alloc, g, nullptr, 0, &params), CUDA_SUCCESS);
+    EXPECT_NE(params.dptr, 0u);  // [CH] the address is fixed at creation
+    ASSERT_EQ(a.cuGraphAddMemFreeNode(&freed, g, &alloc, 1, params.dptr), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuGraphAddMemFreeNode(&freed, g, nullptr, 0, 0x1234), CUDA_ERROR_INVALID_VALUE);
+    std::size_t n = 0;
+    ASSERT_EQ(a.cuGraphGetNodes(g, nullptr, &n), CUDA_SUCCESS);
+    EXPECT_EQ(n, 2u);
+    CUgraphNode nodes[3] = {};
+    n = 3;
+    ASSERT_EQ(a.cuGraphGetNodes(g, nodes, &n), CUDA_SUCCESS);
+    EXPECT_EQ(n, 2u);
+    EXPECT_EQ(nodes[2], nullptr);
+    CUgraphNodeType type = CU_GRAPH_NODE_TYPE_KERNEL;
+    ASSERT_EQ(a.cuGraphNodeGetType(nodes[0], &type), CUDA_SUCCESS);
+    EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+    ASSERT_EQ(a.cuGraphNodeGetType(nodes[1], &type), CUDA_SUCCESS);
+    EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_MEM_FREE);
+    CUDA_MEM_ALLOC_NODE_PARAMS read{};
+    ASSERT_EQ(a.cuGraphMemAllocNodeGetParams(alloc, &read), CUDA_SUCCESS);
+    EXPECT_EQ(read.bytesize, 48 * kMiB);
+    EXPECT_EQ(read.poolProps.location.id, 0);
+    EXPECT_EQ(read.dptr, params.dptr);
+    EXPECT_EQ(device_used(0), 0u);  // a graph holds no memory
+    CUgraphExec e = nullptr, second = nullptr;
+    ASSERT_EQ(a.cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuGraphInstantiateWithFlags(&second, g, 0), CUDA_ERROR_NOT_SUPPORTED);  // one exec per such graph
+    EXPECT_EQ(device_used(0), 0u);  // nor does instantiating it
+    ASSERT_EQ(a.cuGraphUpload(e, s), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 48 * kMiB);
+    EXPECT_EQ(graph_attr(0, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), 48 * kMiB);
+    ASSERT_EQ(a.cuGraphLaunch(e, s), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuGraphLaunch_ptsz(e, s), CUDA_SUCCESS);  // freed by its own free node each time
+    EXPECT_EQ(device_used(0), 48 * kMiB);
+    EXPECT_EQ(graph_attr(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT), 0u);
+    EXPECT_EQ(graph_attr(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH), 48 * kMiB);
+    ASSERT_EQ(a.cuDeviceGraphMemTrim(0), CUDA_SUCCESS);  // nothing outstanding: given back
+    EXPECT_EQ(device_used(0), 0u);
+    ASSERT_EQ(a.cuGraphLaunch(e, nullptr), CUDA_SUCCESS);  // mapped again
+    EXPECT_EQ(device_used(0), 48 * kMiB);
+    ASSERT_EQ(a.cuGraphExecDestroy(e), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 0u);
+    EXPECT_EQ(graph_attr(0, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH), 48 * kMiB);
+    EXPECT_EQ(a.cuGraphLaunch(e, s), CUDA_ERROR_INVALID_VALUE);
+    // Past the device's memory, a launch is OUT_OF_MEMORY.
+    CUgraph big = nullptr;
+    ASSERT_EQ(a.cuGraphCreate(&big, 0), CUDA_SUCCESS);
+    auto huge = alloc_node(2 * kGiB);
+    ASSERT_EQ(a.cuGraphAddMemAllocNode(&alloc, big, nullptr, 0, &huge), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuGraphInstantiateWithFlags(&e, big, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuGraphLaunch(e, s), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_EQ(device_used(0), 0u);
+  });
+}
+
+TEST(CudaSimGraph, AnOutstandingAllocationOutlivesItsExecUntilFreed) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(0);
+    CUgraph g = nullptr;
+    CUgraphNode node = nullptr;
+    ASSERT_EQ(a.cuGraphCreate(&g, 0), CUDA_SUCCESS);
+    auto params = alloc_node(10 * kMiB);
+    ASSERT_EQ(a.cuGraphAddMemAllocNode(&node, g, nullptr, 0, &params), CUDA_SUCCESS);
+    CUgraphExec e = nullptr;
+    ASSERT_EQ(a.cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuGraphLaunch(e, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(graph_attr(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT), 10 * kMiB);
+    EXPECT_EQ(a.cuGraphLaunch(e, nullptr), CUDA_ERROR_INVALID_VALUE);  // its allocation was never freed
+    ASSERT_EQ(a.cuDeviceGraphMemTrim(0), CUDA_SUCCESS);                // in use: kept
+    EXPECT_EQ(device_used(0), 10 * kMiB);
+    ASSERT_EQ(a.cuGraphExecDestroy(e), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 10 * kMiB);  // outstanding: it lives on
+    ASSERT_EQ(a.cuMemFreeAsync(params.dptr, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 0u);
+    EXPECT_EQ(a.cuMemFree_v2(params.dptr), CUDA_ERROR_INVALID_VALUE);  // freed already
+    // AUTO_FREE_ON_LAUNCH frees the previous launch's allocations.
+    CUgraphExec auto_free = nullptr;
+    ASSERT_EQ(a.cuGraphInstantiateWithFlags(&auto_free, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuGraphLaunch(auto_free, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuGraphLaunch(auto_free, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 10 * kMiB);
+    EXPECT_EQ(a.cuGraphInstantiateWithFlags(&e, g, CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD), CUDA_ERROR_INVALID_VALUE);
+  });
+}
+
+TEST(CudaSimGraph, CaptureMakesAllocationNodesAndInstantiateCanUpload) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    context(1);
+    CUstream s = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamBeginCapture_v2(nullptr, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    ASSERT_EQ(a.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_ILLEGAL_STATE);
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    ASSERT_EQ(a.cuStreamIsCapturing(s, &status), CUDA_SUCCESS);
+    EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    CUdeviceptr p = 0, q = 0;
+    ASSERT_EQ(a.cuMemAllocAsync(&p, 40 * kMiB, s), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemAllocAsync(&q, 4 * kMiB, s), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemFreeAsync(p, s), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    EXPECT_EQ(device_used(1), 0u);  // captured: nothing allocated yet
+    CUgraph g = nullptr;
+    ASSERT_EQ(a.cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE);
+    std::size_t n = 0;
+    ASSERT_EQ(a.cuGraphGetNodes(g, nullptr, &n), CUDA_SUCCESS);
+    EXPECT_EQ(n, 3u);
+    CUgraphExec e = nullptr;
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip{CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, s, nullptr, CUDA_GRAPH_INSTANTIATE_ERROR};
+    ASSERT_EQ(a.cuGraphInstantiateWithParams(&e, g, &ip), CUDA_SUCCESS);
+    EXPECT_EQ(ip.result_out, CUDA_GRAPH_INSTANTIATE_SUCCESS);
+    EXPECT_EQ(device_used(1), 44 * kMiB);  // uploaded at instantiation, on the stream's device
+    EXPECT_EQ(device_used(0), 0u);
+    ASSERT_EQ(a.cuGraphLaunch(e, s), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemFreeAsync(q, s), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuGraphExecDestroy(e), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(1), 0u);
+    ASSERT_EQ(a.cuGraphDestroy(g), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuGraphDestroy(g), CUDA_ERROR_INVALID_VALUE);
   });
 }
 
