@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "child.hpp"
 #include "cuda_quota/ledger.hpp"
 #include "exporter/sampler.hpp"
 #include "kubelet/fake_kubelet.hpp"
@@ -46,48 +47,9 @@ using Clock = std::chrono::steady_clock;
 
 const std::string kBin = TESSERA_BIN;
 
-struct Child {
-  pid_t pid = -1;
-  std::string log;
-  Child(const std::vector<std::string>& argv, std::string log_path) : log(std::move(log_path)) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    if (posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) != 0) pid = -1;
-    posix_spawn_file_actions_destroy(&fa);
-  }
-  std::string output() const {
-    std::ifstream in(log);
-    return std::string((std::istreambuf_iterator<char>(in)), {});
-  }
-  bool wait_for(const std::string& text, int ms) const {
-    for (int i = 0; i < ms / 20; ++i) {
-      if (output().find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
-  }
-  void stop() {
-    if (pid <= 0) return;
-    kill(pid, SIGTERM);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    pid = -1;
-  }
-  ~Child() { stop(); }
-};
 
-int run(const std::vector<std::string>& argv) {
-  Child c(argv, "/dev/null");
-  int status = 0;
-  waitpid(c.pid, &status, 0);
-  c.pid = -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using tessera::bench::Child;
+using tessera::bench::run;
 
 double cpu_seconds(pid_t pid) {  // utime + stime
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
@@ -124,15 +86,19 @@ struct Row {
   size_t bytes = 0;
   double p50_ms = 0, p99_ms = 0, cpu_ms_per_scrape = 0, rss_mib = 0, hwm_mib = 0, anon_mib = 0;
   double sample_cpu_ms = 0, sample_wall_ms = 0;
+  double changes_rss_mib = -1;  // after the MIG layout changes (the MIG node only)
 };
 
 // The sampler in process: mean thread CPU and wall time of `n` samples.
 void measure_sampler(const std::string& node, const std::string& pod_resources, const std::string& ledger_root,
                      Row& row) {
-  setenv("TESSERA_SIM_DIR", node.c_str(), 1);
+  setenv("TESSERA_SIM", node.c_str(), 1);
   auto lib = nvml::Library::open(TESSERA_SIM_LIBRARY);
   if (!lib) return;
   auto session = nvml::Session::open(*lib);
+  // The simulator reads TESSERA_SIM at nvmlInit only; it is also --sim's variable,
+  // which would steer the next `tessera sim create` to this node.
+  unsetenv("TESSERA_SIM");
   if (!session) return;
   exporter::SamplerOptions o;
   o.interval = 10s;
@@ -153,6 +119,44 @@ void measure_sampler(const std::string& node, const std::string& pod_resources, 
   }
   row.sample_cpu_ms = cpu / n;
   row.sample_wall_ms = wall / n;
+}
+
+// RSS after `changes` MIG layout changes, each seen by the exporter (the
+// number of MIG series moves), with an Xid on a MIG device of every layout:
+// what it holds per device (names, Xid counts, GPM buffers) must go with the
+// devices, so RSS stays flat.
+void measure_changes(const std::string& dir, const std::string& node, int changes, Row& row) {
+  std::ofstream(dir + "/alternate.yaml") << "version: v1\nmig-configs:\n"
+                                            "  all-1g:\n    - devices: all\n      mig-enabled: true\n"
+                                            "      mig-devices: {\"1g.10gb\": 7}\n"
+                                            "  all-3g:\n    - devices: all\n      mig-enabled: true\n"
+                                            "      mig-devices: {\"3g.40gb\": 2}\n";
+  Child exporter({kBin, "exporter", "--sim", node, "--listen", "127.0.0.1:0", "--interval", "0.3", "--gpm-window",
+                  "0.1", "--hostname", "bench", "--pod-resources", ""},
+                 dir + "/exporter-changes.log");
+  if (!exporter.wait_for("/metrics (every", 20000)) return;
+  std::smatch m;
+  auto out = exporter.output();
+  if (!std::regex_search(out, m, std::regex("127.0.0.1:([0-9]+)/metrics"))) return;
+  httplib::Client client("127.0.0.1", std::stoi(m[1]));
+  auto mig_series = [&] {
+    auto r = client.Get("/metrics");
+    if (!r) return size_t{0};
+    size_t n = 0;
+    std::istringstream lines(r->body);
+    for (std::string line; std::getline(lines, line);)
+      n += line.starts_with("DCGM_FI_DEV_FB_USED{") && line.find("GPU_I_ID=\"") != std::string::npos;
+    return n;
+  };
+  for (int i = 0; i < changes; ++i) {
+    const bool small = i % 2 == 1;
+    run({kBin, "mig", "apply", "-f", dir + "/alternate.yaml", "-c", small ? "all-1g" : "all-3g", "--sim", node});
+    run({kBin, "sim", "event", node, "--gpu", "0", "--gpu-instance", small ? "7" : "1", "--xid", "31"});
+    const size_t want = small ? 56 : 16;
+    for (int t = 0; t < 100 && mig_series() != want; ++t) std::this_thread::sleep_for(50ms);
+  }
+  for (int i = 0; i < 20; ++i) client.Get("/metrics");
+  row.changes_rss_mib = status_mib(exporter.pid, "VmRSS");
 }
 
 // The running exporter: latency and CPU per scrape, RSS.
@@ -200,9 +204,11 @@ void measure_process(const std::string& dir, const std::string& node, const std:
 }  // namespace
 
 int main(int argc, char** argv) {
-  int scrapes = 1000;
-  for (int i = 1; i + 1 < argc; ++i)
+  int scrapes = 1000, changes = 100;
+  for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--scrapes") scrapes = std::atoi(argv[i + 1]);
+    if (std::string(argv[i]) == "--changes") changes = std::atoi(argv[i + 1]);
+  }
   char tmpl[] = "/tmp/bench-exporter-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   std::vector<Row> rows;
@@ -216,6 +222,7 @@ int main(int argc, char** argv) {
     run({kBin, "mig", "apply", "-f", dir + "/mig.yaml", "-c", "all-1g", "--sim", node});
     measure_process(dir, node, {"--pod-resources", ""}, scrapes, row);
     measure_sampler(node, "", "", row);
+    measure_changes(dir, node, changes, row);
     rows.push_back(row);
   }
   {  // 64 time-sliced replicas in 64 containers, each with a ledger
@@ -269,12 +276,18 @@ int main(int argc, char** argv) {
   }
 
   std::printf("tessera exporter, %d scrapes per node over loopback HTTP (keep-alive), simulated NVML\n\n", scrapes);
-  std::printf("%-46s %7s %8s %9s %9s %12s %8s %9s %9s %14s %14s\n", "node", "series", "bytes", "p50 ms", "p99 ms",
-              "CPU ms/scr", "RSS MiB", "anon MiB", "peak MiB", "sample CPU ms", "sample wall ms");
-  for (const auto& r : rows)
-    std::printf("%-46s %7zu %8zu %9.3f %9.3f %12.4f %8.1f %9.1f %9.1f %14.2f %14.2f\n", r.node.c_str(), r.series,
+  std::printf("%-46s %7s %8s %9s %9s %12s %8s %9s %9s %14s %14s %14s\n", "node", "series", "bytes", "p50 ms", "p99 ms",
+              "CPU ms/scr", "RSS MiB", "anon MiB", "peak MiB", "sample CPU ms", "sample wall ms", "RSS/changes");
+  for (const auto& r : rows) {
+    char changed[32] = "-";
+    if (r.changes_rss_mib >= 0) std::snprintf(changed, sizeof changed, "%.1f", r.changes_rss_mib);
+    std::printf("%-46s %7zu %8zu %9.3f %9.3f %12.4f %8.1f %9.1f %9.1f %14.2f %14.2f %14s\n", r.node.c_str(), r.series,
                 r.bytes, r.p50_ms, r.p99_ms, r.cpu_ms_per_scrape, r.rss_mib, r.anon_mib, r.hwm_mib, r.sample_cpu_ms,
-                r.sample_wall_ms);
+                r.sample_wall_ms, changed);
+  }
+  std::printf("\nRSS MiB is after the scrapes; RSS/changes after %d MIG layout changes (all-1g and all-3g in turn,\n"
+              "each seen in /metrics, an Xid on a MIG device of each layout) in an exporter sampling every 0.3 s.\n",
+              changes);
   std::printf("\nTargets: under 2 ms per scrape, under 20 MiB RSS. CPU per scrape is the exporter process's\n"
               "utime+stime over the scrapes; sample CPU is one sample's thread CPU time in this process (the\n"
               "simulated driver's work included, the 0.1 s GPM window's sleep not).\n");

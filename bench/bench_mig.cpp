@@ -95,7 +95,7 @@ void apply_times(const config::MigPartedConfig& cfg, const std::string& bin, con
   std::filesystem::remove_all(dir);
   std::string cmd = bin + " sim create " + dir.string() + " --gpu A100-SXM4-80GB --count 8 > /dev/null";
   if (std::system(cmd.c_str()) != 0) std::abort();
-  setenv("TESSERA_SIM_DIR", dir.c_str(), 1);
+  setenv("TESSERA_SIM", dir.c_str(), 1);
   auto lib = nvml::Library::open(sim_lib);
   if (!lib) std::abort();
   using Control = int (*)(const char*, char**);

@@ -118,10 +118,13 @@ int main(int argc, char** argv) {
       std::string node = (dir / "node").string();
       std::string create = std::string(TESSERA_BIN) + " sim create " + node + " --gpu A100-SXM4-80GB --count 8 >/dev/null";
       if (std::system(create.c_str()) != 0) return 1;
-      ::setenv("TESSERA_SIM_DIR", node.c_str(), 1);
+      ::setenv("TESSERA_SIM", node.c_str(), 1);
       auto lib = nvml::Library::open(TESSERA_SIM_LIBRARY);
       if (!lib) return 1;
       auto session = nvml::Session::open(std::move(*lib));
+      // The simulator reads TESSERA_SIM at nvmlInit only; it is also --sim's variable,
+      // which would steer the next round's `tessera sim create` to this node.
+      ::unsetenv("TESSERA_SIM");
       if (!session) return 1;
       sim::FakeKubelet kubelet((dir / "kubelet").string());
       if (!kubelet.start()) return 1;

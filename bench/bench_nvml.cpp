@@ -45,7 +45,7 @@ bool set_up(Bench& b) {
   if (!mkdtemp(tmpl.data())) return false;
   b.dir = tmpl + "/node";
   if (!control({{"op", "create"}, {"dir", b.dir}, {"gpu", "H100-80GB"}, {"count", 8}, {"mig", true}})) return false;
-  setenv("TESSERA_SIM_DIR", b.dir.c_str(), 1);
+  setenv("TESSERA_SIM", b.dir.c_str(), 1);
   auto lib = nvml::Library::open(TESSERA_SIM_LIBRARY);
   if (!lib) return false;
   auto s = nvml::Session::open(std::move(*lib));

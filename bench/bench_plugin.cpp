@@ -38,7 +38,7 @@ using Clock = std::chrono::steady_clock;
 sharing::Inventory eight_gpus_56_migs() {
   sharing::Inventory inv;
   for (uint32_t g = 0; g < 8; ++g) {
-    sharing::Gpu gpu{g, "GPU-" + std::to_string(1000 + g), "A100-SXM4-80GB", "", 80ull << 30, true, {}, {}};
+    sharing::Gpu gpu{g, "GPU-" + std::to_string(1000 + g), "A100-SXM4-80GB", "", 80ull << 30, true, {}, {}, 0, g};
     for (uint32_t m = 0; m < 7; ++m)
       gpu.mig_devices.push_back({"MIG-" + std::to_string(g) + "-" + std::to_string(m), "1g.10gb", 7 + m, 0, m,
                                  9728ull << 20, true, m});
@@ -187,7 +187,7 @@ bool xid_through_the_driver(const std::filesystem::path& dir) {
   std::string node = (dir / "node").string();
   SimControl sim;
   if (!sim(R"({"op": "create", "dir": ")" + node + R"(", "gpu": "A100-SXM4-80GB", "count": 8})")) return false;
-  setenv("TESSERA_SIM_DIR", node.c_str(), 1);
+  setenv("TESSERA_SIM", node.c_str(), 1);
   auto lib = nvml::Library::open(TESSERA_SIM_LIBRARY);
   if (!lib) return false;
   auto session = nvml::Session::open(std::move(*lib));

@@ -1,7 +1,7 @@
 // Latency of individual NVML calls through tessera's loader and wrapper, as
 // percentiles over many calls: `nvml_latency [--library PATH] [--calls N]`.
 // Strictly read-only, so it is safe on a production GPU (scripts/
-// device-check.sh runs it); with the simulator's library (and TESSERA_SIM_DIR)
+// device-check.sh runs it); with the simulator's library (and TESSERA_SIM)
 // it measures the simulator. Prints one JSON object.
 #include <algorithm>
 #include <chrono>

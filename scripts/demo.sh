@@ -102,7 +102,13 @@ for line in blocks[n][1].splitlines():
         name, value = line.split("=", 1)
         env[name] = value
 env["LD_PRELOAD"] = library
-env["TESSERA_LEDGER_DIR"] = mounts[env["TESSERA_LEDGER_DIR"]]
+# The container's ledger is a single-file mount; here its host directory. The
+# read-only limits file a container reads at /run/tessera/limits needs a mount
+# namespace (the real-cluster tier has one), so the demo takes the quota from
+# the environment, the library's fallback, which says so on stderr.
+ledger = mounts["/run/tessera/ledger/ledger"]
+env["TESSERA_LEDGER_DIR"] = ledger.rsplit("/", 1)[0]
+env.pop("TESSERA_LIMITS_FILE", None)
 print(blocks[n][0])
 for name, value in env.items():
     print(f"{name}={value}")

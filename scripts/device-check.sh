@@ -20,7 +20,7 @@
 #      real CUDA runtime (a few GiB allocated and freed), into $OUT/quota*.txt.
 #
 # TESSERA_NVML_LIBRARY=PATH makes tessera and nvml_latency load another NVML
-# (with the simulator's and TESSERA_SIM_DIR=DIR the script can be tried
+# (with the simulator's and TESSERA_SIM=DIR the script can be tried
 # without a GPU; the nvidia-smi and pynvml comparisons are then skipped).
 #
 # It only ever reads: it never changes MIG mode, compute mode, clocks,

@@ -24,8 +24,9 @@ NodeView node_view(const nlohmann::json& node) {
   return v;
 }
 
-NodeWatch::NodeWatch(std::unique_ptr<kube::Client> client, std::string node, Callback on_node)
-    : client_(std::move(client)), node_(std::move(node)), on_node_(std::move(on_node)) {
+NodeWatch::NodeWatch(std::unique_ptr<kube::Client> client, std::string node, Callback on_node,
+                     NodeWatchOptions options)
+    : client_(std::move(client)), node_(std::move(node)), on_node_(std::move(on_node)), options_(options) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -42,9 +43,20 @@ void NodeWatch::loop() {
   using namespace std::chrono_literals;
   auto backoff = 1s;
   bool logged = false;  // one warning per outage
-  auto wait = [&](std::chrono::seconds d) {
+  auto wait = [&](std::chrono::milliseconds d) {
     std::unique_lock lock(mutex_);
     wake_.wait_for(lock, d, [&] { return stopping_.load(); });
+  };
+  // How long before a watch that ended early is opened again (NodeWatchOptions).
+  auto reopen_delay = options_.reopen_initial;
+  auto ended = [&](std::chrono::steady_clock::time_point opened) {
+    if (std::chrono::steady_clock::now() - opened >= options_.early) {
+      reopen_delay = options_.reopen_initial;
+      return;
+    }
+    spdlog::debug("the watch of Node {} ended early; opening it again in {} ms", node_, reopen_delay.count());
+    wait(reopen_delay);
+    reopen_delay = std::min(reopen_delay * 2, options_.reopen_max);
   };
   while (!stopping_) {
     auto node = client_->get_node(node_);
@@ -71,6 +83,7 @@ void NodeWatch::loop() {
     on_node_(view);
     // Watch from there until the server ends it; resume, or list again.
     while (!stopping_) {
+      const auto opened = std::chrono::steady_clock::now();
       auto resumed = client_->watch_node(node_, version, [&](const kube::NodeEvent& e) {
         if (e.object && (e.type == "ADDED" || e.type == "MODIFIED")) {
           auto v = node_view(*e.object);
@@ -84,10 +97,13 @@ void NodeWatch::loop() {
           connected_ = false;
           wait(backoff);
           backoff = std::min(backoff * 2, std::chrono::seconds(30));
+        } else if (!stopping_) {
+          ended(opened);  // 410 at once, again and again, must not spin either
         }
         break;
       }
       if (!resumed->empty()) version = *resumed;
+      if (!stopping_) ended(opened);
     }
   }
 }
@@ -103,6 +119,17 @@ void KubeClusterApi::set_node_uid(std::string uid) {
 Result<void> KubeClusterApi::patch_labels(const std::map<std::string, std::optional<std::string>>& labels) {
   std::lock_guard lock(mutex_);
   auto r = client_->patch_node_labels(node_, labels);
+  if (!r) return unexpected(api_error(r.error()));
+  return {};
+}
+
+Result<void> KubeClusterApi::patch_annotations(const std::map<std::string, std::optional<std::string>>& annotations) {
+  std::lock_guard lock(mutex_);
+  nlohmann::json a = nlohmann::json::object();
+  for (const auto& [k, v] : annotations) a[k] = v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  nlohmann::json patch = {{"metadata", {{"annotations", a}}}};
+  auto r = client_->request("PATCH", "/api/v1/nodes/" + kube::escape_path_segment(node_), patch.dump(),
+                            "application/merge-patch+json");
   if (!r) return unexpected(api_error(r.error()));
   return {};
 }

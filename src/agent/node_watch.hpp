@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -30,10 +31,22 @@ struct NodeView {
 // Parses a Node object (labels, uid, resourceVersion).
 NodeView node_view(const nlohmann::json& node);
 
+// A watch stream that the server (or a proxy in front of it) ends sooner
+// than `early` is reopened only after a delay, which starts at
+// `reopen_initial` and doubles while streams keep ending early, up to
+// `reopen_max`; one that lasted longer is reopened at once. So a proxy that
+// closes every stream as soon as it opens costs a few requests a minute, not
+// a tight loop.
+struct NodeWatchOptions {
+  std::chrono::milliseconds early{10000};
+  std::chrono::milliseconds reopen_initial{250};
+  std::chrono::milliseconds reopen_max{30000};
+};
+
 class NodeWatch {
  public:
   using Callback = std::function<void(const NodeView&)>;
-  NodeWatch(std::unique_ptr<kube::Client> client, std::string node, Callback on_node);
+  NodeWatch(std::unique_ptr<kube::Client> client, std::string node, Callback on_node, NodeWatchOptions options = {});
   ~NodeWatch();
   NodeWatch(const NodeWatch&) = delete;
   NodeWatch& operator=(const NodeWatch&) = delete;
@@ -46,6 +59,7 @@ class NodeWatch {
   std::unique_ptr<kube::Client> client_;
   std::string node_;
   Callback on_node_;
+  NodeWatchOptions options_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> connected_{false};
   std::mutex mutex_;
@@ -63,6 +77,8 @@ class KubeClusterApi : public ClusterApi {
   Result<void> event(const std::string& type, const std::string& reason, const std::string& message) override;
   // Sets and removes labels in one patch (nullopt removes).
   Result<void> patch_labels(const std::map<std::string, std::optional<std::string>>& labels);
+  // The same for annotations (the layout annotation of `tessera node --publish-layout`).
+  Result<void> patch_annotations(const std::map<std::string, std::optional<std::string>>& annotations);
   void set_node_uid(std::string uid);
 
  private:

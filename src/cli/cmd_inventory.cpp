@@ -1,13 +1,21 @@
 // tessera inventory: the node's GPUs as NVML reports them, with their MIG
-// mode, GPU and compute instances and MIG devices.
+// mode, GPU and compute instances and MIG devices; with --quota-ledger-root
+// also the memory shares and which backend holds each.
+#include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
 #include "cli/nvml_driver.hpp"
 #include "cli/output.hpp"
+#include "core/file_read.hpp"
 #include "core/units.hpp"
+#include "cuda_quota/driver_limits.hpp"
+#include "cuda_quota/env.h"
+#include "cuda_quota/limits.hpp"
 #include "nvml/inventory.hpp"
+#include "sharing/allocate.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -16,7 +24,105 @@ struct InventoryArgs {
   DriverOptions driver;
   bool json = false;
   bool profiles = false;
+  std::string ledger_root;  // the memory shares' quota files; empty: not listed
 };
+
+// ------------------------------------------------------------------ memory shares
+
+// One device of a container's memory quota and what holds it.
+struct ShareDevice {
+  std::string uuid;
+  uint64_t quota = 0;
+  bool driver = false;  // the driver's limit, read back now, holds it
+  std::string cgroup;   // where the driver holds it
+  std::string note;     // why the library alone holds it, where the hook recorded the driver
+};
+
+struct Share {
+  std::string key;
+  std::vector<ShareDevice> devices;
+  std::string error;  // its limits file is not readable
+};
+
+// Every <root>/<key>/limits, each device checked against the memory hook's
+// record and, for what it names, against the driver's limit as it stands.
+std::vector<Share> read_shares(const std::string& root, const nvml::Session& session) {
+  std::vector<Share> out;
+  std::error_code ec;
+  std::vector<std::filesystem::path> dirs;
+  for (const auto& e : std::filesystem::directory_iterator(root, ec))
+    if (e.is_directory(ec) && !e.is_symlink(ec) && std::filesystem::exists(e.path() / TESSERA_LIMITS_FILE_NAME, ec))
+      dirs.push_back(e.path());
+  std::ranges::sort(dirs);
+  for (const auto& dir : dirs) {
+    Share share;
+    share.key = dir.filename().string();
+    auto text = read_whole_file((dir / TESSERA_LIMITS_FILE_NAME).string(), quota::kLimitsMaxBytes);
+    quota::Limits limits;
+    char why[256];
+    if (!text) share.error = text.error().message;
+    else if (!quota::parse_limits(text->data(), text->size(), limits, why, sizeof why))
+      share.error = "its limits file is not valid: " + std::string(why);
+    quota::DriverLimits record;
+    const bool have_record = quota::read_driver_limits(dir.c_str(), record, why, sizeof why);
+    const std::string record_problem = have_record ? "" : why;
+    for (uint32_t k = 0; share.error.empty() && k < limits.device_count; ++k) {
+      ShareDevice d{limits.devices[k].uuid, limits.devices[k].quota, false, "", ""};
+      if (!record_problem.empty()) d.note = "the memory hook's record is not valid: " + record_problem;
+      if (const auto* held = quota::find_driver_limit(record, d.uuid.c_str())) {
+        d.cgroup = held->cgroup;
+        auto device = session.device_by_uuid(d.uuid);
+        auto got = device ? device->memory_limits(d.cgroup) : unexpected(device.error());
+        if (!got) d.note = "the driver's limit cannot be read: " + got.error().message();
+        else if (!*got) d.note = "the driver holds no limit for " + d.cgroup + " any more";
+        else if ((*got)->hard != d.quota)
+          d.note = "the driver's limit is " + format_bytes((*got)->hard) + ", not the quota";
+        else d.driver = true;
+      }
+      share.devices.push_back(std::move(d));
+    }
+    out.push_back(std::move(share));
+  }
+  return out;
+}
+
+nlohmann::json shares_json(const std::vector<Share>& shares) {
+  auto out = nlohmann::json::array();
+  for (const auto& s : shares) {
+    nlohmann::json j = {{"key", s.key}};
+    if (!s.error.empty()) j["error"] = s.error;
+    auto devices = nlohmann::json::array();
+    for (const auto& d : s.devices) {
+      nlohmann::json dj = {{"uuid", d.uuid}, {"quota_bytes", d.quota}, {"backend", d.driver ? "driver" : "library"}};
+      if (d.driver) dj["cgroup"] = d.cgroup;
+      if (!d.note.empty()) dj["note"] = d.note;
+      devices.push_back(std::move(dj));
+    }
+    j["devices"] = devices;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+void print_shares(const std::vector<Share>& shares, std::ostream& out) {
+  out << '\n';
+  if (shares.empty()) {
+    out << "no memory shares\n";
+    return;
+  }
+  Table table({"SHARE", "DEVICE", "QUOTA", "BACKEND", "CGROUP"});
+  for (const auto& s : shares) {
+    if (!s.error.empty()) table.add({s.key, "-", "-", "-", "-"});
+    for (const auto& d : s.devices)
+      table.add({s.key, d.uuid, format_bytes(d.quota), d.driver ? "driver" : "library", d.driver ? d.cgroup : "-"});
+  }
+  table.print(out);
+  for (const auto& s : shares) {
+    if (!s.error.empty()) out << s.key << ": " << s.error << '\n';
+    for (const auto& d : s.devices)
+      if (!d.note.empty()) out << s.key << ": " << d.uuid << ": " << d.note << '\n';
+  }
+}
 
 nlohmann::json memory_json(const nvml::MemoryInfo& m) {
   return {{"total_bytes", m.total}, {"used_bytes", m.used}, {"free_bytes", m.free}, {"reserved_bytes", m.reserved}};
@@ -149,13 +255,23 @@ int run_inventory(const InventoryArgs& args) {
     std::cerr << "tessera inventory: " << inv.error().message() << '\n';
     return kExitInvalid;
   }
+  std::vector<Share> shares;
+  if (!args.ledger_root.empty()) {
+    if (!std::filesystem::is_directory(args.ledger_root)) {
+      std::cerr << "tessera inventory: --quota-ledger-root " << args.ledger_root << " is not a directory\n";
+      return kExitInvalid;
+    }
+    shares = read_shares(args.ledger_root, *session);
+  }
   if (args.json) {
     auto j = to_json(*inv);
     if (args.profiles)
       for (auto& g : j["gpus"]) g["profiles"] = profiles_json(*session, g["index"].get<uint32_t>());
+    if (!args.ledger_root.empty()) j["shares"] = shares_json(shares);
     std::cout << j.dump(2) << '\n';
   } else {
     print_table(*inv, std::cout);
+    if (!args.ledger_root.empty()) print_shares(shares, std::cout);
   }
   return kExitOk;
 }
@@ -173,6 +289,11 @@ void add_inventory_command(CLI::App& app, int& exit_code) {
   cmd->add_flag(
       "--profiles", args->profiles,
       "With --json: add each GPU's GPU-instance profiles and their possible placements, as the driver reports them");
+  cmd->add_option("--quota-ledger-root", args->ledger_root,
+                  "Also list the memory shares whose quota files are in DIR (the plugin's and the DRA driver's\n"
+                  "ledger root, " + std::string(sharing::kDefaultLedgerRoot) +
+                      " by default on a node): each device's quota and what holds it, the driver's\n"
+                      "own memory limit (read back now) or the quota library alone");
   cmd->callback([args, &exit_code] { exit_code = run_inventory(*args); });
 }
 

@@ -16,6 +16,8 @@
 #include "agent/mig_controller.hpp"
 #include "agent/node_watch.hpp"
 #include "cli/commands.hpp"
+#include "cli/dra_args.hpp"
+#include "cli/kube_args.hpp"
 #include "cli/output.hpp"
 #include "cli/plugin_host.hpp"
 #include "core/file_read.hpp"
@@ -31,6 +33,8 @@ namespace tessera::cli {
 namespace {
 
 struct NodeArgs {
+  std::string mode = "device-plugin";
+  DraArgs dra;  // --mode dra: the DRA driver's own options; the shared ones come from `plugin`
   PluginArgs plugin;
   std::string node_name;
   std::string kubeconfig;
@@ -41,21 +45,10 @@ struct NodeArgs {
   std::string metrics_listen;
   double metrics_interval = 10;
   std::string pod_resources = plugin::kDefaultPodResourcesSocket;
+  bool allow_insecure_http = false;
+  bool publish_layout = false;
 };
 
-Result<kube::Credentials> credentials(const NodeArgs& args) {
-  std::string file = args.kubeconfig;
-  if (file.empty())
-    if (const char* env = std::getenv("KUBECONFIG"); env && *env) {
-      file = env;
-      // kubectl merges a list of files; tessera reads one.
-      if (file.find(':') != std::string::npos)
-        return fail(Errc::invalid_argument, "KUBECONFIG names several files (" + quote(file) +
-                                                "); tessera reads one: pass --kubeconfig FILE");
-    }
-  if (!file.empty()) return kube::from_kubeconfig(file);
-  return kube::in_cluster();
-}
 
 // The mig-parted file as last read, read again when its text changes (a
 // mounted ConfigMap's update): a valid new one goes to the controller, an
@@ -172,6 +165,78 @@ class LabelSync {
   std::set<std::string> logged_dropped_;
 };
 
+// The Node annotation tessera.dev/mig-layout (--publish-layout): each GPU's MIG mode and instances
+// with the pod on each, for `tessera fleet` (docs/design-fleet.md, "The layout annotation").
+std::string layout_annotation(const sharing::Inventory& inventory, const std::vector<sharing::Resource>& advertised,
+                              const std::vector<plugin::PodDevices>& pods) {
+  std::map<std::pair<std::string, std::string>, const sharing::Device*> by_id;
+  for (const auto& r : advertised)
+    for (const auto& d : r.devices) by_id[{r.name, d.id}] = &d;
+  std::map<std::string, std::string> holder;  // GPU or MIG device UUID -> "ns/pod"
+  for (const auto& pod : pods)
+    for (const auto& c : pod.containers)
+      for (const auto& rd : c.resources)
+        for (const auto& id : rd.ids)
+          if (auto it = by_id.find({rd.resource, id}); it != by_id.end())
+            holder[it->second->is_mig ? it->second->physical_uuid : it->second->gpu_uuid] = pod.pod_namespace + "/" + pod.name;
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : inventory.gpus) {
+    nlohmann::json e = {{"index", g.index}, {"mig", g.mig_enabled}};
+    if (g.mig_enabled) {
+      nlohmann::json insts = nlohmann::json::array();
+      for (const auto& m : g.mig_devices) {
+        nlohmann::json i = {{"profile", m.profile}, {"start", m.start}};
+        if (auto it = holder.find(m.uuid); it != holder.end()) i["pod"] = it->second;
+        insts.push_back(i);
+      }
+      e["instances"] = insts;
+    } else if (auto it = holder.find(g.uuid); it != holder.end()) {
+      e["pod"] = it->second;
+    }
+    gpus.push_back(e);
+  }
+  return nlohmann::json{{"gpus", gpus}}.dump();
+}
+
+// --mode dra: the node's GPUs served by the DRA driver instead of the device
+// plugin, with the options the node agent shares with it.
+int run_node_as_dra(const NodeArgs& args) {
+  const char* cmd = "tessera node --mode dra";
+  for (const auto& [given, what] : {std::pair{!args.mig_config.empty(), "--mig-config"},
+                                    std::pair{!args.metrics_listen.empty(), "--metrics-listen"},
+                                    std::pair{!args.plugin.config_file.empty(), "--config"}})
+    if (given) {
+      std::cerr << cmd << ": " << what << " is the device plugin's; the DRA driver cuts MIG per claim and takes no "
+                << "device-plugin config (run the exporter as its own container)\n";
+      return kExitUsage;
+    }
+  DraArgs dra = args.dra;
+  dra.nvml = args.plugin.driver;
+  dra.kube = {args.kubeconfig, args.allow_insecure_http};
+  dra.node_name = args.node_name;
+  // The device plugin's --kubelet-dir is <kubelet root>/device-plugins.
+  std::string dir = args.plugin.kubelet_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string suffix = "/device-plugins";
+  if (dir.size() <= suffix.size() || dir.compare(dir.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    std::cerr << cmd << ": --kubelet-dir " << args.plugin.kubelet_dir
+              << " is not <kubelet root>/device-plugins: the DRA driver's sockets go under the kubelet root\n";
+    return kExitUsage;
+  }
+  dra.kubelet_dir = dir.substr(0, dir.size() - suffix.size());
+  dra.cdi_spec_dir = args.plugin.cdi_spec_dir;
+  if (!args.plugin.driver_root.empty()) dra.driver_root = args.plugin.driver_root;
+  dra.dev_root = args.plugin.dev_root;
+  if (!args.plugin.container_driver_root.empty()) dra.container_driver_root = args.plugin.container_driver_root;
+  dra.quota = args.plugin.quota;
+  dra.no_quota_library = args.plugin.no_quota_library;
+  dra.recovery_seconds = args.plugin.recovery_seconds;
+  dra.ignored_xids = args.plugin.ignored_xids;
+  dra.mps_control = args.plugin.mps_control;
+  dra.mps_host = args.plugin.mps_host;
+  return run_dra(dra);
+}
+
 int run_node(NodeArgs args) {
   const char* cmd = "tessera node";
   if (args.node_name.empty())
@@ -180,6 +245,7 @@ int run_node(NodeArgs args) {
     std::cerr << cmd << ": no Node name: pass --node-name or set NODE_NAME (from the downward API's spec.nodeName)\n";
     return kExitUsage;
   }
+  if (args.mode == "dra") return run_node_as_dra(args);
   std::optional<MigConfigFile> mig_file;
   std::optional<config::MigPartedConfig> mig_configs;
   if (!args.mig_config.empty()) {
@@ -187,7 +253,7 @@ int run_node(NodeArgs args) {
     mig_configs = mig_file->load(true);
     if (!mig_configs) return kExitInvalid;
   }
-  auto creds = credentials(args);
+  auto creds = kube_credentials(args.kubeconfig);
   if (!creds) {
     std::cerr << cmd << ": " << creds.error().message << '\n';
     return kExitInvalid;
@@ -197,7 +263,9 @@ int run_node(NodeArgs args) {
   // on its next turn, and neither should hold up a stop.
   kube::ClientOptions watch_options;
   watch_options.max_attempts = 1;
+  watch_options.allow_insecure_http = args.allow_insecure_http;
   kube::ClientOptions api_options;
+  api_options.allow_insecure_http = args.allow_insecure_http;
   api_options.max_attempts = 2;
   api_options.request_timeout = std::chrono::seconds(5);
   auto watch_client = kube::Client::create(*creds, watch_options);
@@ -285,6 +353,8 @@ int run_node(NodeArgs args) {
   std::thread worker([&] {
     std::map<std::string, std::string> current;
     bool have_node = false;
+    std::string published_layout;
+    bool layout_warned = false;
     auto next = agent::Clock::now();
     std::unique_lock lock(mutex);
     while (!stopping) {
@@ -310,6 +380,19 @@ int run_node(NodeArgs args) {
         if (auto fresh = mig_file->load(false)) controller->set_configs(std::move(*fresh));
       next = controller ? controller->step(agent::Clock::now()) : agent::Clock::time_point::max();
       if (have_node && !args.no_node_labels) labels.sync(current);
+      if (have_node && args.publish_layout && (!controller || controller->phase() == agent::Phase::idle)) {
+        auto pods = plugin::list_pod_resources(args.pod_resources, std::chrono::seconds(5));
+        if (pods) {
+          std::string text = layout_annotation(host->manager().inventory(), host->manager().state()->snapshot()->resources, *pods);
+          if (text != published_layout) {
+            if (auto r = api.patch_annotations({{"tessera.dev/mig-layout", text}}); r) published_layout = text;
+            else if (!layout_warned) {
+              spdlog::warn("cannot write the Node annotation tessera.dev/mig-layout: {} (trying again)", r.error().message);
+              layout_warned = true;
+            }
+          }
+        }
+      }
       lock.lock();
     }
   });
@@ -352,6 +435,8 @@ void add_node_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--node-name", args->node_name, "This node's Node object (default: $NODE_NAME)");
   cmd->add_option("--kubeconfig", args->kubeconfig,
                   "kubeconfig file (default: $KUBECONFIG, else the pod's service account)");
+  cmd->add_flag("--allow-insecure-http", args->allow_insecure_http,
+                "Send the token to an http:// API server in clear text (tests only; warned at every start)");
   cmd->add_option("--mig-config", args->mig_config,
                   "mig-parted config file (v1, or the GPU Operator's ConfigMap). With it, the Node label\n"
                   "nvidia.com/mig.config names the entry to apply; without it MIG is left as it is");
@@ -361,12 +446,21 @@ void add_node_command(CLI::App& app, int& exit_code) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--no-node-labels", args->no_node_labels, "Do not write GPU feature discovery's labels on the Node");
+  cmd->add_flag("--publish-layout", args->publish_layout,
+                "Keep the Node annotation tessera.dev/mig-layout: each GPU's instances and the pod on each, for\n"
+                "`tessera fleet` (the node-scope policy must allow it: docs/design-fleet.md)");
   cmd->add_option("--metrics-listen", args->metrics_listen,
                   "Serve the exporter's /metrics and /healthz on HOST:PORT (default: no exporter)");
   cmd->add_option("--metrics-interval", args->metrics_interval, "Seconds between metric samples")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--pod-resources", args->pod_resources, "The kubelet's pod-resources socket")->capture_default_str();
+  cmd->add_option("--mode", args->mode,
+                  "device-plugin (default), or dra: serve the GPUs as `tessera dra` does (DRA claims, MIG cut per\n"
+                  "claim) with the options above that apply and the DRA ones below; no MIG config, labels or exporter")
+      ->check(CLI::IsMember({"device-plugin", "dra"}))
+      ->capture_default_str();
+  add_dra_options(*cmd, args->dra, false);
   cmd->callback([args, &exit_code] { exit_code = run_node(*args); });
 }
 

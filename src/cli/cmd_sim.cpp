@@ -2,6 +2,14 @@
 // it as hardware and workloads would (processes, activity, Xid and ECC
 // events, resets, planned NVML faults). Any command given `--sim DIR` then
 // talks to that node through the simulator's libnvidia-ml.so.1.
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "cli/commands.hpp"
@@ -23,6 +31,7 @@ struct SimArgs {
   bool mig = false;
   uint64_t seed = 1;
   std::string driver_version;
+  bool device_nodes = false;
   // the others
   uint32_t gpu = 0;
   std::string mig_device;
@@ -50,6 +59,82 @@ int report(const char* what, const Result<nlohmann::json>& r) {
   return kExitOk;
 }
 
+// What the driver puts outside NVML, laid out under the node's directory as
+// under / on a real node, so that tessera finds a simulated node's device
+// nodes and MIG capabilities where it finds a real one's:
+//   proc/driver/nvidia/capabilities/gpu<minor>/mig/{config,monitor} and
+//   .../mig/gi<g>/access, .../mig/gi<g>/ci<c>/access, each "DeviceFileMinor: N";
+//   proc/driver/nvidia-caps/mig-minors, the whole table;
+//   with device_nodes, dev/nvidia<minor>, dev/nvidiactl, dev/nvidia-uvm,
+//   dev/nvidia-uvm-tools and dev/nvidia-caps/nvidia-cap<N> as character devices.
+// Minors follow the driver's table: config 1, monitor 2, then per GPU 15 GPU
+// instances of one access node and 8 compute instances each (NVIDIA MIG User
+// Guide, "Device Nodes and Capabilities"). Majors: 195 for nvidia<minor> and
+// nvidiactl (255), as the driver registers them; the others are dynamic on a
+// real node, and the simulator takes 510 (nvidia-uvm) and 511 (nvidia-caps).
+constexpr unsigned kGpuInstances = 15, kComputeInstances = 8;
+constexpr unsigned kNvidiaMajor = 195, kUvmMajor = 510, kCapsMajor = 511;
+
+unsigned gi_minor(unsigned gpu, unsigned gi) { return 3 + gpu * kGpuInstances * (1 + kComputeInstances) + gi * (1 + kComputeInstances); }
+
+bool write_text(const std::filesystem::path& p, const std::string& text, std::string& why) {
+  std::error_code ec;
+  std::filesystem::create_directories(p.parent_path(), ec);
+  std::ofstream out(p, std::ios::trunc);
+  out << text;
+  if (!out) why = p.string() + ": " + std::strerror(errno);
+  return static_cast<bool>(out);
+}
+
+bool make_char_device(const std::filesystem::path& p, unsigned major, unsigned minor, std::string& why) {
+  std::error_code ec;
+  std::filesystem::create_directories(p.parent_path(), ec);
+  ::unlink(p.c_str());
+  if (::mknod(p.c_str(), S_IFCHR | 0666, makedev(major, minor)) == 0) return true;
+  why = "mknod " + p.string() + ": " + std::strerror(errno) + (errno == EPERM ? " (--device-nodes needs root)" : "");
+  return false;
+}
+
+bool write_driver_files(const std::string& dir, const nlohmann::json& gpus, bool device_nodes, std::string& why) {
+  const std::filesystem::path root(dir);
+  const auto caps = root / "proc/driver/nvidia/capabilities";
+  std::string table = "config 1\nmonitor 2\n";
+  for (unsigned g = 0; g < 32; ++g)
+    for (unsigned gi = 0; gi < kGpuInstances; ++gi) {
+      table += "gpu" + std::to_string(g) + "/gi" + std::to_string(gi) + "/access " + std::to_string(gi_minor(g, gi)) + "\n";
+      for (unsigned ci = 0; ci < kComputeInstances; ++ci)
+        table += "gpu" + std::to_string(g) + "/gi" + std::to_string(gi) + "/ci" + std::to_string(ci) + "/access " +
+                 std::to_string(gi_minor(g, gi) + 1 + ci) + "\n";
+    }
+  if (!write_text(root / "proc/driver/nvidia-caps/mig-minors", table, why)) return false;
+  auto access = [](unsigned minor) {
+    return "DeviceFileMinor: " + std::to_string(minor) + "\nDeviceFileMode: 292\nDeviceFileModify: 1\n";
+  };
+  std::vector<std::pair<std::string, std::pair<unsigned, unsigned>>> nodes = {
+      {"nvidiactl", {kNvidiaMajor, 255}}, {"nvidia-uvm", {kUvmMajor, 0}}, {"nvidia-uvm-tools", {kUvmMajor, 1}},
+      {"nvidia-caps/nvidia-cap1", {kCapsMajor, 1}}, {"nvidia-caps/nvidia-cap2", {kCapsMajor, 2}}};
+  for (const auto& gpu : gpus) {
+    const unsigned minor = gpu.value("minor", 0u);
+    const auto mig = caps / ("gpu" + std::to_string(minor)) / "mig";
+    if (!write_text(mig / "config", access(1), why) || !write_text(mig / "monitor", access(2), why)) return false;
+    nodes.push_back({"nvidia" + std::to_string(minor), {kNvidiaMajor, minor}});
+    for (unsigned gi = 0; gi < kGpuInstances; ++gi) {
+      const auto gdir = mig / ("gi" + std::to_string(gi));
+      if (!write_text(gdir / "access", access(gi_minor(minor, gi)), why)) return false;
+      nodes.push_back({"nvidia-caps/nvidia-cap" + std::to_string(gi_minor(minor, gi)), {kCapsMajor, gi_minor(minor, gi)}});
+      for (unsigned ci = 0; ci < kComputeInstances; ++ci) {
+        const unsigned m = gi_minor(minor, gi) + 1 + ci;
+        if (!write_text(gdir / ("ci" + std::to_string(ci)) / "access", access(m), why)) return false;
+        nodes.push_back({"nvidia-caps/nvidia-cap" + std::to_string(m), {kCapsMajor, m}});
+      }
+    }
+  }
+  if (!device_nodes) return true;
+  for (const auto& [name, number] : nodes)
+    if (!make_char_device(root / "dev" / name, number.first, number.second, why)) return false;
+  return true;
+}
+
 int run_create(const SimArgs& a) {
   // Checked here so that every command gives an unknown --gpu the same message and exit code.
   if (!find_gpu_model("tessera sim create", a.gpu_model, std::cerr)) return kExitUsage;
@@ -60,6 +145,10 @@ int run_create(const SimArgs& a) {
   auto r = sim_control(req);
   if (int rc = report("create", r); rc != kExitOk) return rc;
   const auto& gpus = (*r)["gpus"];
+  if (std::string why; !write_driver_files(a.dir, gpus, a.device_nodes, why)) {
+    std::cerr << "tessera sim create: " << why << '\n';
+    return kExitInvalid;
+  }
   std::cout << "created " << a.dir << ": " << gpus.size() << " x " << gpus[0]["model"].get<std::string>()
             << (a.nvlink == "all" ? ", NVLink between all" : "") << (a.mig ? ", MIG on" : "")
             << (a.unprivileged ? ", unprivileged" : "") << '\n';
@@ -135,8 +224,16 @@ int run_fault(const SimArgs& a) {
                                       {"times", a.times}}));
 }
 
+// The node's directory: DIR as typed, else TESSERA_SIM. (CLI11's envname on
+// a positional let the environment win over the typed DIR.)
 CLI::Option* add_dir(CLI::App* cmd, SimArgs& a) {
-  return cmd->add_option("dir", a.dir, "The simulated node's directory")->required()->envname("TESSERA_SIM");
+  auto* opt = cmd->add_option("dir", a.dir, "The simulated node's directory (default: $TESSERA_SIM)");
+  cmd->parse_complete_callback([&a] {
+    if (!a.dir.empty()) return;
+    if (const char* env = std::getenv("TESSERA_SIM"); env && *env) a.dir = env;
+    else throw CLI::RequiredError("dir (or TESSERA_SIM)");
+  });
+  return opt;
 }
 
 }  // namespace
@@ -158,6 +255,9 @@ void add_sim_command(CLI::App& app, int& exit_code) {
                    "Simulate a caller without root: MIG changes return NVML_ERROR_NO_PERMISSION");
   create->add_option("--seed", a->seed, "Seed of the GPU and MIG device UUIDs");
   create->add_option("--driver-version", a->driver_version, "Driver version to report (default 550.90.07)");
+  create->add_flag("--device-nodes", a->device_nodes,
+                   "Also make the driver's device nodes under DIR/dev (nvidia<N>, nvidiactl, nvidia-uvm, the MIG\n"
+                   "capabilities' nvidia-caps/nvidia-cap<N>) as character devices, as CDI specs name them (root)");
   create->callback([a, &exit_code] { exit_code = run_create(*a); });
 
   auto* process = sim->add_subcommand("process", "Start a simulated process holding GPU memory");

@@ -26,5 +26,8 @@ void add_pods_command(CLI::App& app, int& exit_code);       // tessera pods
 void add_exporter_command(CLI::App& app, int& exit_code);   // tessera exporter
 void add_alerts_command(CLI::App& app, int& exit_code);     // tessera alerts
 void add_node_command(CLI::App& app, int& exit_code);       // tessera node
+void add_mps_host_command(CLI::App& app, int& exit_code);   // tessera mps-host
+void add_fleet_command(CLI::App& app, int& exit_code);      // tessera fleet plan / run
+void add_dra_command(CLI::App& app, int& exit_code);        // tessera dra
 
 }  // namespace tessera::cli

@@ -39,6 +39,9 @@ int main(int argc, char** argv) {
   tessera::cli::add_pods_command(app, exit_code);
   tessera::cli::add_exporter_command(app, exit_code);
   tessera::cli::add_node_command(app, exit_code);
+  tessera::cli::add_mps_host_command(app, exit_code);
+  tessera::cli::add_fleet_command(app, exit_code);
+  tessera::cli::add_dra_command(app, exit_code);
   tessera::cli::add_alerts_command(app, exit_code);
 
   try {

@@ -26,6 +26,27 @@ std::string simulator_library_path() {
   return (exe.parent_path() / ".." / "sim" / "nvml" / "libnvidia-ml.so.1").lexically_normal().string();
 }
 
+sharing::MemoryHook memory_hook_settings(const std::string& path, const DriverOptions& options) {
+  sharing::MemoryHook hook;
+  if (path.empty()) return hook;
+  hook.path = path;
+  if (!options.sim.empty()) {
+    hook.args = {"--nvml", simulator_library_path()};
+    hook.env = {"TESSERA_SIM=" + fs::absolute(options.sim).lexically_normal().string()};
+  } else if (!options.nvml_library.empty()) {
+    hook.args = {"--nvml", options.nvml_library};
+  }
+  return hook;
+}
+
+void add_memory_hook_option(CLI::App& command, std::string& path) {
+  command.add_option("--memory-hook", path,
+                     "Host path of tessera-memory-hook (the DaemonSet's init container puts it beside the quota\n"
+                     "library): with CDI devices, each container with a memory quota gets a createContainer hook\n"
+                     "that has the driver hold its cgroup to the quota on whole GPUs where the driver offers memory\n"
+                     "limits (R615+, cgroup v2); the quota library holds the rest. Default: off");
+}
+
 Result<nvml::Session> open_nvml(const DriverOptions& options) {
   std::string path = std::string(nvml::kDefaultLibrary);
   if (!options.sim.empty()) {
@@ -35,8 +56,9 @@ Result<nvml::Session> open_nvml(const DriverOptions& options) {
     path = simulator_library_path();
     if (!fs::exists(path))
       return fail(Errc::not_found, "the simulator library " + path + " is missing (set TESSERA_SIM_LIBRARY)");
-    // The simulator reads its node's directory when NVML is initialised.
-    setenv("TESSERA_SIM_DIR", options.sim.c_str(), 1);
+    // The simulator reads its node's directory (TESSERA_SIM, as --sim's own
+    // variable) when NVML is initialised.
+    setenv("TESSERA_SIM", options.sim.c_str(), 1);
   } else if (!options.nvml_library.empty()) {
     path = options.nvml_library;
   }

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "nvml/session.hpp"
+#include "sharing/cdi.hpp"
 
 namespace tessera::cli {
 
@@ -28,6 +29,14 @@ std::string simulator_library_path();
 // Loads the chosen library and initialises NVML. Without a driver the error
 // is one line that says so and how to use --sim.
 [[nodiscard]] Result<nvml::Session> open_nvml(const DriverOptions& options);
+
+// The memory hook's settings (sharing::MemoryHook) for a hook installed at
+// `path` (empty: off): it loads the NVML this command uses, the simulator's
+// with its node directory under --sim.
+sharing::MemoryHook memory_hook_settings(const std::string& path, const DriverOptions& options);
+
+// Adds --memory-hook to a command that serves memory shares.
+void add_memory_hook_option(CLI::App& command, std::string& path);
 
 // Sends one request to the simulator library's control entry point.
 [[nodiscard]] Result<nlohmann::json> sim_control(const nlohmann::json& request);

@@ -18,8 +18,10 @@
 #include "config/yaml_document.hpp"
 #include "core/file_read.hpp"
 #include "cuda_quota/env.h"
+#include "mps/host.hpp"
 #include "mps/supervisor.hpp"
 #include "plugin/event_watch.hpp"
+#include "plugin/ledger_cleaner.hpp"
 #include "plugin/node_inventory.hpp"
 #include "plugin/runtime.hpp"
 
@@ -57,8 +59,9 @@ struct PluginHost::Parts {
   int inotify_fd = -1;  // the config file's directory (a ConfigMap update swaps a symlink there)
   std::string config_text;  // what was last loaded, to tell a real change from a touch
   std::unique_ptr<plugin::EventWatch> events;
-  std::unique_ptr<mps::Supervisor> daemons;
+  std::unique_ptr<mps::Daemons> daemons;
   std::unique_ptr<plugin::Runtime> runtime;
+  std::unique_ptr<plugin::LedgerSweeper> ledgers;  // removes quota ledgers no container holds
   ~Parts() {
     for (int fd : {signal_fd, mig_fd, inotify_fd})
       if (fd >= 0) close(fd);
@@ -132,6 +135,16 @@ std::unique_ptr<PluginHost> PluginHost::start(const PluginArgs& args, const std:
   opts.gpu_answers = plugin::nvml_gpu_probe(*host->session_);
   opts.quota = args.quota;
   opts.quota.inject = !args.no_quota_library;
+  opts.quota.memory_hook = memory_hook_settings(args.memory_hook, args.driver);
+  opts.cdi.spec_dir = args.cdi_spec_dir;
+  opts.cdi.names.vendor = args.cdi_vendor;
+  opts.cdi.driver_root = args.driver_root;
+  opts.cdi.dev_root = args.dev_root;
+  opts.cdi.container_driver_root = args.container_driver_root;
+  if (auto names = sharing::check_cdi_names(opts.cdi.names); !names) {
+    std::cerr << command << ": --cdi-vendor: " << names.error().message << '\n';
+    return nullptr;
+  }
   host->manager_ = std::make_unique<plugin::PluginManager>(opts);
   auto& manager = *host->manager_;
   if (auto started = manager.start(*inventory); !started) {
@@ -152,16 +165,31 @@ std::unique_ptr<PluginHost> PluginHost::start(const PluginArgs& args, const std:
     uint64_t one = 1;
     [[maybe_unused]] auto n = write(fd, &one, sizeof one);
   };
+  if (opts.quota.inject) {
+    plugin::LedgerSweeper::Options sweep;
+    sweep.root = args.quota.ledger_root;
+    // The kubelet's pod-resources socket sits beside its device-plugin directory.
+    sweep.pod_resources_socket =
+        (std::filesystem::path(args.kubelet_dir).parent_path() / "pod-resources" / "kubelet.sock").string();
+    if (opts.quota.memory_hook.enabled()) sweep.cdi_spec_dir = args.cdi_spec_dir;
+    parts.ledgers = std::make_unique<plugin::LedgerSweeper>(std::move(sweep));
+  }
   auto events = plugin::EventWatch::start(*host->session_, gpus, std::move(sinks));
   if (events) parts.events = std::move(*events);
   else spdlog::warn("no NVML events: {} (health stays as it is)", events.error().message);
 
   // One MPS control daemon per device with MPS shares; a share is Healthy
-  // only while its daemon answers (docs/design-mps.md).
-  mps::SupervisorOptions mps_options;
-  mps_options.control.binary = args.mps_control;
-  mps_options.control.timeout = millis(args.mps_timeout_seconds);
-  parts.daemons = std::make_unique<mps::Supervisor>(mps_options);
+  // only while its daemon is up (docs/design-mps.md). With --mps-host the
+  // daemons are `tessera mps-host`'s and outlive this process; without, they
+  // are this process's children and end with it.
+  if (!args.mps_host.empty()) {
+    parts.daemons = std::make_unique<mps::HostClient>(args.mps_host);
+  } else {
+    mps::SupervisorOptions mps_options;
+    mps_options.control.binary = args.mps_control;
+    mps_options.control.timeout = millis(args.mps_timeout_seconds);
+    parts.daemons = std::make_unique<mps::Supervisor>(mps_options);
+  }
   plugin::RuntimeOptions runtime_options;
   runtime_options.inventory_interval = millis(args.inventory_seconds);
   parts.runtime = std::make_unique<plugin::Runtime>(
@@ -206,6 +234,8 @@ void PluginHost::run(const std::function<void()>& on_reload) {
   on_reload_ = on_reload;
   auto& parts = *parts_;
   while (true) {
+    // (The MPS daemons' changes reach the shares through the runtime's own
+    // thread, not this loop.)
     pollfd p[3] = {{parts.signal_fd, POLLIN, 0}, {parts.mig_fd, POLLIN, 0}, {parts.inotify_fd, POLLIN, 0}};
     int n = poll(p, parts.inotify_fd >= 0 ? 3 : 2, 250);
     bool mig_changed = n > 0 && (p[1].revents & POLLIN);
@@ -249,8 +279,10 @@ void PluginHost::stop() {
   if (!parts_) return;
   parts_->events.reset();
   if (manager_) manager_->stop();
-  if (parts_->daemons) parts_->daemons->stop();  // after the kubelet stopped seeing the shares
-  parts_->runtime.reset();
+  parts_->runtime.reset();  // no more health to hand to the shares
+  // After the kubelet stopped seeing the shares: this process's own daemons
+  // stop; `tessera mps-host`'s keep running for the next plugin to adopt.
+  if (parts_->daemons) parts_->daemons->shutdown();
   parts_.reset();
 }
 
@@ -277,9 +309,10 @@ void add_plugin_options(CLI::App& cmd, PluginArgs& args) {
                  "and LD_PRELOAD naming it")
       ->capture_default_str();
   cmd.add_option("--quota-ledger-root", args.quota.ledger_root,
-                 "Host directory of the quota ledgers: for each container with a quota the plugin creates\n"
-                 "<root>/<key> (mode 1777) before answering Allocate and mounts it read-write at\n"
-                 TESSERA_CONTAINER_LEDGER_DIR ". The plugin must see it at this same path")
+                 "Host directory of the quota ledgers: for each container with a quota the plugin writes\n"
+                 "<root>/<key>/limits and a fresh <root>/<key>/ledger before answering Allocate and mounts\n"
+                 "them at " TESSERA_CONTAINER_LIMITS_FILE " (read-only) and " TESSERA_CONTAINER_LEDGER_FILE ";\n"
+                 "ledgers no container holds (pod-resources) are removed. The plugin must see it at this same path")
       ->capture_default_str();
   cmd.add_option("--quota-preload", args.quota.preload,
                  "How a container's ld.so is told to load the library: env (LD_PRELOAD; a pod that sets its own\n"
@@ -290,16 +323,41 @@ void add_plugin_options(CLI::App& cmd, PluginArgs& args) {
           {"env", sharing::Preload::env}, {"file", sharing::Preload::file}, {"both", sharing::Preload::both}}))
       ->default_str("both");
   cmd.add_option("--mps-control", args.mps_control,
-                 "NVIDIA's MPS control program (a path, or a name on PATH). With sharing.mps the plugin runs one\n"
-                 "control daemon per GPU or MIG device with MPS shares, under the config's mpsRoot, and a share is\n"
-                 "Healthy only while its daemon answers")
+                 "NVIDIA's MPS control program (a path, or a name on PATH). With sharing.mps and no --mps-host the\n"
+                 "plugin runs one control daemon per GPU or MIG device with MPS shares itself, under the config's\n"
+                 "mpsRoot; they are its children and end with it. A share is Healthy only while its daemon is up")
       ->capture_default_str();
   cmd.add_option("--mps-timeout", args.mps_timeout_seconds,
-                 "Seconds an MPS control command may take before its daemon counts as not answering")
+                 "Seconds an MPS control command may take before its daemon counts as not answering (without\n"
+                 "--mps-host)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd.add_option("--mps-host", args.mps_host,
+                 "The socket of `tessera mps-host` (e.g. " + std::string(mps::kDefaultHostSocket) + "): the MPS control\n"
+                 "daemons are its, so they outlive this process (a restart or an upgrade keeps every MPS client);\n"
+                 "the plugin says which it wants, adopts those running, and follows their health as the host reports\n"
+                 "it. --mps-control and --mps-timeout are then the host's options")
+      ->envname("TESSERA_MPS_HOST");
+  cmd.add_option("--cdi-spec-dir", args.cdi_spec_dir,
+                 "Where the CDI specs of the advertised devices are written (one file per class, replaced\n"
+                 "atomically, rewritten when the MIG layout changes) when the config's deviceListStrategy has\n"
+                 "cdi-cri or cdi-annotations; the container runtime must read this directory")
+      ->capture_default_str();
+  cmd.add_option("--cdi-vendor", args.cdi_vendor,
+                 "The vendor of the CDI names: <vendor>/gpu=<UUID or index> and <vendor>/mig=<UUID or gpu:index>")
+      ->capture_default_str();
+  cmd.add_option("--driver-root", args.driver_root,
+                 "The driver's root on the host: its libraries and programs as the CDI specs mount them\n"
+                 "(default: the config's flags.nvidiaDriverRoot, /)");
+  cmd.add_option("--dev-root", args.dev_root,
+                 "The root of the driver's device nodes on the host, <dir>/dev/nvidia0 (default: the config's\n"
+                 "flags.nvidiaDevRoot, else the driver root)");
+  cmd.add_option("--container-driver-root", args.container_driver_root,
+                 "Where this process sees the driver root, mounted (default: the config's\n"
+                 "flags.plugin.containerDriverRoot, /driver-root; when it does not exist, the driver root itself)");
   cmd.add_flag("--no-quota-library", args.no_quota_library,
                "Hand shared replicas only their TESSERA_DEVICE_MEMORY_LIMIT_<k>: no library, ledger, mounts or LD_PRELOAD");
+  add_memory_hook_option(cmd, args.memory_hook);
 }
 
 }  // namespace tessera::cli

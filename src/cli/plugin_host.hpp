@@ -1,7 +1,8 @@
 // The device plugin as a running service, shared by `tessera plugin` and
 // `tessera node`: the config, NVML, the inventory, the servers, NVML's event
-// watch, the MPS supervisor and the loop that turns plugin::Runtime on
-// signals, MIG events and config-file changes.
+// watch, the MPS daemons (supervised here, or by `tessera mps-host` with
+// --mps-host) and the loop that turns plugin::Runtime on signals, MIG events,
+// the MPS daemons' changes and config-file changes.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -31,8 +32,14 @@ struct PluginArgs {
   bool strict = false;
   sharing::QuotaLibrarySettings quota;
   bool no_quota_library = false;
+  std::string memory_hook;  // tessera-memory-hook's host path; empty: no driver backend
   std::string mps_control = "nvidia-cuda-mps-control";
   double mps_timeout_seconds = 5;
+  std::string mps_host;  // `tessera mps-host`'s socket: the daemons are its, not this process's
+  // CDI (empty roots: the config's flags.nvidiaDriverRoot, nvidiaDevRoot, plugin.containerDriverRoot).
+  std::string cdi_spec_dir = "/var/run/cdi";
+  std::string cdi_vendor = "k8s.device-plugin.nvidia.com";
+  std::string driver_root, dev_root, container_driver_root;
 };
 
 // The options both commands take (everything in PluginArgs).
@@ -54,7 +61,8 @@ class PluginHost {
   // config file (a ConfigMap update replaces it), reload the config.
   // `on_reload` is told of each config that was taken.
   void run(const std::function<void()>& on_reload = {});
-  // Stops serving (sockets removed) and the MPS daemons.
+  // Stops serving (sockets removed), and the MPS daemons it supervises itself
+  // (those of `tessera mps-host` keep running).
   void stop();
 
   plugin::PluginManager& manager() { return *manager_; }

@@ -227,9 +227,11 @@ std::optional<MigPartedConfig> parse_document(const YamlNode& root, const std::s
   MigPartedConfig config;
   config.file = file;
   if (root.is_null()) {
-    // mig-parted reads an empty document as an empty spec; every config name is then missing.
-    diags.warning({file, 0, 0}, "", "file is empty; expected a mig-parted config (version: v1, mig-configs: ...)");
-    return config;
+    // mig-parted's Spec.UnmarshalJSON reads an empty document as a spec whose
+    // version is "" and refuses it ("unknown version: ") (api/spec/v1/spec.go).
+    diags.error({file, 0, 0}, "",
+                "the file is empty: no version and no mig-configs (a mig-parted config needs version: v1 and mig-configs)");
+    return std::nullopt;
   }
   if (!root.is_map()) {
     diags.error(root.where(), "", "expected a mig-parted config (a map with version and mig-configs), got " + root.kind_name());

@@ -158,16 +158,22 @@ std::string render(const Sample& sample, const std::string& version) {
              "1 when the last sample read the GPU or MIG device, 0 when an NVML call for it failed.", lines);
   }
   {
-    std::vector<std::string> used, quota;
+    std::vector<std::string> used, quota, backend;
     for (const auto& r : sample.replicas) {
-      std::string l = "{" + device_labels(r.labels, r.owner) + ",replica=\"" + escape_label_value(r.replica) + "\"} ";
+      std::string labels_text = device_labels(r.labels, r.owner) + ",replica=\"" + escape_label_value(r.replica) + "\"";
+      std::string l = "{" + labels_text + "} ";
       used.push_back(l + number(r.used_bytes));
       quota.push_back(l + number(r.quota_bytes));
+      backend.push_back("{" + labels_text + ",backend=\"" + (r.driver_enforced ? "driver" : "library") + "\"} 1");
     }
     w.family("tessera_replica_memory_used_bytes", "gauge",
              "Device memory a shared replica's container holds, from its quota ledger.", used);
     w.family("tessera_replica_memory_quota_bytes", "gauge",
              "Device memory quota of a shared replica's container, from its quota ledger.", quota);
+    w.family("tessera_replica_memory_quota_backend", "gauge",
+             "What holds a shared replica's quota: the driver's own memory limit (backend=\"driver\", set by the "
+             "memory hook) or the quota library alone (backend=\"library\").",
+             backend);
   }
   if (sample.last_success_unix > 0)
     w.family("tessera_sampler_last_success_timestamp_seconds", "gauge",

@@ -61,6 +61,9 @@ struct ReplicaSample {
   Owner owner;
   uint64_t used_bytes = 0;
   uint64_t quota_bytes = 0;
+  // Held by the driver's own memory limit (the memory hook's record), not
+  // only by the quota library.
+  bool driver_enforced = false;
 };
 
 struct Sample {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/catalog.hpp"
+#include "cuda_quota/driver_limits.hpp"
 #include "cuda_quota/ledger.hpp"
 #include "exporter/render.hpp"
 #include "sharing/allocate.hpp"
@@ -113,6 +114,7 @@ void Sampler::failed(DeviceSample& d, const nvml::Error& e) {
     return;
   }
   d.up = false;
+  if (e.code == NVML_ERROR_GPU_IS_LOST) lost_this_sample_.insert(d.labels.gpu);
   auto subject = subject_of(d.labels);
   device_errors_this_sample_.try_emplace(subject, subject + ": " + e.message() + "; its tessera_device_up is 0");
 }
@@ -120,6 +122,7 @@ void Sampler::failed(DeviceSample& d, const nvml::Error& e) {
 void Sampler::sample_once() {
   const auto began = Clock::now();
   device_errors_this_sample_.clear();
+  lost_this_sample_.clear();
   auto out = std::make_shared<Sample>();
   auto attribution = fetch_attribution();
 
@@ -148,6 +151,17 @@ void Sampler::sample_once() {
     collect_gpm(*out, gpm, began);
     drain_events(handles, *out);
   }
+  // A GPU that fell off the bus while it was being read shows nothing read
+  // before it fell: one page never says a GPU is down and gives its fresh
+  // temperature too. Its MIG devices go with it.
+  for (auto& d : out->devices) {
+    if (!lost_this_sample_.contains(d.labels.gpu)) continue;
+    DeviceSample down;
+    down.labels = std::move(d.labels);
+    down.owner = std::move(d.owner);
+    down.up = false;
+    d = std::move(down);
+  }
   for (auto& d : out->devices) {
     auto it = xids_.find(d.labels.device_uuid);
     if (it != xids_.end()) {
@@ -155,6 +169,12 @@ void Sampler::sample_once() {
       d.xid_counts = it->second.counts;
     }
   }
+  // Xid counts of devices that are gone (a MIG layout changed, a GPU replaced)
+  // are forgotten with them, so memory does not grow with every change.
+  if (count)
+    std::erase_if(xids_, [&](const auto& kv) {
+      return std::ranges::none_of(out->devices, [&](const DeviceSample& d) { return d.labels.device_uuid == kv.first; });
+    });
   // Devices that failed now are logged once; those that answer again say so.
   std::set<std::string> seen;
   for (const auto& [subject, message] : device_errors_this_sample_) {
@@ -470,6 +490,8 @@ std::optional<Attribution> Sampler::fetch_attribution() {
 void Sampler::attach_replicas(const Attribution& attribution, Sample& out) {
   if (options_.ledger_root.empty()) return;
   std::map<std::string, quota::Reading> readings;  // by ledger key: one read per container and resource
+  std::map<std::string, std::vector<std::string>> held;  // by key: the UUIDs the driver holds (the memory hook's record)
+  std::string record_problem;
   for (const auto& h : attribution.replicas) {
     auto device = std::ranges::find_if(out.devices, [&](const DeviceSample& d) { return d.labels.device_uuid == h.device_uuid; });
     if (device == out.devices.end()) continue;
@@ -484,15 +506,25 @@ void Sampler::attach_replicas(const Attribution& attribution, Sample& out) {
                       found->second.message);
         continue;
       }
+      char why[256];
+      quota::DriverLimits record;
+      if (quota::read_driver_limits(dir.c_str(), record, why, sizeof why))
+        for (uint32_t i = 0; i < record.count; ++i) held[key].emplace_back(record.devices[i].uuid);
+      else if (why[0])
+        record_problem = std::string("memory hook record ") + why + " (its replicas read as the library's)";
     }
     const quota::Reading& r = found->second;
+    const auto& driver = held[key];
+    auto driver_holds = [&](const char* uuid) { return std::ranges::find(driver, uuid) != driver.end(); };
     for (uint32_t i = 0; i < r.device_count; ++i)
       if (h.device_uuid == r.devices[i].uuid) {
         std::string ids;
         for (const auto& id : h.replica_ids) ids += (ids.empty() ? "" : ",") + id;
-        out.replicas.push_back({device->labels, ids, h.owner, r.devices[i].charged, r.devices[i].quota});
+        out.replicas.push_back({device->labels, ids, h.owner, r.devices[i].charged, r.devices[i].quota,
+                                driver_holds(r.devices[i].uuid)});
       }
   }
+  report("driver-limits", record_problem);
 }
 
 }  // namespace tessera::exporter

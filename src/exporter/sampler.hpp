@@ -89,6 +89,7 @@ class Sampler {
   std::set<std::string> events_registered_;
   std::map<std::string, std::string> problems_;  // what is currently wrong, by subject
   std::map<std::string, std::string> device_errors_this_sample_;
+  std::set<uint32_t> lost_this_sample_;  // GPU indices that answered NVML_ERROR_GPU_IS_LOST
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

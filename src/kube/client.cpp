@@ -617,6 +617,20 @@ Result<std::unique_ptr<Client>> Client::create(Credentials credentials, ClientOp
     impl->cert = std::move(certs->front());
     impl->key = std::move(*key);
   }
+  const bool sends_token = !credentials.token.empty() || !credentials.token_file.empty();
+  if (!ep->tls && (sends_token || !credentials.client_cert_pem.empty())) {
+    const std::string what = sends_token ? "a bearer token" : "a client certificate";
+    if (!options.allow_insecure_http) {
+      return fail(Errc::invalid_argument, "server " + quote(credentials.server) + " (" + source + "): " + what +
+                                              " would go over http:// in clear text; use https:// "
+                                              "(--allow-insecure-http allows it, for tests only)");
+    }
+    static std::atomic<bool> warned{false};  // once per process, however many clients it makes
+    if (!warned.exchange(true))
+      spdlog::warn("kube: server {} ({}): {} goes over http:// in clear text (--allow-insecure-http); "
+                   "never do this outside a test",
+                   quote(credentials.server), source, what);
+  }
   impl->creds = std::move(credentials);
   impl->opts = std::move(options);
   if (!impl->creds.token_file.empty()) {
@@ -781,6 +795,101 @@ ApiResult<void> Client::create_node_event(const std::string& node, const std::st
   };
   auto answer = impl_->perform(
       Call{"POST", "/api/v1/namespaces/default/events", event.dump(), "application/json", true});
+  if (!answer) return unexpected(answer.error());
+  return {};
+}
+
+std::string escape_path_segment(std::string_view text) { return escape(text); }
+
+ApiResult<json> Client::request(const std::string& method, const std::string& path, const std::string& body,
+                                const std::string& content_type, bool retry_post) {
+  Call call{method, path, body, body.empty() ? std::string() : content_type, true};
+  if (method == "POST" && !retry_post) {
+    // Once: a create that reached the server must not be sent again.
+    Answer a = impl_->once(call);
+    if (!is_success(a.status)) return unexpected(to_error(call, a, 1));
+    if (trim(a.body).empty()) return json(nullptr);
+    json parsed = json::parse(a.body, nullptr, false);
+    if (parsed.is_discarded())
+      return unexpected(ApiError{a.status, "", describe(call) + ": the answer is not JSON: " + quote(a.body, kMessageChars)});
+    return parsed;
+  }
+  auto answer = impl_->perform(call);
+  if (!answer) return unexpected(answer.error());
+  if (trim(answer->body).empty()) return json(nullptr);
+  json parsed = json::parse(answer->body, nullptr, false);
+  if (parsed.is_discarded())
+    return unexpected(ApiError{answer->status, "", describe(call) + ": the answer is not JSON: " + quote(answer->body, kMessageChars)});
+  return parsed;
+}
+
+ApiResult<json> Client::list_nodes() { return request("GET", "/api/v1/nodes"); }
+
+ApiResult<json> Client::list_pods() { return request("GET", "/api/v1/pods"); }
+
+ApiResult<json> Client::list_nodes_and_pods() {
+  auto nodes = list_nodes();
+  if (!nodes) return unexpected(nodes.error());
+  auto pods = list_pods();
+  if (!pods) return unexpected(pods.error());
+  json items = json::array();
+  for (auto* list : {&*nodes, &*pods}) {
+    const bool node_list = list == &*nodes;
+    if (!list->is_object() || !list->contains("items") || !(*list)["items"].is_array()) continue;
+    for (auto& item : (*list)["items"]) {
+      // A typed list's items carry no kind; kubectl's List has it on each.
+      if (item.is_object()) {
+        if (!item.contains("kind")) item["kind"] = node_list ? "Node" : "Pod";
+        if (!item.contains("apiVersion")) item["apiVersion"] = "v1";
+      }
+      items.push_back(std::move(item));
+    }
+  }
+  return json{{"apiVersion", "v1"}, {"kind", "List"}, {"metadata", {{"resourceVersion", ""}}}, {"items", items}};
+}
+
+ApiResult<json> Client::get_configmap(const std::string& ns, const std::string& name) {
+  return request("GET", "/api/v1/namespaces/" + escape(ns) + "/configmaps/" + escape(name));
+}
+
+ApiResult<json> Client::create_configmap(const std::string& ns, const json& configmap) {
+  json body = configmap;
+  body["apiVersion"] = "v1";
+  body["kind"] = "ConfigMap";
+  return request("POST", "/api/v1/namespaces/" + escape(ns) + "/configmaps", body.dump());
+}
+
+ApiResult<json> Client::update_configmap(const std::string& ns, const json& configmap) {
+  json body = configmap;
+  body["apiVersion"] = "v1";
+  body["kind"] = "ConfigMap";
+  std::string name = body.contains("metadata") ? string_at(body["metadata"], "name") : std::string();
+  return request("PUT", "/api/v1/namespaces/" + escape(ns) + "/configmaps/" + escape(name), body.dump());
+}
+
+ApiResult<json> Client::patch_configmap(const std::string& ns, const std::string& name, const json& merge_patch) {
+  return request("PATCH", "/api/v1/namespaces/" + escape(ns) + "/configmaps/" + escape(name), merge_patch.dump(),
+                 "application/merge-patch+json");
+}
+
+ApiResult<void> Client::create_event(const std::string& ns, const json& involved, const std::string& type,
+                                     const std::string& reason, const std::string& message, const std::string& component) {
+  std::string now = rfc3339_now();
+  std::string name = involved.is_object() ? string_at(involved, "name") : std::string();
+  json event = {
+      {"apiVersion", "v1"},
+      {"kind", "Event"},
+      {"metadata", {{"generateName", (name.empty() ? std::string("tessera") : name) + "."}, {"namespace", ns}}},
+      {"involvedObject", involved},
+      {"reason", reason},
+      {"message", message},
+      {"type", type},
+      {"source", {{"component", component}}},
+      {"firstTimestamp", now},
+      {"lastTimestamp", now},
+      {"count", 1},
+  };
+  auto answer = request("POST", "/api/v1/namespaces/" + escape(ns) + "/events", event.dump());
   if (!answer) return unexpected(answer.error());
   return {};
 }

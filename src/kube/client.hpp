@@ -1,5 +1,6 @@
 // A small client of the Kubernetes API: the calls the node agent makes (its
-// own Node, the pods on it, evictions, events), over HTTPS with Debian's
+// own Node, the pods on it, evictions, events), a general request for any
+// other (the fleet controller's lists, ConfigMaps and other Nodes), over HTTPS with Debian's
 // cpp-httplib and OpenSSL, JSON through nlohmann-json. Credentials come from
 // a kubeconfig or from the pod's service account (in-cluster).
 #pragma once
@@ -21,7 +22,7 @@ namespace tessera::kube {
 
 // Where the API server is and who we are to it.
 struct Credentials {
-  std::string server;             // https://host:port (http:// only for tests)
+  std::string server;             // https://host:port (http:// only without credentials, or for tests)
   std::string ca_pem;             // PEM of the CA bundle to verify the server; empty: the system's
   bool insecure_skip_verify = false;
   std::string token;              // bearer token, or
@@ -49,6 +50,9 @@ struct ClientOptions {
   std::chrono::milliseconds backoff_initial{200};    // doubled each attempt, with jitter
   std::chrono::milliseconds backoff_max{5000};
   std::string user_agent = "tessera";
+  // A token or client certificate is refused over http:// unless this is set
+  // (tests only; create() then warns).
+  bool allow_insecure_http = false;
 };
 
 // One HTTP answer that was not 2xx, as an error: the status, the Status
@@ -61,6 +65,9 @@ struct ApiError {
 
 template <typename T>
 using ApiResult = expected<T, ApiError>;
+
+// Percent-encodes a path segment or query value (everything but RFC 3986's unreserved characters).
+std::string escape_path_segment(std::string_view text);
 
 enum class EvictionResult {
   evicted,       // the API accepted the eviction (the pod is terminating)
@@ -139,6 +146,38 @@ class Client {
   // type: Normal or Warning.
   ApiResult<void> create_node_event(const std::string& node, const std::string& node_uid, const std::string& type,
                                     const std::string& reason, const std::string& message);
+
+  // ---- General-purpose calls (the fleet controller's, and anyone's) ----
+
+  // Any request: `path` from /api or /apis on, its query already escaped
+  // (escape_path_segment helps); the answer as JSON (an empty 2xx body is
+  // null). GET, PUT, PATCH and DELETE are retried as get_node is (no
+  // answer, 5xx, 429 with Retry-After); a POST is sent once, unless
+  // `retry_post` says that sending it again is harmless.
+  ApiResult<nlohmann::json> request(const std::string& method, const std::string& path, const std::string& body = {},
+                                    const std::string& content_type = "application/json", bool retry_post = false);
+
+  // GET /api/v1/nodes: the NodeList (items, metadata.resourceVersion).
+  ApiResult<nlohmann::json> list_nodes();
+  // GET /api/v1/pods: every pod in every namespace, as a PodList.
+  ApiResult<nlohmann::json> list_pods();
+  // Nodes and pods as one List (kind List), as `kubectl get nodes,pods -A -o json` prints it.
+  ApiResult<nlohmann::json> list_nodes_and_pods();
+
+  // ConfigMaps: get (404 when absent), create, replace (PUT: the object's
+  // metadata.resourceVersion, when set, makes it conditional: 409 Conflict
+  // if it changed), merge patch.
+  ApiResult<nlohmann::json> get_configmap(const std::string& config_namespace, const std::string& name);
+  ApiResult<nlohmann::json> create_configmap(const std::string& config_namespace, const nlohmann::json& configmap);
+  ApiResult<nlohmann::json> update_configmap(const std::string& config_namespace, const nlohmann::json& configmap);
+  ApiResult<nlohmann::json> patch_configmap(const std::string& config_namespace, const std::string& name,
+                                            const nlohmann::json& merge_patch);
+
+  // A core/v1 Event in `event_namespace` about `involved` (an ObjectReference:
+  // kind, name, namespace, uid, apiVersion), reporting `component`.
+  ApiResult<void> create_event(const std::string& event_namespace, const nlohmann::json& involved, const std::string& type,
+                               const std::string& reason, const std::string& message,
+                               const std::string& component = "tessera");
 
   const Credentials& credentials() const;
 

@@ -25,7 +25,8 @@ tessera::Error change_failed(const nvml::Error& e) {
   return err;
 }
 
-// Runs one operation; returns the GI id it created (create_gpu_instance).
+}  // namespace
+
 Result<uint32_t> run_operation(const nvml::Session& session, const GpuModel& model, const mig::Operation& op,
                                uint32_t last_created_gi) {
   auto dev = session.device(op.gpu);
@@ -78,8 +79,6 @@ Result<uint32_t> run_operation(const nvml::Session& session, const GpuModel& mod
   }
   return fail(Errc::internal, "unknown operation");
 }
-
-}  // namespace
 
 size_t NodePlan::operations() const {
   size_t n = 0;

@@ -50,6 +50,14 @@ struct ApplyResult {
   std::string journal_error;  // set when a journal write failed: the change stopped there
 };
 
+// One operation on one GPU, as execute_plan runs it; also for adapters that
+// cut single instances (the DRA driver). Returns the GPU-instance id that a
+// create_gpu_instance made; a create_compute_instance without a gi_id goes
+// into `last_created_gi`. A MIG mode change that waits for a GPU reset is
+// the error (Errc::conflict) "pending-reset".
+[[nodiscard]] Result<uint32_t> run_operation(const nvml::Session& session, const GpuModel& model,
+                                             const mig::Operation& op, uint32_t last_created_gi = 0);
+
 // Executes `plan`, recording each step in `journal` before and after it.
 // Stops at the first failure of a GPU's step (its later steps are left for
 // the next apply); other GPUs go on. A journal write that fails stops the

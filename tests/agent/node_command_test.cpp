@@ -67,7 +67,8 @@ struct Node {
                                   "--sim", node, "--kubelet-dir", kubelet_dir, "--pod-resources", pod_resources,
                                   "--config", dir.path() + "/dp.yaml", "--mig-config", dir.path() + "/mig.yaml",
                                   "--state-dir", dir.path() + "/state", "--quota-ledger-root", dir.path() + "/ledgers",
-                                  "--quota-library-dir", dir.path() + "/lib", "--log-level", "info"};
+                                  "--quota-library-dir", dir.path() + "/lib", "--log-level", "info",
+                                  "--allow-insecure-http"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return std::make_unique<Process>(argv, dir.path() + "/node.log");
   }
@@ -136,7 +137,7 @@ TEST(NodeCommand, TheLabelDrivesMigChangesThatEvictOnlyThePodsInTheWay) {
   size_t evicted = 0;
   for (const auto& [pod, id] : pod_device) evicted += !api.has_pod("team", pod);
   EXPECT_EQ(evicted, 7u);
-  EXPECT_TRUE(has_event(api, "MigConfigApplied", "gpu0-two-3g applied")) << agent->output();
+  EXPECT_TRUE(eventually([&] { return has_event(api, "MigConfigApplied", "gpu0-two-3g applied"); })) << agent->output();
   EXPECT_EQ(label(api, "nvidia.com/mig-1g.10gb.count"), "7");
 
   const std::string socket = n.kubelet_dir + "/tessera-nvidia.com_mig-1g.10gb.sock";
@@ -152,7 +153,13 @@ TEST(NodeCommand, AnUnknownConfigEndsFailedWithAnEvent) {
   api.add_node(kNode, {{"nvidia.com/mig.config", "all-1g.10gbb"}});
   auto agent = n.start(n.kubeconfig(api.url()));
   ASSERT_TRUE(eventually([&] { return label(api, "nvidia.com/mig.config.state") == "failed"; })) << agent->output();
-  EXPECT_TRUE(has_event(api, "MigConfigFailed", "no config named")) << agent->output();
+  // The state label is written first and the Event posted after it: wait for the Event, as a user would.
+  EXPECT_TRUE(eventually([&] { return has_event(api, "MigConfigFailed", "no config named"); })) << agent->output();
+  // The clear-text token this test allows is warned about, once.
+  const auto out = agent->output();
+  const auto warning = out.find("goes over http:// in clear text (--allow-insecure-http)");
+  EXPECT_NE(warning, std::string::npos) << out;
+  EXPECT_EQ(out.find("goes over http:// in clear text", warning + 1), std::string::npos) << out;
   // The device plugin serves the node as it is meanwhile.
   EXPECT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 2; }, 5s));
   agent->signal(SIGTERM);
@@ -257,7 +264,8 @@ TEST(NodeCommand, AMetricsPortInUseStopsTheAgent) {
   FakeApiServer api;  // holds a port
   api.add_node(kNode);
   auto r = run({kBin, "node", "--node-name", kNode, "--kubeconfig", n.kubeconfig(api.url()), "--sim", n.node,
-                "--kubelet-dir", n.kubelet_dir, "--metrics-listen", "127.0.0.1:" + std::to_string(api.port()),
+                "--kubelet-dir", n.kubelet_dir, "--allow-insecure-http", "--metrics-listen",
+                "127.0.0.1:" + std::to_string(api.port()),
                 "--quota-ledger-root", n.dir.path() + "/ledgers", "--quota-library-dir", n.dir.path() + "/lib"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("tessera node: no metrics: "), std::string::npos) << r.err;
@@ -280,15 +288,28 @@ TEST(NodeCommand, BadInputIsRefusedBeforeAnythingIsServed) {
            "--kubelet-dir", n.kubelet_dir});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(n.dir.path() + "/missing"), std::string::npos) << r.err;
+  // A token for an http:// server: refused, naming the kubeconfig, unless a test allows it.
+  r = run({kBin, "node", "--node-name", kNode, "--kubeconfig", kubeconfig, "--sim", n.node, "--kubelet-dir",
+           n.kubelet_dir});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("(kubeconfig " + kubeconfig), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("a bearer token would go over http:// in clear text; use https://"), std::string::npos) << r.err;
   // A mig-parted config with an error, with its line.
   auto broken = n.dir.write("broken.yaml", "version: v1\nmig-configs:\n  x:\n    - devices: all\n      mig-enabled: maybe\n");
   r = run({kBin, "node", "--node-name", kNode, "--kubeconfig", kubeconfig, "--mig-config", broken, "--sim", n.node,
            "--kubelet-dir", n.kubelet_dir});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("broken.yaml:5"), std::string::npos) << r.err;
+  // An empty mig-parted file: no configs to apply, refused as mig-parted refuses it.
+  auto empty = n.dir.write("empty.yaml", "");
+  r = run({kBin, "node", "--node-name", kNode, "--kubeconfig", kubeconfig, "--mig-config", empty, "--sim", n.node,
+           "--kubelet-dir", n.kubelet_dir});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("empty.yaml: error: the file is empty: no version and no mig-configs"), std::string::npos)
+      << r.err;
   // A listen address that is not one.
-  r = run({kBin, "node", "--node-name", kNode, "--kubeconfig", kubeconfig, "--metrics-listen", "localhost", "--sim",
-           n.node, "--kubelet-dir", n.kubelet_dir});
+  r = run({kBin, "node", "--node-name", kNode, "--kubeconfig", kubeconfig, "--allow-insecure-http", "--metrics-listen",
+           "localhost", "--sim", n.node, "--kubelet-dir", n.kubelet_dir});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--metrics-listen 'localhost': expected HOST:PORT"), std::string::npos) << r.err;
   // KUBECONFIG listing several files (kubectl merges them; tessera reads one).

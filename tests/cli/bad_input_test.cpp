@@ -48,7 +48,8 @@ const std::string kMigHead = "version: v1\nmig-configs:\n  c:\n    - devices: al
 std::vector<BadInput> cases() {
   return {
       // --- mig-parted configs ---
-      {"mig_empty_file", "mig", "", "F: error: file is empty; expected a mig-parted config (version: v1, mig-configs: ...)", "--strict"},
+      {"mig_empty_file", "mig", "", "F: error: the file is empty: no version and no mig-configs (a mig-parted config needs version: v1 and mig-configs)"},
+      {"mig_blank_file", "mig", "# only a comment\n\n", "F: error: the file is empty: no version and no mig-configs (a mig-parted config needs version: v1 and mig-configs)"},
       {"mig_bad_yaml", "mig", "version: v1\nmig-configs: [\n", "F:3:1: error: invalid YAML: end of sequence flow not found"},
       {"mig_not_a_map", "mig", "- a\n- b\n", "F:1:1: error: expected a mig-parted config (a map with version and mig-configs), got a list"},
       {"mig_missing_version", "mig", "mig-configs:\n  c:\n    - devices: all\n      mig-enabled: false\n",

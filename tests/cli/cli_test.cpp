@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <regex>
 
 #include "support/data.hpp"
@@ -22,6 +23,28 @@ TEST(Cli, HelpExplainsTheCommands) {
   auto v = run({kBin, "mig", "validate", "--help"});
   EXPECT_EQ(v.exit_code, 0);
   EXPECT_NE(v.out.find("device-filter"), std::string::npos);
+}
+
+// `tessera sim SUB DIR`: the typed DIR is the node, whatever TESSERA_SIM
+// says; TESSERA_SIM is only the default when no DIR is typed.
+TEST(Cli, SimTakesTheTypedDirOverTessera_Sim) {
+  testing::TempDir dir;
+  const std::string a = dir.path() + "/a", b = dir.path() + "/b";
+  ASSERT_EQ(run({kBin, "sim", "create", a, "--gpu", "A100-80GB"}).exit_code, 0);
+  ASSERT_EQ(run({kBin, "sim", "create", b, "--gpu", "A100-80GB"}).exit_code, 0);
+  auto r = run({kBin, "sim", "process", a, "--pid", "4242", "--memory", "1GiB", "--gpu", "0"}, "", {"TESSERA_SIM=" + b});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto holds = [&](const std::string& node) {  // the simulator's own state file
+    std::ifstream in(node + "/node.json");
+    return std::string(std::istreambuf_iterator<char>(in), {}).find("4242") != std::string::npos;
+  };
+  EXPECT_TRUE(holds(a));
+  EXPECT_FALSE(holds(b));
+  r = run({kBin, "sim", "process", "--pid", "4343", "--memory", "1GiB", "--gpu", "0"}, "", {"TESSERA_SIM=" + b});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run({kBin, "sim", "process", "--pid", "1"}, "", {"TESSERA_SIM="});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("dir (or TESSERA_SIM) is required"), std::string::npos) << r.err;
 }
 
 TEST(Cli, VersionNeedsNoCommand) {

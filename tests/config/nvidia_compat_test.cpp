@@ -71,7 +71,7 @@ TEST_P(MigPartedRows, AgreeWithMigParted) {
 INSTANTIATE_TEST_SUITE_P(
     SpecTest, MigPartedRows,
     ::testing::Values(
-        Row{"Empty", "", true, "file is empty"},
+        Row{"Empty", "", false, "empty: no version and no mig-configs"},
         Row{"WellFormed", "{\"version\":\"v1\"," + kAllDisabled + "}", true, ""},
         Row{"OnlyVersionField", R"({"version":"v1"})", true, "no field 'mig-configs'"},
         Row{"WrongVersion", "{\"version\":\"v2\"," + kAllDisabled + "}", false, "unknown version 'v2'"},

@@ -210,6 +210,7 @@ std::string mig_uuid(const json& gpu, size_t gi) { return gpu["gpu_instances"][g
 struct Held {
   std::string pod_namespace, pod, container, replica;
   uint64_t charged = 0, quota = 0;
+  std::string directory{}, uuid{};  // its container's ledger directory and device
 };
 
 // A container's ledger, made as the quota library makes it in the container,
@@ -225,6 +226,8 @@ std::unique_ptr<quota::Ledger> make_ledger(const Node& n, const sim::Allocation&
   EXPECT_TRUE(ledger->open(options)) << ledger->message();
   EXPECT_EQ(ledger->charge(0, bytes).status, quota::Status::ok);
   held.charged = bytes;
+  held.directory = directory;
+  held.uuid = uuid;
   return ledger;
 }
 
@@ -428,7 +431,10 @@ TEST(Exporter, EightGpusMixedMigReplicasAndPodsMatchTheSimulator) {
         {"replica", h.replica}, {"pod", h.pod}, {"namespace", h.pod_namespace}, {"container", h.container}};
     EXPECT_EQ(value_of(all, "tessera_replica_memory_used_bytes", m), static_cast<double>(h.charged));
     EXPECT_EQ(value_of(all, "tessera_replica_memory_quota_bytes", m), static_cast<double>(h.quota));
+    m["backend"] = "library";
+    EXPECT_EQ(value_of(all, "tessera_replica_memory_quota_backend", m), 1) << "no memory hook ran";
   }
+  EXPECT_EQ(select(all, "tessera_replica_memory_quota_backend").size(), held.size());
   EXPECT_EQ(select(all, "tessera_replica_memory_used_bytes", {{"replica", gpu6 + "::0"}, {"UUID", gpu6}, {"GPU_I_ID", ""}})
                 .size(),
             1u);
@@ -437,6 +443,28 @@ TEST(Exporter, EightGpusMixedMigReplicasAndPodsMatchTheSimulator) {
                     {"GPU_I_PROFILE", "1g.10gb"}})
                 .size(),
             1u);
+  // The memory hook's record, once written, says the driver holds a whole
+  // GPU's replica; a record that is not one is said and changes nothing.
+  const auto whole = std::ranges::find_if(held, [&](const Held& h) { return h.replica == gpu6 + "::0"; });
+  ASSERT_NE(whole, held.end());
+  std::ofstream(whole->directory + "/driver-limits")
+      << "tessera-driver-limits 1\n" << whole->uuid << " " << whole->quota << " /sys/fs/cgroup/kubepods/pod-a/c1\n";
+  e.wait_for([&](const auto& s) {
+    return select(s, "tessera_replica_memory_quota_backend", {{"replica", whole->replica}, {"backend", "driver"}})
+               .size() == 1;
+  });
+  const auto other = std::ranges::find_if(held, [&](const Held& h) { return h.replica == mig3 + "::0"; });
+  ASSERT_NE(other, held.end());
+  std::ofstream(other->directory + "/driver-limits") << "tessera-driver-limits 1\nnonsense\n";
+  EXPECT_TRUE(e.process->wait_for_output("memory hook record", 5000)) << e.process->output();
+  const double seen = value_of(parse(get(e.port, "/metrics")), "tessera_sampler_last_success_timestamp_seconds", {});
+  const auto after = parse(e.wait_for([&](const auto& s) {
+    return value_of(s, "tessera_sampler_last_success_timestamp_seconds", {}) > seen;
+  }));
+  EXPECT_EQ(select(after, "tessera_replica_memory_quota_backend", {{"replica", other->replica}, {"backend", "library"}})
+                .size(),
+            1u);
+  std::filesystem::remove(other->directory + "/driver-limits");
   // A container's charge shows at the next sample.
   ledgers[0]->charge(0, kGiB);
   e.wait_for([&](const auto& s) {

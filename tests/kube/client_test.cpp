@@ -24,6 +24,7 @@ using tessera::kube::testing::client_for;
 using tessera::kube::testing::FakeApiServer;
 using tessera::kube::testing::FakeOptions;
 using tessera::kube::testing::fast_options;
+using tessera::kube::testing::insecure_http;
 using tessera::kube::testing::must_create;
 using tessera::testing::TempDir;
 
@@ -51,12 +52,12 @@ TEST(Client, SendsTheBearerToken) {
   Credentials c;
   c.server = server.url();
   c.token = "s3cret";
-  auto good = must_create(c);
+  auto good = must_create(c, insecure_http());
   ASSERT_TRUE(good->get_node("gpu-1"));
   EXPECT_EQ(server.requests().back().header("Authorization"), "Bearer s3cret");
 
   c.token = "wrong";
-  auto bad = must_create(c);
+  auto bad = must_create(c, insecure_http());
   size_t before = server.request_count();
   auto refused = bad->get_node("gpu-1");
   ASSERT_FALSE(refused);
@@ -74,7 +75,7 @@ TEST(Client, PicksUpARotatedTokenFile) {
   Credentials c;
   c.server = server.url();
   c.token_file = path;
-  auto client = must_create(c);
+  auto client = must_create(c, insecure_http());
   ASSERT_TRUE(client->get_node("gpu-1"));
   EXPECT_EQ(server.requests().back().header("Authorization"), "Bearer first-token");
 
@@ -87,12 +88,40 @@ TEST(Client, PicksUpARotatedTokenFile) {
   EXPECT_EQ(server.requests().back().header("Authorization"), "Bearer second-token");
 }
 
+// A token is never sent in clear text unless a test asks for it: the error
+// names the server and where the credentials came from, and nothing is sent.
+TEST(Client, ATokenOverPlainHttpIsRefused) {
+  FakeApiServer server;
+  server.add_node("gpu-1");
+  Credentials c;
+  c.server = server.url();
+  c.source = "kubeconfig /etc/k.conf, context x";
+  for (int i = 0; i < 2; ++i) {
+    c.token = i == 0 ? "s3cret" : "";
+    c.token_file = i == 0 ? "" : "/var/run/secrets/token";
+    auto client = Client::create(c, fast_options());
+    ASSERT_FALSE(client);
+    EXPECT_EQ(client.error().code, Errc::invalid_argument);
+    EXPECT_EQ(client.error().message, "server '" + server.url() +
+                                          "' (kubeconfig /etc/k.conf, context x): a bearer token would go over "
+                                          "http:// in clear text; use https:// (--allow-insecure-http allows it, "
+                                          "for tests only)");
+  }
+  EXPECT_EQ(server.request_count(), 0u);
+  // Without credentials plain HTTP is fine (a local proxy such as kubectl proxy).
+  c = Credentials{};
+  c.server = server.url();
+  auto anonymous = Client::create(c, fast_options());
+  ASSERT_TRUE(anonymous) << anonymous.error().message;
+  EXPECT_TRUE((*anonymous)->get_node("gpu-1"));
+}
+
 TEST(Client, AnUnreadableTokenFileIsRefusedAtCreate) {
   Credentials c;
   c.server = "http://127.0.0.1:1";
   c.token_file = "/nonexistent/token";
   c.source = "kubeconfig k";
-  auto client = Client::create(c, fast_options());
+  auto client = Client::create(c, insecure_http());
   ASSERT_FALSE(client);
   EXPECT_EQ(client.error().code, Errc::io);
   EXPECT_NE(client.error().message.find("/nonexistent/token"), std::string::npos) << client.error().message;

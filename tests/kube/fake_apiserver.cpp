@@ -1,5 +1,7 @@
 #include "kube/fake_apiserver.hpp"
 
+#include <algorithm>
+
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -189,6 +191,22 @@ std::vector<json> FakeApiServer::events() const {
   return events_;
 }
 
+void FakeApiServer::put_configmap(const std::string& ns, const std::string& name, const json& data, const json& annotations) {
+  std::lock_guard lock(mu_);
+  json cm = {{"apiVersion", "v1"},
+             {"kind", "ConfigMap"},
+             {"metadata", {{"name", name}, {"namespace", ns}, {"uid", "uid-cm-" + name}, {"annotations", annotations}}},
+             {"data", data}};
+  bump(cm);
+  configmaps_[ns + "/" + name] = cm;
+}
+
+json FakeApiServer::configmap(const std::string& ns, const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = configmaps_.find(ns + "/" + name);
+  return it == configmaps_.end() ? json() : it->second;
+}
+
 void FakeApiServer::require_token(const std::string& token) {
   std::lock_guard lock(mu_);
   token_ = token;
@@ -209,6 +227,14 @@ std::vector<SeenRequest> FakeApiServer::requests() const {
 size_t FakeApiServer::request_count() const {
   std::lock_guard lock(mu_);
   return requests_.size();
+}
+
+size_t FakeApiServer::watch_requests() const {
+  std::lock_guard lock(mu_);
+  return static_cast<size_t>(std::ranges::count_if(requests_, [](const SeenRequest& r) {
+    auto it = r.params.find("watch");
+    return it != r.params.end() && it->second == "true";
+  }));
 }
 
 std::string FakeApiServer::last_client_cn() const {
@@ -389,6 +415,68 @@ void FakeApiServer::routes() {
     events_.push_back(event);
     answer(res, 201, event);
   });
+
+  // ConfigMaps: get, create (409 AlreadyExists), replace (409 Conflict on a stale resourceVersion), merge patch.
+  auto cm_not_found = [](httplib::Response& res, const std::string& name) {
+    answer_status(res, 404, "NotFound", "configmaps \"" + name + "\" not found", {{"name", name}, {"kind", "configmaps"}});
+  };
+  server_->Get(R"(/api/v1/namespaces/([^/]+)/configmaps/([^/]+))", [this, cm_not_found](const httplib::Request& req,
+                                                                                       httplib::Response& res) {
+    std::lock_guard lock(mu_);
+    auto it = configmaps_.find(std::string(req.matches[1]) + "/" + std::string(req.matches[2]));
+    if (it == configmaps_.end()) return cm_not_found(res, req.matches[2]);
+    answer(res, 200, it->second);
+  });
+  server_->Post(R"(/api/v1/namespaces/([^/]+)/configmaps)", [this](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard lock(mu_);
+    keep_body(req);
+    std::string ns = req.matches[1];
+    json cm = json::parse(req.body, nullptr, false);
+    if (!cm.is_object() || cm.value("kind", "") != "ConfigMap" || !cm.contains("metadata") || !cm["metadata"].contains("name"))
+      return answer_status(res, 400, "BadRequest", "not a ConfigMap with metadata.name");
+    std::string name = cm["metadata"]["name"];
+    if (configmaps_.contains(ns + "/" + name))
+      return answer_status(res, 409, "AlreadyExists", "configmaps \"" + name + "\" already exists", {{"name", name}, {"kind", "configmaps"}});
+    cm["metadata"]["namespace"] = ns;
+    cm["metadata"]["uid"] = "uid-cm-" + name;
+    bump(cm);
+    configmaps_[ns + "/" + name] = cm;
+    answer(res, 201, cm);
+  });
+  server_->Put(R"(/api/v1/namespaces/([^/]+)/configmaps/([^/]+))", [this, cm_not_found](const httplib::Request& req,
+                                                                                       httplib::Response& res) {
+    std::lock_guard lock(mu_);
+    keep_body(req);
+    std::string key = std::string(req.matches[1]) + "/" + std::string(req.matches[2]);
+    auto it = configmaps_.find(key);
+    if (it == configmaps_.end()) return cm_not_found(res, req.matches[2]);
+    json cm = json::parse(req.body, nullptr, false);
+    if (!cm.is_object() || cm.value("kind", "") != "ConfigMap") return answer_status(res, 400, "BadRequest", "not a ConfigMap");
+    std::string rv = cm.contains("metadata") ? cm["metadata"].value("resourceVersion", "") : "";
+    if (!rv.empty() && rv != it->second["metadata"]["resourceVersion"].get<std::string>())
+      return answer_status(res, 409, "Conflict",
+                           "Operation cannot be fulfilled on configmaps \"" + std::string(req.matches[2]) +
+                               "\": the object has been modified; please apply your changes to the latest version and try again");
+    cm["metadata"]["uid"] = it->second["metadata"]["uid"];
+    cm["metadata"]["namespace"] = std::string(req.matches[1]);
+    bump(cm);
+    it->second = cm;
+    answer(res, 200, cm);
+  });
+  server_->Patch(R"(/api/v1/namespaces/([^/]+)/configmaps/([^/]+))", [this, cm_not_found](const httplib::Request& req,
+                                                                                         httplib::Response& res) {
+    std::lock_guard lock(mu_);
+    keep_body(req);
+    if (req.get_header_value("Content-Type") != "application/merge-patch+json")
+      return answer_status(res, 415, "UnsupportedMediaType", "the body of the request was in an unknown format");
+    auto it = configmaps_.find(std::string(req.matches[1]) + "/" + std::string(req.matches[2]));
+    if (it == configmaps_.end()) return cm_not_found(res, req.matches[2]);
+    json patch = json::parse(req.body, nullptr, false);
+    if (!patch.is_object()) return answer_status(res, 400, "BadRequest", "the patch is not a JSON object");
+    it->second.merge_patch(patch);
+    bump(it->second);
+    answer(res, 200, it->second);
+  });
 }
 
 void FakeApiServer::watch(const httplib::Request& req, httplib::Response& res) {
@@ -423,6 +511,10 @@ void FakeApiServer::watch(const httplib::Request& req, httplib::Response& res) {
       }
       state->cursor = from;
     }
+  }
+  if (options_.end_watches_at_once) {
+    res.set_content("", "application/json");
+    return;
   }
   res.set_chunked_content_provider("application/json", [this, state, name, bookmarks](size_t, httplib::DataSink& sink) {
     std::string out;

@@ -1,6 +1,6 @@
 // A Kubernetes API server in the test process, on cpp-httplib (plain HTTP, or
 // TLS with a certificate the test made). It keeps Nodes, Pods, disruption
-// budgets and Events in memory and applies the API's rules itself: a global
+// budgets, ConfigMaps and Events in memory and applies the API's rules itself: a global
 // resourceVersion that every change increments, JSON merge patches (null
 // removes a key), watches that stream the changes after a resourceVersion and
 // answer an ERROR event with 410 for one older than its history, evictions
@@ -33,6 +33,9 @@ struct FakeOptions {
   bool before_1_22 = false;
   int v1_eviction_status = 404;
   int port = 0;  // 0: any free port
+  // Every watch ends as soon as it opens, with nothing sent: as a proxy that
+  // closes long streams at once does.
+  bool end_watches_at_once = false;
 };
 
 struct SeenRequest {
@@ -72,11 +75,18 @@ class FakeApiServer {
 
   std::vector<nlohmann::json> events() const;
 
+  // ConfigMaps ("ns/name"): created, replaced (PUT; a stale metadata.resourceVersion is 409 Conflict)
+  // and merge-patched through the API, or put here by the test. Empty json when absent.
+  void put_configmap(const std::string& ns, const std::string& name, const nlohmann::json& data,
+                     const nlohmann::json& annotations = nlohmann::json::object());
+  nlohmann::json configmap(const std::string& ns, const std::string& name) const;
+
   // Requests must carry "Authorization: Bearer <token>" (empty: anything goes).
   void require_token(const std::string& token);
   // The next `count` requests get `status` (a Status body, Retry-After when given) whatever they ask.
   void fail_next(int count, int status, const std::string& retry_after = "");
   std::vector<SeenRequest> requests() const;
+  size_t watch_requests() const;  // those with watch=true
   size_t request_count() const;
   // The common name of the last client certificate shown ("" when none).
   std::string last_client_cn() const;
@@ -115,6 +125,7 @@ class FakeApiServer {
   std::map<std::string, int> evictions_;
   std::vector<HistoryEntry> history_;
   std::vector<nlohmann::json> events_;
+  std::map<std::string, nlohmann::json> configmaps_;  // "ns/name"
   std::string token_;
   int fail_count_ = 0;
   int fail_status_ = 0;

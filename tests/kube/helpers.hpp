@@ -24,6 +24,13 @@ inline ClientOptions fast_options() {
   return o;
 }
 
+// The fake server speaks plain HTTP unless a test gives it TLS: tests that
+// send a token to it say so.
+inline ClientOptions insecure_http(ClientOptions o = fast_options()) {
+  o.allow_insecure_http = true;
+  return o;
+}
+
 inline std::unique_ptr<Client> must_create(Credentials credentials, ClientOptions options = fast_options()) {
   auto client = Client::create(std::move(credentials), options);
   EXPECT_TRUE(client.has_value()) << client.error().message;

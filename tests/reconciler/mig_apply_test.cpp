@@ -146,6 +146,13 @@ TEST(MigApply, BadInputChangesNothing) {
   EXPECT_FALSE(node.mig_enabled());
   auto no_name = run({kBin, "mig", "apply", "-f", kDefaults, "--sim", node.dir()});
   EXPECT_EQ(no_name.exit_code, 2);
+  // An empty file names itself and why; the GPUs stay as they are and no state is written.
+  TempDir files;
+  auto empty = files.write("empty.yaml", "");
+  auto r = run({kBin, "mig", "apply", "-f", empty, "-c", "all-1g.10gb", "--sim", node.dir()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(empty + ": error: the file is empty: no version and no mig-configs"), std::string::npos) << r.err;
+  EXPECT_FALSE(node.mig_enabled());
 }
 
 }  // namespace

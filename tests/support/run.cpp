@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <stdexcept>
 
 extern char** environ;
@@ -170,10 +171,31 @@ std::string TempDir::write(const std::string& name, const std::string& content) 
   return p;
 }
 
+std::string proc_stat(int pid) {
+  if (pid <= 0) return "";
+  const int fd = ::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text;
+  char buf[1024];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return text;  // a read that fails (ESRCH: the process went) ends the text
+}
+
+int parent_of(int pid) {
+  const std::string stat = proc_stat(pid);
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return -1;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string state;
+  int ppid = -1;
+  fields >> state >> ppid;
+  return ppid;
+}
+
 bool process_running(int pid) {
   if (pid <= 0 || ::kill(pid, 0) != 0) return false;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string stat = proc_stat(pid);
   const auto close = stat.rfind(')');
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
 }

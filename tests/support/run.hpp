@@ -41,6 +41,11 @@ class Process {
   std::string log_path_;
 };
 
+// The text of /proc/<pid>/stat, "" when the process is gone (also when it
+// goes while being read: never throws, unlike an ifstream there).
+std::string proc_stat(int pid);
+// Its parent's pid, -1 when it is gone.
+int parent_of(int pid);
 // Whether process `pid` runs: it exists and is not a zombie (one that exited
 // but that its parent has not reaped, as a daemonised child can stay).
 bool process_running(int pid);

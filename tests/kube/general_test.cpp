@@ -1,0 +1,121 @@
+// The client's general-purpose calls (what the fleet controller uses): any
+// request, the cluster-wide lists as one List, ConfigMaps, Events about any
+// object, another Node's labels.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "kube/client.hpp"
+#include "kube/fake_apiserver.hpp"
+#include "kube/helpers.hpp"
+
+namespace {
+
+using json = nlohmann::json;
+using tessera::kube::escape_path_segment;
+using tessera::kube::testing::client_for;
+using tessera::kube::testing::FakeApiServer;
+
+TEST(ClientGeneral, RequestReturnsJsonAndRetriesOnlyWhatItMay) {
+  FakeApiServer server;
+  server.add_node("gpu-1");
+  auto client = client_for(server);
+  auto node = client->request("GET", "/api/v1/nodes/gpu-1");
+  ASSERT_TRUE(node) << node.error().message;
+  EXPECT_EQ((*node)["metadata"]["name"], "gpu-1");
+  // A GET is tried again after a 503; a POST is sent once.
+  server.fail_next(1, 503);
+  EXPECT_TRUE(client->request("GET", "/api/v1/nodes/gpu-1"));
+  server.fail_next(1, 503);
+  size_t before = server.request_count();
+  auto post = client->request("POST", "/api/v1/namespaces/t/configmaps", R"({"kind":"ConfigMap","metadata":{"name":"x"}})");
+  ASSERT_FALSE(post);
+  EXPECT_EQ(post.error().status, 503);
+  EXPECT_EQ(server.request_count(), before + 1);
+  auto missing = client->request("GET", "/api/v1/nodes/" + escape_path_segment("no such/node"));
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().status, 404);
+  EXPECT_EQ(server.requests().back().path, "/api/v1/nodes/no such/node");
+}
+
+TEST(ClientGeneral, NodesAndPodsAsOneList) {
+  FakeApiServer server;
+  server.add_node("gpu-1", {{"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"}});
+  server.add_node("gpu-2");
+  server.add_pod("ml", "a", "gpu-1");
+  server.add_pod("web", "b", "gpu-2");
+  auto client = client_for(server);
+  auto list = client->list_nodes_and_pods();
+  ASSERT_TRUE(list) << list.error().message;
+  EXPECT_EQ((*list)["kind"], "List");
+  ASSERT_EQ((*list)["items"].size(), 4u);
+  EXPECT_EQ((*list)["items"][0]["kind"], "Node");
+  EXPECT_EQ((*list)["items"][3]["kind"], "Pod");
+  EXPECT_EQ((*list)["items"][3]["metadata"]["namespace"], "web");
+  auto seen = server.requests();
+  EXPECT_EQ(seen[seen.size() - 1].path, "/api/v1/pods");
+  EXPECT_TRUE(seen[seen.size() - 1].params.empty()) << "every pod of every namespace: no selector";
+}
+
+TEST(ClientGeneral, ConfigMaps) {
+  FakeApiServer server;
+  auto client = client_for(server);
+  auto absent = client->get_configmap("tessera", "plan");
+  ASSERT_FALSE(absent);
+  EXPECT_EQ(absent.error().status, 404);
+  auto made = client->create_configmap("tessera", {{"metadata", {{"name", "plan"}}}, {"data", {{"a", "1"}}}});
+  ASSERT_TRUE(made) << made.error().message;
+  EXPECT_EQ(server.configmap("tessera", "plan")["data"]["a"], "1");
+  auto again = client->create_configmap("tessera", {{"metadata", {{"name", "plan"}}}});
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().status, 409);
+  EXPECT_EQ(again.error().reason, "AlreadyExists");
+  // Replace, conditional on the resourceVersion read.
+  json cm = *client->get_configmap("tessera", "plan");
+  cm["data"]["a"] = "2";
+  ASSERT_TRUE(client->update_configmap("tessera", cm));
+  cm["data"]["a"] = "3";  // the old resourceVersion: someone else changed it since
+  auto stale = client->update_configmap("tessera", cm);
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().status, 409);
+  EXPECT_EQ(server.configmap("tessera", "plan")["data"]["a"], "2");
+  // A merge patch: annotations set and removed, other data kept.
+  ASSERT_TRUE(client->patch_configmap("tessera", "plan", {{"metadata", {{"annotations", {{"tessera.dev/approve", "abc"}}}}},
+                                                          {"data", {{"b", "x"}}}}));
+  json now = server.configmap("tessera", "plan");
+  EXPECT_EQ(now["metadata"]["annotations"]["tessera.dev/approve"], "abc");
+  EXPECT_EQ(now["data"]["a"], "2");
+  EXPECT_EQ(now["data"]["b"], "x");
+  EXPECT_EQ(server.requests().back().header("Content-Type"), "application/merge-patch+json");
+  ASSERT_TRUE(client->patch_configmap("tessera", "plan", {{"metadata", {{"annotations", {{"tessera.dev/approve", nullptr}}}}}}));
+  EXPECT_FALSE(server.configmap("tessera", "plan")["metadata"]["annotations"].contains("tessera.dev/approve"));
+}
+
+TEST(ClientGeneral, EventsAboutAnyObject) {
+  FakeApiServer server;
+  auto client = client_for(server);
+  json involved = {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "tessera-fleet-plan"}, {"namespace", "tessera"}};
+  ASSERT_TRUE(client->create_event("tessera", involved, "Normal", "FleetPlanProposed", "plan abc", "tessera-fleet"));
+  auto events = server.events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["metadata"]["namespace"], "tessera");
+  EXPECT_EQ(events[0]["involvedObject"]["kind"], "ConfigMap");
+  EXPECT_EQ(events[0]["reason"], "FleetPlanProposed");
+  EXPECT_EQ(events[0]["source"]["component"], "tessera-fleet");
+  EXPECT_TRUE(events[0]["metadata"]["name"].get<std::string>().starts_with("tessera-fleet-plan."));
+}
+
+TEST(ClientGeneral, AnotherNodesLabels) {
+  FakeApiServer server;
+  server.add_node("gpu-1");
+  server.add_node("gpu-2", {{"nvidia.com/mig.config.state", "success"}});
+  auto client = client_for(server);
+  auto r = client->patch_node_labels("gpu-2", {{"nvidia.com/mig.config", "plan-x"}, {"nvidia.com/mig.config.state", std::nullopt}});
+  ASSERT_TRUE(r) << r.error().message;
+  json n = server.node("gpu-2");
+  EXPECT_EQ(n["metadata"]["labels"]["nvidia.com/mig.config"], "plan-x");
+  EXPECT_FALSE(n["metadata"]["labels"].contains("nvidia.com/mig.config.state"));
+  EXPECT_FALSE(server.node("gpu-1")["metadata"]["labels"].contains("nvidia.com/mig.config"));
+}
+
+}  // namespace
