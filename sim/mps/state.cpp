@@ -143,6 +143,36 @@ Outcome execute(State& state, const std::string& line) {
   if (w.empty()) return out;
   const std::string& cmd = w[0];
   auto usage = [&](const std::string& form) { out.reply = {"Usage: " + form}; return out; };
+  // Each of these answers the daemon's own error text and returns null/false
+  // when its argument is refused; the command then ends with that reply.
+  auto server_of = [&](const std::string& pid) -> Server* {
+    std::string err;
+    Server* server = find_server(state, pid, err);
+    if (!server) out.reply = {err};
+    return server;
+  };
+  auto device_ok = [&](const std::string& dev) {
+    auto err = check_device(state, dev);
+    if (!err.empty()) out.reply = {err};
+    return err.empty();
+  };
+  auto percentage_of = [&](const std::string& text) {
+    auto p = parse_percentage(text);
+    if (!p) out.reply = {"Invalid active thread percentage " + text + ": expected a number greater than 0 and at most 100"};
+    return p;
+  };
+  auto limit_of = [&](const std::string& text) -> std::optional<Limit> {
+    auto bytes = parse_mem_value(text);
+    if (!bytes) {
+      out.reply = {"Invalid memory limit " + text + ": expected a number with a unit, e.g. 512M or 2G"};
+      return std::nullopt;
+    }
+    return Limit{text, *bytes};
+  };
+  auto limit_text = [](const std::map<std::string, Limit>& limits, const std::string& dev) {
+    auto it = limits.find(dev);
+    return it == limits.end() ? std::string("0") : it->second.text;
+  };
 
   if (cmd == "get_server_list") {
     if (w.size() != 1) return usage("get_server_list");
@@ -160,11 +190,8 @@ Outcome execute(State& state, const std::string& line) {
   }
   if (cmd == "set_default_active_thread_percentage") {
     if (w.size() != 2) return usage("set_default_active_thread_percentage <percentage>");
-    auto p = parse_percentage(w[1]);
-    if (!p) {
-      out.reply = {"Invalid active thread percentage " + w[1] + ": expected a number greater than 0 and at most 100"};
-      return out;
-    }
+    auto p = percentage_of(w[1]);
+    if (!p) return out;
     state.thread_percentage = *p;
     state.thread_percentage_set = true;
     return out;
@@ -176,97 +203,49 @@ Outcome execute(State& state, const std::string& line) {
   }
   if (cmd == "set_default_device_pinned_mem_limit") {
     if (w.size() != 3) return usage("set_default_device_pinned_mem_limit <dev> <value>");
-    if (auto err = check_device(state, w[1]); !err.empty()) {
-      out.reply = {err};
-      return out;
-    }
-    auto bytes = parse_mem_value(w[2]);
-    if (!bytes) {
-      out.reply = {"Invalid memory limit " + w[2] + ": expected a number with a unit, e.g. 512M or 2G"};
-      return out;
-    }
-    state.pinned_mem_limits[w[1]] = Limit{w[2], *bytes};
+    if (!device_ok(w[1])) return out;
+    auto limit = limit_of(w[2]);
+    if (limit) state.pinned_mem_limits[w[1]] = *limit;
     return out;
   }
   if (cmd == "get_default_device_pinned_mem_limit") {
     if (w.size() != 2) return usage("get_default_device_pinned_mem_limit <dev>");
-    if (auto err = check_device(state, w[1]); !err.empty()) {
-      out.reply = {err};
-      return out;
-    }
-    auto it = state.pinned_mem_limits.find(w[1]);
-    out.reply = {it == state.pinned_mem_limits.end() ? "0" : it->second.text};
+    if (device_ok(w[1])) out.reply = {limit_text(state.pinned_mem_limits, w[1])};
     return out;
   }
   if (cmd == "get_client_list") {
     if (w.size() != 2) return usage("get_client_list <server PID>");
-    std::string err;
-    Server* server = find_server(state, w[1], err);
-    if (!server) {
-      out.reply = {err};
-      return out;
-    }
+    Server* server = server_of(w[1]);
+    if (!server) return out;
     for (const auto& c : state.clients)
       if (c.server == server->pid) out.reply.push_back(std::to_string(c.pid ? c.pid : c.reported_pid));
     return out;
   }
   if (cmd == "set_active_thread_percentage") {
     if (w.size() != 3) return usage("set_active_thread_percentage <server PID> <percentage>");
-    std::string err;
-    Server* server = find_server(state, w[1], err);
-    if (!server) {
-      out.reply = {err};
-      return out;
-    }
-    auto p = parse_percentage(w[2]);
-    if (!p) {
-      out.reply = {"Invalid active thread percentage " + w[2] + ": expected a number greater than 0 and at most 100"};
-      return out;
-    }
-    server->thread_percentage = *p;
+    Server* server = server_of(w[1]);
+    if (!server) return out;
+    auto p = percentage_of(w[2]);
+    if (p) server->thread_percentage = *p;
     return out;
   }
   if (cmd == "get_active_thread_percentage") {
     if (w.size() != 2) return usage("get_active_thread_percentage <server PID>");
-    std::string err;
-    Server* server = find_server(state, w[1], err);
-    out.reply = {server ? one_decimal(server->thread_percentage) : err};
+    if (Server* server = server_of(w[1])) out.reply = {one_decimal(server->thread_percentage)};
     return out;
   }
   if (cmd == "set_device_pinned_mem_limit") {
     if (w.size() != 4) return usage("set_device_pinned_mem_limit <server PID> <dev> <value>");
-    std::string err;
-    Server* server = find_server(state, w[1], err);
-    if (!server) {
-      out.reply = {err};
-      return out;
-    }
-    if (auto bad = check_device(state, w[2]); !bad.empty()) {
-      out.reply = {bad};
-      return out;
-    }
-    auto bytes = parse_mem_value(w[3]);
-    if (!bytes) {
-      out.reply = {"Invalid memory limit " + w[3] + ": expected a number with a unit, e.g. 512M or 2G"};
-      return out;
-    }
-    server->pinned_mem_limits[w[2]] = Limit{w[3], *bytes};
+    Server* server = server_of(w[1]);
+    if (!server || !device_ok(w[2])) return out;
+    auto limit = limit_of(w[3]);
+    if (limit) server->pinned_mem_limits[w[2]] = *limit;
     return out;
   }
   if (cmd == "get_device_pinned_mem_limit") {
     if (w.size() != 3) return usage("get_device_pinned_mem_limit <server PID> <dev>");
-    std::string err;
-    Server* server = find_server(state, w[1], err);
-    if (!server) {
-      out.reply = {err};
-      return out;
-    }
-    if (auto bad = check_device(state, w[2]); !bad.empty()) {
-      out.reply = {bad};
-      return out;
-    }
-    auto it = server->pinned_mem_limits.find(w[2]);
-    out.reply = {it == server->pinned_mem_limits.end() ? "0" : it->second.text};
+    Server* server = server_of(w[1]);
+    if (server && device_ok(w[2])) out.reply = {limit_text(server->pinned_mem_limits, w[2])};
     return out;
   }
   if (cmd == "quit") {

@@ -1,7 +1,8 @@
-// Replacing a file so that a reader (or the next start after a crash) sees
-// either the old content or the new, whole: written to a temporary file in
-// the same directory, flushed to disk, renamed over the old one, and the
-// directory flushed so the rename itself survives a power cut.
+// Replacing a file so that a reader sees either the old content or the new,
+// whole: written to a file of its own name in the same directory and renamed
+// over the old one (a symlink there is replaced, never followed). Durably,
+// the file and then the directory are also flushed to disk, so the rename
+// survives a power cut (the next start after a crash reads it).
 #pragma once
 
 #include <string>
@@ -11,8 +12,16 @@
 
 namespace tessera {
 
+enum class Flush { no, durably };
+
 // Errors (Errc::io) name the file and the operating system's reason; the old
-// file is then left as it was.
-[[nodiscard]] Result<void> replace_file_durably(const std::string& path, const std::string& content, mode_t mode = 0644);
+// file is then left as it was. Concurrent writers of one path each write
+// their own aside file; the last rename wins.
+[[nodiscard]] Result<void> replace_file(const std::string& path, const std::string& content, mode_t mode, Flush flush);
+
+[[nodiscard]] inline Result<void> replace_file_durably(const std::string& path, const std::string& content,
+                                                       mode_t mode = 0644) {
+  return replace_file(path, content, mode, Flush::durably);
+}
 
 }  // namespace tessera

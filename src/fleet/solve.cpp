@@ -658,6 +658,20 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     }
     if (slots[g][r].empty()) warm[r].erase(g);
   };
+  // A pod of several devices on node n, which has free instances enough: GPUs
+  // that already hold pods first, so that idle ones stay free.
+  auto place_on_node = [&](size_t n, size_t r, int i) {
+    const Pod& pod = p.pods[size_t(i)];
+    uint32_t placed = 0;
+    std::vector<int> order = p.nodes[n].gpus;
+    std::stable_partition(order.begin(), order.end(), [&](int g) { return bool(occupied[size_t(g)]); });
+    for (int g : order)
+      while (placed < pod.count && !slots[size_t(g)][r].empty()) {
+        take(size_t(g), r, i);
+        ++placed;
+      }
+    plan.placement[size_t(i)] = int(n);
+  };
   for (int i : demand) {
     const Pod& pod = p.pods[size_t(i)];
     const size_t r = size_t(pod.resource);
@@ -779,15 +793,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
           plan.placement[size_t(d)] = p.gpus[*h].node;
         }
       }
-      uint32_t placed = 0;
-      std::vector<int> order = p.nodes[n].gpus;
-      std::stable_partition(order.begin(), order.end(), [&](int g) { return bool(occupied[size_t(g)]); });
-      for (int g : order)
-        while (placed < pod.count && !slots[size_t(g)][size_t(r)].empty()) {
-          take(size_t(g), size_t(r), i);
-          ++placed;
-        }
-      plan.placement[size_t(i)] = int(n);
+      place_on_node(n, r, i);
     }
   }
   // First fit for what is still left: an instance of the pod's profile added to a GPU in use, its
@@ -851,15 +857,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
         while (free_count[size_t(r)][n] < int(pod.count) && in_use[size_t(g)] && augment(size_t(g), r)) {
         }
       if (free_count[size_t(r)][n] < int(pod.count)) continue;
-      uint32_t placed = 0;
-      std::vector<int> order = p.nodes[n].gpus;
-      std::stable_partition(order.begin(), order.end(), [&](int g) { return bool(occupied[size_t(g)]); });
-      for (int g : order)
-        while (placed < pod.count && !slots[size_t(g)][size_t(r)].empty()) {
-          take(size_t(g), size_t(r), i);
-          ++placed;
-        }
-      plan.placement[size_t(i)] = int(n);
+      place_on_node(n, size_t(r), i);
     }
     if (plan.placement[size_t(i)] < 0) exhausted.insert({r, pod.count});
   }

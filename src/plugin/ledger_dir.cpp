@@ -5,12 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <vector>
 
+#include "core/file_write.hpp"
 #include "cuda_quota/env.h"
 #include "cuda_quota/driver_limits.hpp"
 #include "cuda_quota/ledger.hpp"
@@ -71,30 +71,6 @@ Result<void> ensure_ledger_dir(const std::string& path) {
   return out;
 }
 
-namespace {
-
-// `content` at `path`, written aside and renamed over whatever is there (a
-// symlink is replaced, never followed).
-Result<void> replace_file(const std::string& path, const std::string& content, mode_t mode, const std::string& what) {
-  static std::atomic<unsigned> counter{0};
-  const std::string aside = path + ".new." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  ::unlink(aside.c_str());
-  const int fd = ::open(aside.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-  if (fd < 0) return fail(Errc::io, "cannot write " + what + " " + path + ": " + std::strerror(errno));
-  const bool written = ::fchmod(fd, mode) == 0 &&
-                       ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
-  const int err = errno;
-  ::close(fd);
-  if (!written || ::rename(aside.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(written ? errno : err);
-    ::unlink(aside.c_str());
-    return fail(Errc::io, "cannot write " + what + " " + path + ": " + why);
-  }
-  return {};
-}
-
-}  // namespace
-
 Result<void> prepare_quota_files(const std::string& dir, const std::string& key,
                                  std::span<const sharing::QuotaDevice> devices) {
   if (auto made = ensure_ledger_dir(dir); !made) return made;
@@ -123,7 +99,10 @@ Result<void> prepare_quota_files(const std::string& dir, const std::string& key,
   const std::string record = dir + "/" + quota::kDriverLimitsFileName;
   if (::unlink(record.c_str()) != 0 && errno != ENOENT)
     return fail(Errc::io, "cannot remove the driver-limits record " + record + ": " + std::strerror(errno));
-  return replace_file(dir + "/" TESSERA_LIMITS_FILE_NAME, std::string(text, n), 0644, "the quota limits file");
+  // Not flushed to disk: a container outlives no reboot, and Allocate waits on it.
+  if (auto r = replace_file(dir + "/" TESSERA_LIMITS_FILE_NAME, std::string(text, n), 0644, Flush::no); !r)
+    return fail(Errc::io, "cannot write the quota limits file: " + r.error().message);
+  return {};
 }
 
 Result<void> ensure_preload_file(const std::string& path, const std::string& content) {

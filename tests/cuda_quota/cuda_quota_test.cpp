@@ -21,6 +21,7 @@
 
 #include "cuda_quota/env.h"
 #include "support/data.hpp"
+#include "client_output.hpp"
 #include "support/run.hpp"
 
 namespace {
@@ -28,28 +29,18 @@ namespace {
 using tessera::testing::Process;
 using tessera::testing::run;
 using tessera::testing::RunResult;
+using tessera::testing::Line;
+using tessera::testing::lines;
+using tessera::testing::find;
+using tessera::testing::code;
+using tessera::testing::value;
+using tessera::testing::bytes;
 using tessera::testing::TempDir;
 
 constexpr std::uint64_t kMiB = 1ULL << 20, kGiB = 1ULL << 30;
 constexpr const char* kUuid = "GPU-11111111-2222-3333-4444-555555555555";
 constexpr const char* kOther = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
 constexpr int kOk = 0, kOutOfMemory = 2;
-
-// One output line of the client, split into words: {step, code, values...}.
-using Line = std::vector<std::string>;
-
-std::vector<Line> lines(const std::string& out) {
-  std::vector<Line> result;
-  std::istringstream in(out);
-  std::string text;
-  while (std::getline(in, text)) {
-    std::istringstream words(text);
-    Line line;
-    for (std::string w; words >> w;) line.push_back(w);
-    if (!line.empty()) result.push_back(line);
-  }
-  return result;
-}
 
 // A container: a ledger directory and a simulated node, shared by the
 // processes a test starts.
@@ -99,22 +90,6 @@ class Container {
   std::string devices_;
   std::vector<std::string> env_;
 };
-
-// The line of `step` in a run's output (the first one when a step repeats).
-Line find(const RunResult& r, const std::string& step) {
-  for (const auto& l : lines(r.out))
-    if (l[0] == step) return l;
-  ADD_FAILURE() << "no line for " << step << " in:\n" << r.out << "\nstderr:\n" << r.err;
-  return Line{step, "-99", "0", "0", "0", "0"};
-}
-
-int code(const RunResult& r, const std::string& step) { return std::stoi(find(r, step)[1]); }
-std::uint64_t value(const RunResult& r, const std::string& step, std::size_t i) {
-  const Line l = find(r, step);
-  return i + 2 < l.size() ? std::stoull(l[i + 2]) : ~0ULL;
-}
-
-std::string bytes(std::uint64_t n) { return std::to_string(n); }
 
 // ------------------------------------------------------------------ limiting
 

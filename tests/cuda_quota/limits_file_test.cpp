@@ -29,11 +29,17 @@
 #include "cuda_quota/env.h"
 #include "cuda_quota/ledger.hpp"
 #include "cuda_quota/limits.hpp"
+#include "client_output.hpp"
 #include "support/run.hpp"
 
 namespace {
 
 using tessera::testing::RunResult;
+using tessera::testing::Line;
+using tessera::testing::find;
+using tessera::testing::code;
+using tessera::testing::value;
+using tessera::testing::bytes;
 using tessera::testing::TempDir;
 namespace quota = tessera::quota;
 
@@ -45,35 +51,6 @@ constexpr const char* kUuid = "GPU-11111111-2222-3333-4444-555555555555";
 constexpr const char* kKey = "nvidia.com_gpu-0123456789abcdef";
 constexpr int kOk = 0, kOutOfMemory = 2, kNotPermitted = 800, kInvalidContext = 201;
 constexpr int kCannotIsolate = 97;  // the child could not make its mount namespace
-
-using Line = std::vector<std::string>;
-
-std::vector<Line> lines(const std::string& out) {
-  std::vector<Line> result;
-  std::istringstream in(out);
-  std::string text;
-  while (std::getline(in, text)) {
-    std::istringstream words(text);
-    Line line;
-    for (std::string w; words >> w;) line.push_back(w);
-    if (!line.empty()) result.push_back(line);
-  }
-  return result;
-}
-
-Line find(const RunResult& r, const std::string& step) {
-  for (const auto& l : lines(r.out))
-    if (l[0] == step) return l;
-  ADD_FAILURE() << "no line for " << step << " in:\n" << r.out << "\nstderr:\n" << r.err;
-  return Line{step, "-99", "0", "0", "0", "0"};
-}
-
-int code(const RunResult& r, const std::string& step) { return std::stoi(find(r, step)[1]); }
-std::uint64_t value(const RunResult& r, const std::string& step, std::size_t i) {
-  const Line l = find(r, step);
-  return i + 2 < l.size() ? std::stoull(l[i + 2]) : ~0ULL;
-}
-std::string bytes(std::uint64_t n) { return std::to_string(n); }
 
 // What a sanitizer runtime needs in any environment, empty ones included
 // (design §5: ASan refuses a preload that comes before it unless told).

@@ -69,6 +69,7 @@ bin=$1
 deploy=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
+export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH} PYTHONDONTWRITEBYTECODE=1  # node_pod.py, no __pycache__ in the tree
 # shellcheck source=lib.sh
 source "$here/lib.sh"
 require_pyyaml
@@ -221,6 +222,7 @@ PY
     if python3 - "$out/rendered.yaml" "$bin" "$deploy" <<'PY'
 import os, re, subprocess, sys
 import yaml
+from node_pod import check_node_pod
 rendered, binary, deploy = sys.argv[1:]
 docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
 daemonsets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "DaemonSet"}
@@ -419,20 +421,7 @@ unused = sorted("%s %s" % ("/".join(filter(None, k)), ",".join(sorted(v - USES.g
                 for k, v in granted.items() if v - USES.get(k, set()))
 
 # Pod Security, scheduling and resources, as the node agent's.
-nsdoc = next((d for d in docs if d["kind"] == "Namespace" and d["metadata"]["name"] == ns), None)
-if ((nsdoc or {}).get("metadata", {}).get("labels") or {}).get("pod-security.kubernetes.io/enforce") != "privileged":
-    fail("namespace %s is not labelled pod-security.kubernetes.io/enforce=privileged: Pod Security would refuse the pod" % ns)
-tol = spec.get("tolerations", [])
-if not any(t.get("key") == "nvidia.com/gpu" and t.get("operator") == "Exists" and t.get("effect") in (None, "NoSchedule") for t in tol) \
-   or not any(t.get("key") == "CriticalAddonsOnly" and t.get("operator") == "Exists" for t in tol):
-    fail("tolerations lack nvidia.com/gpu (NoSchedule) or CriticalAddonsOnly: %s" % tol)
-if spec.get("priorityClassName") != "system-node-critical":
-    fail("priorityClassName %s, not system-node-critical" % spec.get("priorityClassName"))
-if (spec.get("nodeSelector") or {}).get("nvidia.com/gpu.present") != "true":
-    fail("nodeSelector does not pick nvidia.com/gpu.present=true: %s" % spec.get("nodeSelector"))
-res = driver.get("resources", {})
-if not {"cpu", "memory"} <= set(res.get("requests", {})) or "memory" not in res.get("limits", {}):
-    fail("resources need CPU and memory requests and a memory limit: %s" % res)
+check_node_pod(docs, ns, spec, driver, fail)
 print("  dra: %s; driver %s; privileged (MIG); hostPaths %s; DeviceClasses gpu.nvidia.com, mig.nvidia.com; "
       "RBAC as used, and unused: %s" % (" ".join(cmd[:2] + [f for f in given]), drv, ", ".join(sorted(set(host.values()))),
                                         "; ".join(unused) or "nothing"))
@@ -721,6 +710,7 @@ PY
   if ! python3 - "$out/rendered.yaml" "$out/tessera-device-plugin-config.yaml" "$deploy" <<'PY'
 import os, re, sys
 import yaml
+from node_pod import check_node_pod
 rendered, config_file, deploy = sys.argv[1:]
 # `tessera node`'s options (True: takes a value; "+": one or more). The command
 # is checked against this list, not its --help, so the manifests can lead it.
@@ -893,23 +883,8 @@ if mig and not from_configmap(given["--mig-config"], "tessera-mig-config"):
 if any(d["kind"] == "ConfigMap" and d["metadata"]["name"] == "tessera-node" for d in docs):
     fail("ConfigMap tessera-node names a MIG config, but the agent follows the Node label nvidia.com/mig.config")
 
-# Pod Security: host paths (and privileged, hostIPC) need the namespace's `privileged` level.
-nsdoc = next((d for d in docs if d["kind"] == "Namespace" and d["metadata"]["name"] == ns), None)
-if ((nsdoc or {}).get("metadata", {}).get("labels") or {}).get("pod-security.kubernetes.io/enforce") != "privileged":
-    fail("namespace %s is not labelled pod-security.kubernetes.io/enforce=privileged: Pod Security would refuse the host paths" % ns)
-
-# Scheduling: every GPU node, before ordinary pods.
-tol = spec.get("tolerations", [])
-if not any(t.get("key") == "nvidia.com/gpu" and t.get("operator") == "Exists" and t.get("effect") in (None, "NoSchedule") for t in tol) \
-   or not any(t.get("key") == "CriticalAddonsOnly" and t.get("operator") == "Exists" for t in tol):
-    fail("tolerations lack nvidia.com/gpu (NoSchedule) or CriticalAddonsOnly: %s" % tol)
-if spec.get("priorityClassName") != "system-node-critical":
-    fail("priorityClassName %s, not system-node-critical" % spec.get("priorityClassName"))
-if (spec.get("nodeSelector") or {}).get("nvidia.com/gpu.present") != "true":
-    fail("nodeSelector does not pick nvidia.com/gpu.present=true: %s" % spec.get("nodeSelector"))
-res = agent.get("resources", {})
-if not {"cpu", "memory"} <= set(res.get("requests", {})) or "memory" not in res.get("limits", {}):
-    fail("resources need CPU and memory requests and a memory limit: %s" % res)
+# Pod Security, scheduling (every GPU node, before ordinary pods) and resources.
+check_node_pod(docs, ns, spec, agent, fail)
 # Probes ask the exporter's /healthz; without it the agent answers none.
 if "--metrics-listen" not in given and (agent.get("livenessProbe") or agent.get("readinessProbe")):
     fail("a probe without --metrics-listen: the agent has nothing a probe could ask")

@@ -21,17 +21,7 @@ patches:
 EOF
   if [[ $name == mps ]]; then
     echo "- path: mps-host.yaml" >>"$dir/kustomization.yaml"
-    cat >"$dir/mps-host.yaml" <<EOF
-apiVersion: apps/v1
-kind: DaemonSet
-metadata: {name: tessera-mps-host, namespace: tessera}
-spec:
-  template:
-    spec:
-      containers:
-      - name: mps-host
-        command: ["tessera", "mps-host", "--socket", "$MPS_HOST_SOCKET", "--mps-control", "$IMAGE_MPS_CONTROL"]
-EOF
+    mps_host_patch "$dir/mps-host.yaml"
   fi
   if [[ $with == metrics ]]; then
     cat >>"$dir/kustomization.yaml" <<EOF
@@ -152,7 +142,13 @@ EOF
   - config.yaml=device-plugin-config.yaml
 EOF
   fi
-  agent_patch "$dir" "$extra" "$mounts" "$volumes"
+  sim_agent_patch "$dir/simulated-node.yaml" node-agent '["tessera", "node", "--config", "/etc/tessera/device-plugin/config.yaml",
+                  "--mig-config", "/etc/tessera/mig/config.yaml", "--state-dir", "/var/lib/tessera",
+                  "--kubelet-dir", "/var/lib/kubelet/device-plugins",
+                  "--pod-resources", "/var/lib/kubelet/pod-resources/kubelet.sock",
+                  "--health-recovery", "5", "--eviction-timeout", "'"$AGENT_EVICTION_TIMEOUT"'",
+                  "--quota-library-dir", "/var/lib/tessera/lib", "--quota-ledger-root", "/var/lib/tessera/ledgers"'"$extra]" \
+    "$mounts" "$volumes"
   echo "$dir"
 }
 
@@ -203,27 +199,42 @@ mig-configs:
 YAML
 }
 
-# agent_patch DIR EXTRA-ARGS MOUNTS VOLUMES: what the test node needs instead
-# of a GPU and NVIDIA's runtime (see the scenario node-agent).
-agent_patch() {
-  local dir=$1 extra=$2 mounts=$3 volumes=$4
-  cat >"$dir/simulated-node.yaml" <<EOF
+# mps_host_patch FILE: tessera-mps-host given the simulated control program
+# the image carries, in place of the driver's.
+mps_host_patch() {
+  cat >"$1" <<EOF
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: tessera-mps-host, namespace: tessera}
+spec:
+  template:
+    spec:
+      containers:
+      - name: mps-host
+        command: ["tessera", "mps-host", "--socket", "$MPS_HOST_SOCKET", "--mps-control", "$IMAGE_MPS_CONTROL"]
+EOF
+}
+
+# sim_agent_patch FILE CONTAINER COMMAND [MOUNTS VOLUMES]: the patch that runs
+# tessera's CONTAINER, an agent that talks to the API server, on the simulated
+# node: the host's network (the API server listens on the host's loopback),
+# no NVIDIA runtime (the simulated node is mounted instead), unprivileged (no
+# real MIG capability to hold). COMMAND is a YAML flow list; MOUNTS and
+# VOLUMES are further list items of the container and of the pod.
+sim_agent_patch() {
+  local file=$1 container=$2 command=$3 mounts=${4:-} volumes=${5:-}
+  cat >"$file" <<EOF
 apiVersion: apps/v1
 kind: DaemonSet
 metadata: {name: tessera, namespace: tessera}
 spec:
   template:
     spec:
-      hostNetwork: true  # the API server listens on the host's loopback
-      runtimeClassName: null  # no NVIDIA runtime: the simulated node is mounted
+      hostNetwork: true
+      runtimeClassName: null
       containers:
-      - name: node-agent
-        command: ["tessera", "node", "--config", "/etc/tessera/device-plugin/config.yaml",
-                  "--mig-config", "/etc/tessera/mig/config.yaml", "--state-dir", "/var/lib/tessera",
-                  "--kubelet-dir", "/var/lib/kubelet/device-plugins",
-                  "--pod-resources", "/var/lib/kubelet/pod-resources/kubelet.sock",
-                  "--health-recovery", "5", "--eviction-timeout", "$AGENT_EVICTION_TIMEOUT",
-                  "--quota-library-dir", "/var/lib/tessera/lib", "--quota-ledger-root", "/var/lib/tessera/ledgers"$extra]
+      - name: $container
+        command: $command
         securityContext:
           \$patch: replace
           allowPrivilegeEscalation: false
@@ -261,46 +272,11 @@ patches:
 - path: mps-host.yaml
 EOF2
   # The MPS daemons of claims that ask for MPS: the simulated control program the image carries.
-  cat >"$dir/mps-host.yaml" <<EOF2
-apiVersion: apps/v1
-kind: DaemonSet
-metadata: {name: tessera-mps-host, namespace: tessera}
-spec:
-  template:
-    spec:
-      runtimeClassName: null
-      containers:
-      - name: mps-host
-        command: ["tessera", "mps-host", "--socket", "$MPS_HOST_SOCKET", "--mps-control", "$IMAGE_MPS_CONTROL"]
-EOF2
-  cat >"$dir/simulated-node.yaml" <<EOF2
-apiVersion: apps/v1
-kind: DaemonSet
-metadata: {name: tessera, namespace: tessera}
-spec:
-  template:
-    spec:
-      hostNetwork: true
-      runtimeClassName: null
-      containers:
-      - name: dra-driver
-        command: ["tessera", "dra", "--kubelet-dir", "/var/lib/kubelet", "--cdi-spec-dir", "/var/run/cdi",
+  mps_host_patch "$dir/mps-host.yaml"
+  sim_agent_patch "$dir/simulated-node.yaml" dra-driver '["tessera", "dra", "--kubelet-dir", "/var/lib/kubelet", "--cdi-spec-dir", "/var/run/cdi",
                   "--driver-root", "/var/lib/tessera-sim", "--container-driver-root", "/var/lib/tessera-sim",
                   "--quota-library-dir", "/var/lib/tessera/lib", "--ledger-root", "/var/lib/tessera/ledgers",
-                  "--recovery", "5"$extra]
-        securityContext:
-          \$patch: replace
-          allowPrivilegeEscalation: false
-          capabilities: {drop: ["ALL"]}
-        env:
-        - {name: TESSERA_SIM, value: /var/lib/tessera-sim}
-        - {name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}
-        - {name: KUBERNETES_SERVICE_PORT, value: "$APISERVER_PORT"}
-        volumeMounts:
-        - {name: sim, mountPath: /var/lib/tessera-sim}
-      volumes:
-      - {name: sim, hostPath: {path: /var/lib/tessera-sim, type: Directory}}
-EOF2
+                  "--recovery", "5"'"$extra]"
   echo "$dir"
 }
 
