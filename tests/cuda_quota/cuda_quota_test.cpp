@@ -54,8 +54,7 @@ class Container {
         "LD_LIBRARY_PATH=" TESSERA_CUDA_SIM_DIR,
         "TESSERA_SIM_CUDA_DEVICES=" + devices_,
         "TESSERA_SIM_CUDA_DIR=" + dir_.path() + "/sim",
-        // ASan insists on coming first among preloads unless told otherwise (google/sanitizers #786).
-        "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0",
+        tessera::testing::kLateSanitizerEnv,
         std::string(TESSERA_ENV_LEDGER_DIR "=") + dir_.path() + "/ledger",
         std::string(TESSERA_ENV_DEVICE_UUID_PREFIX "0=") + kUuid,
         std::string(TESSERA_ENV_MEMORY_LIMIT_PREFIX "0=") + std::to_string(quota),

@@ -56,7 +56,7 @@ constexpr int kCannotIsolate = 97;  // the child could not make its mount namesp
 // (design §5: ASan refuses a preload that comes before it unless told).
 std::vector<std::string> sanitizer_env() {
 #if defined(__SANITIZE_ADDRESS__)
-  return {"ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0"};
+  return {tessera::testing::kLateSanitizerEnv};
 #else
   return {};
 #endif

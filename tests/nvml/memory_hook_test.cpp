@@ -63,7 +63,7 @@ struct Container {
     std::vector<std::string> argv = {kHook, "--limits", limits, "--nvml", testing::kSimLibrary, "--cgroup-root",
                                      cgroups, "--proc-root", proc};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    return testing::run(argv, state, {"TESSERA_SIM=" + node.dir()});
+    return testing::run(argv, state, {"TESSERA_SIM=" + node.dir(), testing::kLateSanitizerEnv});
   }
 };
 

@@ -854,7 +854,8 @@ TEST(PluginCommand, TheMemoryHookRidesOnTheContainersOwnCdiDevice) {
   std::vector<std::string> argv{hooks[0]["path"].get<std::string>()};
   argv.insert(argv.end(), hook_args.begin() + 1, hook_args.end());
   argv.insert(argv.end(), {"--proc-root", proc, "--cgroup-root", cgroups});
-  const auto env = hooks[0].value("env", std::vector<std::string>{});
+  auto env = hooks[0].value("env", std::vector<std::string>{});
+  env.push_back(testing::kLateSanitizerEnv);
   const auto hook = run(argv, R"({"ociVersion":"1.2.1","id":"1","status":"created","pid":4242,"bundle":"/b"})", env);
   ASSERT_EQ(hook.exit_code, 0) << hook.err;
   // The driver holds it: the inventory reads the limit back through NVML.
