@@ -326,7 +326,9 @@ bool hold(const Nvml& nvml, const char* uuid, const char* cgroup, std::uint64_t 
 // device): written aside, then renamed, never through a symlink.
 bool write_record(const char* dir, const DriverLimits& record) {
   char path[kPathBytes], temporary[kPathBytes];
-  std::snprintf(path, sizeof path, "%s/%s", dir, kDriverLimitsFileName);
+  const int path_length = std::snprintf(path, sizeof path, "%s/%s", dir, kDriverLimitsFileName);
+  if (path_length < 0 || static_cast<std::size_t>(path_length) >= sizeof path)
+    return say("error", "the driver-limits record's path in %s is longer than %zu bytes", dir, sizeof path - 1), false;
   if (record.count == 0) {
     if (::unlink(path) != 0 && errno != ENOENT) return say("error", "%s cannot be removed: %s", path, std::strerror(errno)), false;
     return true;
@@ -334,7 +336,10 @@ bool write_record(const char* dir, const DriverLimits& record) {
   char text[kDriverLimitsMaxBytes];
   const std::size_t n = format_driver_limits(record, text, sizeof text);
   if (n == 0) return say("error", "the driver-limits record does not fit"), false;
-  std::snprintf(temporary, sizeof temporary, "%s/.%s.%ld", dir, kDriverLimitsFileName, static_cast<long>(::getpid()));
+  const int temporary_length =
+      std::snprintf(temporary, sizeof temporary, "%s/.%s.%ld", dir, kDriverLimitsFileName, static_cast<long>(::getpid()));
+  if (temporary_length < 0 || static_cast<std::size_t>(temporary_length) >= sizeof temporary)
+    return say("error", "the driver-limits record's path in %s is longer than %zu bytes", dir, sizeof temporary - 1), false;
   const int fd = ::open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return say("error", "%s cannot be written: %s", temporary, std::strerror(errno)), false;
   const bool ok = ::write(fd, text, n) == static_cast<ssize_t>(n) && ::fsync(fd) == 0;
