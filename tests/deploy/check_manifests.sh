@@ -222,7 +222,7 @@ PY
     if python3 - "$out/rendered.yaml" "$bin" "$deploy" <<'PY'
 import os, re, subprocess, sys
 import yaml
-from node_pod import check_node_pod
+from node_pod import check_node_pod, parse_flags
 rendered, binary, deploy = sys.argv[1:]
 docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
 daemonsets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "DaemonSet"}
@@ -263,19 +263,8 @@ for c in spec.get("initContainers", []):
     if c.get("command", [])[:1] == ["tessera"]:
         fail("init container %s runs %s before the DRA driver" % (c["name"], " ".join(c["command"][:3])))
 cmd = driver["command"]
-given, i = {}, 2
-while i < len(cmd):
-    f = cmd[i]
-    if f not in FLAGS:
-        fail("tessera dra has no option %s (its --help lists none such): %s" % (f, " ".join(cmd)))
-    values = []
-    i += 1
-    while i < len(cmd) and not cmd[i].startswith("-") and (FLAGS[f] == "+" or (FLAGS[f] and not values)):
-        values.append(cmd[i])
-        i += 1
-    if FLAGS[f] and not values:
-        fail("%s is given no value" % f)
-    given[f] = values[0] if values else True
+given = parse_flags(cmd, FLAGS, fail,
+                    lambda f: "tessera dra has no option %s (its --help lists none such): %s" % (f, " ".join(cmd)))
 def flag(name):
     return given.get(name) or DEFAULTS[name]
 if any(f in given for f in ("--sim", "--nvml-library", "--kubeconfig", "--allow-insecure-http")):
@@ -710,7 +699,7 @@ PY
   if ! python3 - "$out/rendered.yaml" "$out/tessera-device-plugin-config.yaml" "$deploy" <<'PY'
 import os, re, sys
 import yaml
-from node_pod import check_node_pod
+from node_pod import check_node_pod, parse_flags
 rendered, config_file, deploy = sys.argv[1:]
 # `tessera node`'s options (True: takes a value; "+": one or more). The command
 # is checked against this list, not its --help, so the manifests can lead it.
@@ -780,19 +769,7 @@ if agent is None:
 cmd = agent["command"]
 if cmd[:2] != ["tessera", "node"]:
     fail("the node-agent container runs %s, not tessera node" % cmd[:2])
-given, i = {}, 2
-while i < len(cmd):
-    f = cmd[i]
-    if f not in NODE_FLAGS:
-        fail("tessera node has no option %s (%s)" % (f, " ".join(cmd)))
-    values = []
-    i += 1
-    while i < len(cmd) and not cmd[i].startswith("-") and (NODE_FLAGS[f] == "+" or (NODE_FLAGS[f] and not values)):
-        values.append(cmd[i])
-        i += 1
-    if NODE_FLAGS[f] and not values:
-        fail("%s is given no value" % f)
-    given[f] = values[0] if values else True
+given = parse_flags(cmd, NODE_FLAGS, fail, lambda f: "tessera node has no option %s (%s)" % (f, " ".join(cmd)))
 given.setdefault("--config", given.get("-c"))
 for other in containers:
     if other is not agent and other.get("command", [])[:2] in (["tessera", "plugin"], ["tessera", "mig"], ["tessera", "exporter"]):

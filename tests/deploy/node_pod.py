@@ -1,8 +1,10 @@
-"""What the pod of every node agent (tessera node, tessera dra) needs, for
-check_manifests.sh: its namespace at Pod Security's privileged level (host
-paths, privileged containers and hostIPC need it), tolerations that reach
-every GPU node, system-node-critical priority, a nodeSelector picking the
-GPU nodes, and CPU and memory requests with a memory limit on its container.
+"""Shared checks of the node agents' pods (tessera node, tessera dra), for
+check_manifests.sh. check_node_pod: the namespace at Pod Security's
+privileged level (host paths, privileged containers and hostIPC need it),
+tolerations that reach every GPU node, system-node-critical priority, a
+nodeSelector picking the GPU nodes, and CPU and memory requests with a memory
+limit on the container. parse_flags: a container's tessera command line read
+against the options the command has.
 """
 
 
@@ -23,3 +25,27 @@ def check_node_pod(docs, ns, spec, container, fail):
     res = container.get("resources", {})
     if not {"cpu", "memory"} <= set(res.get("requests", {})) or "memory" not in res.get("limits", {}):
         fail("resources need CPU and memory requests and a memory limit: %s" % res)
+
+
+def parse_flags(cmd, flags, fail, unknown):
+    """The options of `cmd` (tessera and its subcommand first) as {flag: its first value, or True}.
+
+    `flags` maps each option the command has to what it takes: nothing (a
+    switch, falsy), one value, or "+" (one or more). An option not in
+    `flags` fails with unknown(flag); an option that needs a value and is
+    given none fails too.
+    """
+    given, i = {}, 2
+    while i < len(cmd):
+        f = cmd[i]
+        if f not in flags:
+            fail(unknown(f))
+        values = []
+        i += 1
+        while i < len(cmd) and not cmd[i].startswith("-") and (flags[f] == "+" or (flags[f] and not values)):
+            values.append(cmd[i])
+            i += 1
+        if flags[f] and not values:
+            fail("%s is given no value" % f)
+        given[f] = values[0] if values else True
+    return given
