@@ -16,7 +16,8 @@ enum class Flush { no, durably };
 
 // Errors (Errc::io) name the file and the operating system's reason; the old
 // file is then left as it was. Concurrent writers of one path each write
-// their own aside file; the last rename wins.
+// their own aside file (`<path>.new.<pid>.<n>`); the last rename wins. A
+// crash between the write and the rename leaves that aside file behind.
 [[nodiscard]] Result<void> replace_file(const std::string& path, const std::string& content, mode_t mode, Flush flush);
 
 [[nodiscard]] inline Result<void> replace_file_durably(const std::string& path, const std::string& content,

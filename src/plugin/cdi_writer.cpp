@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/file_write.hpp"
 #include "core/text.hpp"
 
 namespace tessera::plugin {
@@ -66,33 +67,12 @@ constexpr const char* kLibraryDirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib/a
 constexpr const char* kPrograms[] = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control",
                                      "nvidia-cuda-mps-server"};
 
+// Readers (the container runtime) see the old spec or the new one, whole; the
+// aside file's name does not end in .json, so no runtime loads it.
 Result<void> write_file_atomically(const std::string& dir, const std::string& name, const std::string& text) {
   const std::string path = dir + "/" + name;
-  const std::string tmp = dir + "/." + name + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return fail(Errc::io, "cannot write CDI spec " + path + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return fail(Errc::io, "cannot write CDI spec " + path + ": " + std::strerror(e));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return fail(Errc::io, "cannot write CDI spec " + path + ": " + std::strerror(e));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return fail(Errc::io, "cannot write CDI spec " + path + ": " + std::strerror(e));
-  }
+  if (auto r = replace_file(path, text, 0644, Flush::durably); !r)
+    return fail(Errc::io, "cannot write CDI spec " + path + ": " + r.error().message);
   return {};
 }
 
