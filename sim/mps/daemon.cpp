@@ -122,10 +122,12 @@ class Daemon {
       std::ofstream pid_file(join(paths_.pipe_dir, kPidFileName), std::ios::trunc);
       pid_file << state_.pid << "\n";
     }
+    // The state first: whoever sees the start lines (a foreground daemon's
+    // reader) finds the daemon's record already there.
+    save_state();
     log("Starting control daemon using socket " + join(paths_.pipe_dir, kSocketName));
     log("To connect CUDA applications to this daemon, set env CUDA_MPS_PIPE_DIRECTORY=" + paths_.pipe_dir);
     log("CUDA MPS Control binary version: 13000 (tessera simulator)");
-    save_state();
     if (ready_fd >= 0) {
       write_all(ready_fd, "ok");
       ::close(ready_fd);
