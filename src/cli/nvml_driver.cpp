@@ -42,9 +42,10 @@ sharing::MemoryHook memory_hook_settings(const std::string& path, const DriverOp
 void add_memory_hook_option(CLI::App& command, std::string& path) {
   command.add_option("--memory-hook", path,
                      "Host path of tessera-memory-hook (the DaemonSet's init container puts it beside the quota\n"
-                     "library): with CDI devices, each container with a memory quota gets a createContainer hook\n"
-                     "that has the driver hold its cgroup to the quota on whole GPUs where the driver offers memory\n"
-                     "limits (R615+, cgroup v2); the quota library holds the rest. Default: off");
+                     "library): with CDI devices, each container with a memory quota gets a createRuntime hook\n"
+                     "(and a poststop hook clearing it) that has the driver cap its cgroup at the quota on whole\n"
+                     "GPUs where the driver offers memory limits (R615+, cgroup v2); the quota library holds the\n"
+                     "rest. Default: off");
 }
 
 Result<nvml::Session> open_nvml(const DriverOptions& options) {

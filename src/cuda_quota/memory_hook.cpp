@@ -1,15 +1,26 @@
 // tessera-memory-hook: the driver backend of a container's memory quota
-// (docs/design-memory-quotas.md §9). A CDI createContainer hook: the container
-// runtime runs it on the host once the container's cgroup exists and before
-// any of the container's processes runs, with the container's OCI state on
-// stdin. It reads the container's limits file (the node's decision, written
-// at Allocate or at DRA prepare), finds the container's cgroup v2 directory
-// through the state's pid, and asks the driver to hold that cgroup to each
-// whole GPU's quota (nvmlDeviceSetMemoryLimits_v1, R615 and newer), reading
-// the limit back before it counts. What the driver holds is recorded in
-// `driver-limits` beside the limits file; everything else (MIG devices, an
-// older driver, cgroup v1, a refused call) stays with the quota library
-// alone, which the container loads either way.
+// (docs/design-memory-quotas.md §9). A CDI createRuntime hook: the container
+// runtime runs it in the runtime's namespaces on the host once the
+// container's namespaces and cgroup exist and before the container's program
+// runs, with the container's OCI state on stdin, whose pid is the container's
+// init process as the host sees it (OCI runtime-spec config.md, "POSIX-platform
+// Hooks": createRuntime is called in the runtime namespace; createContainer in
+// the container's, where the state's pid reads as 1 and /proc/1/cgroup is the
+// container's cgroup namespace's view). It reads the container's limits file
+// (the node's decision, written at Allocate or at DRA prepare), finds the
+// container's cgroup v2 directory through the state's pid, and asks the
+// driver to cap that cgroup at each whole GPU's quota
+// (nvmlDeviceSetMemoryLimits_v1, R615 and newer: hard limit the quota, soft
+// limit 0, since a soft limit is reserved in every ancestor and outlives the
+// cgroup), reading the limit back before it counts. A process in the root
+// cgroup is refused: a limit there would cap the whole host. What the driver
+// holds is recorded in `driver-limits` beside the limits file; everything
+// else (MIG devices, an older driver, cgroup v1, a refused call) stays with
+// the quota library alone, which the container loads either way.
+//
+// With --clear it is the same spec's poststop hook: every limit the record
+// names is cleared (soft 0, hard NVML_DEVICE_MEMORY_LIMIT_MAX: NVML's "no
+// limit"), whether or not the cgroup is still there, and the record goes.
 //
 // Exit status: 0 when every device is held by the driver or left to the
 // library (each said on stderr); 1 when the input is unusable (the state, the
@@ -40,21 +51,24 @@ using namespace tessera::quota;
 using namespace tessera::nvml::abi;
 
 constexpr const char* kUsage =
-    "usage: tessera-memory-hook --limits FILE [--nvml LIBRARY] [--cgroup-root DIR] [--proc-root DIR]\n"
+    "usage: tessera-memory-hook --limits FILE [--clear] [--nvml LIBRARY] [--cgroup-root DIR] [--proc-root DIR]\n"
     "\n"
-    "A CDI createContainer hook: reads the container's OCI state on stdin and has the driver hold\n"
-    "the container's cgroup to the quota of each whole GPU in FILE (the container's limits file,\n"
-    "a host path), where the driver offers memory limits (R615 and newer, cgroup v2). Every other\n"
-    "device is left to the quota library. What the driver holds is recorded in FILE's directory,\n"
-    "as driver-limits.\n"
+    "A CDI createRuntime hook: reads the container's OCI state on stdin (its pid as the host sees\n"
+    "it) and has the driver cap the container's cgroup at the quota of each whole GPU in FILE (the\n"
+    "container's limits file, a host path), where the driver offers memory limits (R615 and newer,\n"
+    "cgroup v2). Every other device is left to the quota library. What the driver holds is recorded\n"
+    "in FILE's directory, as driver-limits.\n"
     "\n"
     "  --limits FILE       the container's limits file (required)\n"
+    "  --clear             the poststop hook: clear every limit the record names, remove the record\n"
     "  --nvml LIBRARY      NVML to load (default libnvidia-ml.so.1)\n"
     "  --cgroup-root DIR   where cgroup v2 is mounted (default /sys/fs/cgroup)\n"
     "  --proc-root DIR     where proc is mounted (default /proc)\n";
 
 constexpr std::size_t kStateMaxBytes = 1 << 20;  // runc's states are a few KiB
 constexpr std::size_t kPathBytes = 4096;
+
+int log_fd = -1;  // <ledger dir>/memory-hook.log, once open
 
 void say(const char* level, const char* format, ...) __attribute__((format(printf, 2, 3)));
 void say(const char* level, const char* format, ...) {
@@ -64,6 +78,21 @@ void say(const char* level, const char* format, ...) {
   std::vsnprintf(line, sizeof line, format, args);
   va_end(args);
   std::fprintf(stderr, "tessera-memory-hook: %s: %s\n", level, line);
+  if (log_fd >= 0) {
+    char out[1100];
+    const int n = std::snprintf(out, sizeof out, "%s: %s\n", level, line);
+    if (n > 0) (void)!::write(log_fd, out, static_cast<std::size_t>(n) < sizeof out ? static_cast<std::size_t>(n) : sizeof out - 1);
+  }
+}
+
+// Opens <dir>/memory-hook.log (never through a symlink): anew for the
+// createRuntime run, appended to by the poststop run. Without it the hook
+// still says everything on stderr.
+void open_log(const char* dir, bool append) {
+  char path[4096];
+  const int n = std::snprintf(path, sizeof path, "%s/memory-hook.log", dir);
+  if (n < 0 || static_cast<std::size_t>(n) >= sizeof path) return;
+  log_fd = ::open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
 }
 
 // Reads all of `fd` into `buffer`; the size, or -1 past `capacity` (the
@@ -174,36 +203,57 @@ struct Scanner {
   }
 };
 
-// The container's pid from its OCI state; 0 with `why` set when the state is
-// not one.
-long state_pid(const char* text, std::size_t size, const char*& why) {
-  Scanner s{text, text + size};
+// What the hook needs of an OCI state: the container's pid (0: none given,
+// as at poststop) and its id (the runtime's container id: letters, digits,
+// '_', '-', '.', at most kIdBytes - 1).
+constexpr std::size_t kIdBytes = 129;
+struct State {
   long pid = 0;
+  char id[kIdBytes] = {};
+};
+
+// Parses the state; false with `why` set when it is not one or its pid or id
+// is not usable.
+bool parse_state(const char* text, std::size_t size, State& out, const char*& why) {
+  Scanner s{text, text + size};
   s.ws();
-  if (s.p >= s.end || *s.p != '{') return why = "it is not a JSON object", 0;
+  if (s.p >= s.end || *s.p != '{') return why = "it is not a JSON object", false;
   ++s.p;
   s.ws();
-  if (s.p < s.end && *s.p == '}') return why = "it has no \"pid\"", 0;
+  if (s.p < s.end && *s.p == '}') return why = "it has no \"id\"", false;
+  bool have_id = false;
   for (;;) {
     const char* key = nullptr;
     std::size_t length = 0;
     s.ws();
-    if (!s.string(key, length)) return why = s.error, 0;
+    if (!s.string(key, length)) return why = s.error, false;
     s.ws();
-    if (s.p >= s.end || *s.p != ':') return why = "a ':' is missing after a key", 0;
+    if (s.p >= s.end || *s.p != ':') return why = "a ':' is missing after a key", false;
     ++s.p;
     s.ws();
     const char* at = s.p;
-    if (!s.value(1)) return why = s.error, 0;
+    if (!s.value(1)) return why = s.error, false;
     if (length == 3 && std::memcmp(key, "pid", 3) == 0) {
-      if (pid) return why = "it gives \"pid\" twice", 0;
+      if (out.pid) return why = "it gives \"pid\" twice", false;
       long v = 0;
       for (const char* c = at; c < s.p; ++c) {
-        if (*c < '0' || *c > '9' || v > (INT_MAX - (*c - '0')) / 10) return why = "its \"pid\" is not a positive integer", 0;
+        if (*c < '0' || *c > '9' || v > (INT_MAX - (*c - '0')) / 10) return why = "its \"pid\" is not a positive integer", false;
         v = v * 10 + (*c - '0');
       }
-      if (v <= 0 || (at < s.p && *at == '0')) return why = "its \"pid\" is not a positive integer", 0;
-      pid = v;
+      if (v <= 0 || (at < s.p && *at == '0')) return why = "its \"pid\" is not a positive integer", false;
+      out.pid = v;
+    } else if (length == 2 && std::memcmp(key, "id", 2) == 0) {
+      if (have_id) return why = "it gives \"id\" twice", false;
+      // The raw string between the quotes: no escapes in a usable id.
+      const std::size_t n = static_cast<std::size_t>(s.p - at);
+      if (*at != '"' || n < 3 || n - 2 >= kIdBytes) return why = "its \"id\" is not a container id", false;
+      for (const char* c = at + 1; c < s.p - 1; ++c)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+              *c == '-' || (*c == '.' && c != at + 1)))
+          return why = "its \"id\" is not a container id (letters, digits, '_', '-', '.')", false;
+      std::memcpy(out.id, at + 1, n - 2);
+      out.id[n - 2] = '\0';
+      have_id = true;
     }
     s.ws();
     if (s.p < s.end && *s.p == ',') {
@@ -211,22 +261,25 @@ long state_pid(const char* text, std::size_t size, const char*& why) {
       continue;
     }
     if (s.p < s.end && *s.p == '}') break;
-    return why = "a ',' or '}' is missing", 0;
+    return why = "a ',' or '}' is missing", false;
   }
   ++s.p;
   s.ws();
-  if (s.p != s.end) return why = "something follows the object", 0;
-  if (!pid) return why = "it has no \"pid\"", 0;
-  return pid;
+  if (s.p != s.end) return why = "something follows the object", false;
+  if (!have_id) return why = "it has no \"id\"", false;
+  return true;
 }
 
 // ------------------------------------------------------------------ the cgroup
 
 // The container's cgroup v2 directory, from /proc/<pid>/cgroup's "0::" line,
 // in `out`. False with `why` where there is none to limit: no unified
-// hierarchy, a cgroup outside it, a path that does not name a directory.
+// hierarchy (then `out` holds the cgroup v1 memory controller's path, or is
+// empty), the root cgroup, a cgroup outside the tree, a path that does not
+// name a directory.
 bool cgroup_dir(const char* proc_root, const char* cgroup_root, long pid, char* out, std::size_t size,
                 const char*& why) {
+  out[0] = '\0';
   char path[kPathBytes];
   std::snprintf(path, sizeof path, "%s/%ld/cgroup", proc_root, pid);
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
@@ -236,25 +289,53 @@ bool cgroup_dir(const char* proc_root, const char* cgroup_root, long pid, char* 
   ::close(fd);
   if (n < 0) return why = "its /proc/<pid>/cgroup cannot be read", false;
   text[n] = '\0';
+  // The unified hierarchy's line ("0::<path>") and, for cgroup v1, the
+  // memory controller's ("<n>:<controllers with memory>:<path>").
   const char* line = nullptr;
+  const char* memory = nullptr;
+  std::size_t memory_length = 0;
   for (const char* p = text; *p;) {
-    if (std::strncmp(p, "0::", 3) == 0) line = p + 3;
     const char* eol = std::strchr(p, '\n');
+    const std::size_t n = eol ? static_cast<std::size_t>(eol - p) : std::strlen(p);
+    if (n >= 3 && std::strncmp(p, "0::", 3) == 0) line = p + 3;
+    const char* controllers = static_cast<const char*>(std::memchr(p, ':', n));
+    const char* path =
+        controllers ? static_cast<const char*>(std::memchr(controllers + 1, ':', n - static_cast<std::size_t>(controllers + 1 - p)))
+                    : nullptr;
+    for (const char* c = controllers ? controllers + 1 : nullptr; c && c < path;) {
+      const char* comma = static_cast<const char*>(std::memchr(c, ',', static_cast<std::size_t>(path - c)));
+      const char* stop = comma ? comma : path;
+      if (stop - c == 6 && std::memcmp(c, "memory", 6) == 0) {
+        memory = path + 1;
+        memory_length = static_cast<std::size_t>(p + n - memory);
+      }
+      c = stop + 1;
+    }
     if (!eol) break;
     p = eol + 1;
   }
-  if (!line) return why = "the host has no cgroup v2 hierarchy (cgroup v1)", false;
-  const char* eol = std::strchr(line, '\n');
-  const std::size_t length = eol ? static_cast<std::size_t>(eol - line) : std::strlen(line);
   char controllers[kPathBytes];
   std::snprintf(controllers, sizeof controllers, "%s/cgroup.controllers", cgroup_root);
-  if (::access(controllers, F_OK) != 0) return why = "no cgroup v2 hierarchy is mounted at the cgroup root", false;
+  if (::access(controllers, F_OK) != 0) {
+    // cgroup v1 (a kernel lists "0::/" even with no unified hierarchy
+    // mounted): name the memory controller's cgroup, so the log says whose it is.
+    if (memory) std::snprintf(out, size, "%.*s", static_cast<int>(memory_length), memory);
+    return why = "the host has no cgroup v2 hierarchy at the cgroup root (cgroup v1)", false;
+  }
+  if (!line) return why = "the container's process has no cgroup v2 entry in /proc/<pid>/cgroup", false;
+  const char* eol = std::strchr(line, '\n');
+  const std::size_t length = eol ? static_cast<std::size_t>(eol - line) : std::strlen(line);
+  if (length == 1 && line[0] == '/')
+    return why = "the container's process is in the root cgroup (a limit there would cap the whole host; was the "
+                 "hook run in the container's cgroup namespace, as a createContainer hook is?)",
+           false;
   const int written = std::snprintf(out, size, "%s%.*s", cgroup_root, static_cast<int>(length), line);
   if (written < 0 || static_cast<std::size_t>(written) >= size ||
       !valid_cgroup_path(out, static_cast<std::size_t>(written)))
-    return why = "the container's cgroup path is not one a limit can name", false;
+    return out[0] = '\0', why = "the container's cgroup path is not one a limit can name", false;
   struct stat st {};
-  if (::lstat(out, &st) != 0 || !S_ISDIR(st.st_mode)) return why = "the container's cgroup directory is missing", false;
+  if (::lstat(out, &st) != 0 || !S_ISDIR(st.st_mode))
+    return out[0] = '\0', why = "the container's cgroup directory is missing", false;
   return true;
 }
 
@@ -301,7 +382,9 @@ bool hold(const Nvml& nvml, const char* uuid, const char* cgroup, std::uint64_t 
     std::snprintf(why, size, "nvmlDeviceGetHandleByUUID: %s", nvml.text(r));
     return false;
   }
-  nvmlSetMemoryLimits_v1_t set{cgroup, bytes, bytes};
+  // Soft 0: the driver reserves a soft limit in every ancestor and keeps it
+  // after the cgroup goes; the quota is a cap, not a reservation.
+  nvmlSetMemoryLimits_v1_t set{cgroup, 0, bytes};
   if (const nvmlReturn_t r = nvml.set(device, &set); r != NVML_SUCCESS) {
     std::snprintf(why, size, "nvmlDeviceSetMemoryLimits_v1: %s", nvml.text(r));
     return false;
@@ -312,9 +395,25 @@ bool hold(const Nvml& nvml, const char* uuid, const char* cgroup, std::uint64_t 
     std::snprintf(why, size, "nvmlDeviceGetMemoryLimits_v1 after setting: %s", nvml.text(r));
     return false;
   }
-  if (got.hardLimit != bytes) {
-    std::snprintf(why, size, "the driver reads back a hard limit of %llu bytes, not %llu", got.hardLimit,
-                  static_cast<unsigned long long>(bytes));
+  if (got.hardLimit != bytes || got.softLimit != 0) {
+    std::snprintf(why, size, "the driver reads back limits soft %llu / hard %llu bytes, not 0 / %llu", got.softLimit,
+                  got.hardLimit, static_cast<unsigned long long>(bytes));
+    return false;
+  }
+  return true;
+}
+
+// Clears the limit on `uuid` for `cgroup` (soft 0, hard NVML's "no limit");
+// false with the reason in `why`. A limit already gone is cleared.
+bool clear(const Nvml& nvml, const char* uuid, const char* cgroup, char* why, std::size_t size) {
+  nvmlDevice_t device = nullptr;
+  if (const nvmlReturn_t r = nvml.by_uuid(uuid, &device); r != NVML_SUCCESS) {
+    std::snprintf(why, size, "nvmlDeviceGetHandleByUUID: %s", nvml.text(r));
+    return false;
+  }
+  nvmlSetMemoryLimits_v1_t none{cgroup, 0, NVML_DEVICE_MEMORY_LIMIT_MAX};
+  if (const nvmlReturn_t r = nvml.set(device, &none); r != NVML_SUCCESS && r != NVML_ERROR_NOT_FOUND) {
+    std::snprintf(why, size, "nvmlDeviceSetMemoryLimits_v1 (clear): %s", nvml.text(r));
     return false;
   }
   return true;
@@ -322,11 +421,11 @@ bool hold(const Nvml& nvml, const char* uuid, const char* cgroup, std::uint64_t 
 
 // ------------------------------------------------------------------ the record
 
-// Replaces `dir`/driver-limits with `record` (removes it when it names no
-// device): written aside, then renamed, never through a symlink.
-bool write_record(const char* dir, const DriverLimits& record) {
+// Replaces `dir`/`name` with `record` (removes it when it names no device):
+// written aside, then renamed, never through a symlink.
+bool write_record(const char* dir, const char* name, const DriverLimits& record) {
   char path[kPathBytes], temporary[kPathBytes];
-  const int path_length = std::snprintf(path, sizeof path, "%s/%s", dir, kDriverLimitsFileName);
+  const int path_length = std::snprintf(path, sizeof path, "%s/%s", dir, name);
   if (path_length < 0 || static_cast<std::size_t>(path_length) >= sizeof path)
     return say("error", "the driver-limits record's path in %s is longer than %zu bytes", dir, sizeof path - 1), false;
   if (record.count == 0) {
@@ -337,7 +436,7 @@ bool write_record(const char* dir, const DriverLimits& record) {
   const std::size_t n = format_driver_limits(record, text, sizeof text);
   if (n == 0) return say("error", "the driver-limits record does not fit"), false;
   const int temporary_length =
-      std::snprintf(temporary, sizeof temporary, "%s/.%s.%ld", dir, kDriverLimitsFileName, static_cast<long>(::getpid()));
+      std::snprintf(temporary, sizeof temporary, "%s/.%s.%ld", dir, name, static_cast<long>(::getpid()));
   if (temporary_length < 0 || static_cast<std::size_t>(temporary_length) >= sizeof temporary)
     return say("error", "the driver-limits record's path in %s is longer than %zu bytes", dir, sizeof temporary - 1), false;
   const int fd = ::open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -352,10 +451,83 @@ bool write_record(const char* dir, const DriverLimits& record) {
   return true;
 }
 
+// The per-container copy of what the driver holds, "driver-limits.<id>": what
+// the poststop hook of that container, and only it, clears (a later
+// container of the same share has its own, and replaces driver-limits).
+void container_record_name(const State& state, char* out, std::size_t size) {
+  std::snprintf(out, size, "%s.%s", kDriverLimitsFileName, state.id);
+}
+
+// The limits file's directory (the ledger directory) in `dir`.
+void ledger_dir_of(const char* limits_path, char* dir, std::size_t size) {
+  std::snprintf(dir, size, "%s", limits_path);
+  if (char* slash = std::strrchr(dir, '/')) *(slash == dir ? slash + 1 : slash) = '\0';
+  else std::snprintf(dir, size, ".");
+}
+
+// Reads `dir`/`name` (never through a symlink) into `out`; false with `why`
+// empty where there is none, or naming what is wrong.
+bool read_record(const char* dir, const char* name, DriverLimits& out, char* why, std::size_t why_size) {
+  why[0] = '\0';
+  char path[kPathBytes];
+  std::snprintf(path, sizeof path, "%s/%s", dir, name);
+  const int fd = ::open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT) std::snprintf(why, why_size, "%s cannot be opened: %s", path, std::strerror(errno));
+    return false;
+  }
+  static char text[kDriverLimitsMaxBytes + 1];
+  const long n = read_all(fd, text, kDriverLimitsMaxBytes);
+  ::close(fd);
+  if (n < 0) return std::snprintf(why, why_size, "%s cannot be read or is too long", path), false;
+  return parse_driver_limits(text, static_cast<std::size_t>(n), out, why, why_size);
+}
+
+// --clear, the poststop hook: every limit this container's record names is
+// cleared, its record removed, and driver-limits too where it is this
+// container's; one that cannot be cleared stays in the record, said. Exit 0
+// whatever happens (a poststop hook's failure is only logged).
+int clear_recorded(const char* dir, const State& state, const char* library) {
+  char name[kPathBytes];
+  container_record_name(state, name, sizeof name);
+  DriverLimits record, left, current;
+  char why[256];
+  if (!read_record(dir, name, record, why, sizeof why)) {
+    if (why[0]) say("warn", "the driver-limits record of container %s is not valid (%s): nothing cleared", state.id, why);
+    else say("info", "no driver-limits record of container %s in %s: the driver holds nothing for it", state.id, dir);
+    return 0;
+  }
+  Nvml nvml;
+  const char* nvml_why = nullptr;
+  if (!open_nvml(library, nvml, nvml_why)) {
+    say("warn", "the driver's limits of container %s stay: %s", state.id, nvml_why);
+    return 0;
+  }
+  for (std::uint32_t k = 0; k < record.count; ++k) {
+    const DriverLimit& e = record.devices[k];
+    char failure[256];
+    if (clear(nvml, e.uuid, e.cgroup, failure, sizeof failure)) {
+      say("info", "%s: the driver no longer limits cgroup %s", e.uuid, e.cgroup);
+    } else {
+      say("warn", "%s: the limit on cgroup %s stays: %s", e.uuid, e.cgroup, failure);
+      left.devices[left.count++] = e;
+    }
+  }
+  nvml.shutdown();
+  // driver-limits names this container's cgroup: the share's backend is no
+  // longer the driver (a later container's record names its own cgroup).
+  if (read_record(dir, kDriverLimitsFileName, current, why, sizeof why) && current.count > 0 &&
+      std::strcmp(current.devices[0].cgroup, record.devices[0].cgroup) == 0)
+    (void)write_record(dir, kDriverLimitsFileName, left);
+  (void)write_record(dir, name, left);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const char* limits_path = nullptr;
+  bool clear_mode = false;
   const char* library = "libnvidia-ml.so.1";
   const char* cgroup_root = "/sys/fs/cgroup";
   const char* proc_root = "/proc";
@@ -364,6 +536,10 @@ int main(int argc, char** argv) {
     if (std::strcmp(arg, "--help") == 0 || std::strcmp(arg, "-h") == 0) {
       std::fputs(kUsage, stdout);
       return 0;
+    }
+    if (std::strcmp(arg, "--clear") == 0) {
+      clear_mode = true;
+      continue;
     }
     const char** target = std::strcmp(arg, "--limits") == 0        ? &limits_path
                           : std::strcmp(arg, "--nvml") == 0        ? &library
@@ -387,12 +563,22 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  static char state[kStateMaxBytes];
-  const long state_size = read_all(STDIN_FILENO, state, sizeof state);
+  char dir[kPathBytes];
+  ledger_dir_of(limits_path, dir, sizeof dir);
+  // What the hook says goes to the runtime (which shows it only when a hook
+  // fails) and to <ledger dir>/memory-hook.log, for whoever asks later.
+  open_log(dir, clear_mode);
+
+  static char state_text[kStateMaxBytes];
+  const long state_size = read_all(STDIN_FILENO, state_text, sizeof state_text);
   if (state_size < 0) return say("error", "the container's OCI state on stdin is unreadable or over 1 MiB"), 1;
   const char* why = nullptr;
-  const long pid = state_pid(state, static_cast<std::size_t>(state_size), why);
-  if (!pid) return say("error", "the OCI state on stdin is not usable: %s", why), 1;
+  State state;
+  if (!parse_state(state_text, static_cast<std::size_t>(state_size), state, why))
+    return say("error", "the OCI state on stdin is not usable: %s", why), clear_mode ? 0 : 1;
+  if (clear_mode) return clear_recorded(dir, state, library);  // no pid by poststop: the process is gone
+  if (!state.pid) return say("error", "the OCI state on stdin is not usable: it has no \"pid\""), 1;
+  const long pid = state.pid;
 
   // The node's limits: unusable ones fail the container, as the library would.
   const int fd = ::open(limits_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -405,10 +591,6 @@ int main(int argc, char** argv) {
   if (text_size < 0) return say("error", "limits file %s cannot be read or is over %zu bytes", limits_path, kLimitsMaxBytes), 1;
   if (!parse_limits(text, static_cast<std::size_t>(text_size), limits, problem, sizeof problem))
     return say("error", "limits file %s is not valid: %s", limits_path, problem), 1;
-  char dir[kPathBytes];
-  std::snprintf(dir, sizeof dir, "%s", limits_path);
-  if (char* slash = std::strrchr(dir, '/')) *(slash == dir ? slash + 1 : slash) = '\0';
-  else std::snprintf(dir, sizeof dir, ".");
 
   DriverLimits record;
   char cgroup[kCgroupPathBytes];
@@ -419,7 +601,11 @@ int main(int argc, char** argv) {
   for (std::uint32_t k = 0; k < limits.device_count; ++k) {
     const LimitDevice& d = limits.devices[k];
     if (!have_cgroup) {
-      say("info", "%s: the quota library holds %llu bytes: %s", d.uuid, static_cast<unsigned long long>(d.quota), why);
+      if (cgroup[0])
+        say("info", "%s: the quota library holds %llu bytes: %s, the container's memory cgroup %s", d.uuid,
+            static_cast<unsigned long long>(d.quota), why, cgroup);
+      else
+        say("info", "%s: the quota library holds %llu bytes: %s", d.uuid, static_cast<unsigned long long>(d.quota), why);
       continue;
     }
     if (!have_nvml) {
@@ -446,6 +632,9 @@ int main(int argc, char** argv) {
   }
   if (have_nvml) nvml.shutdown();
   // A record that cannot be written misreports the backend; the limits hold.
-  (void)write_record(dir, record);
+  char name[kPathBytes];
+  container_record_name(state, name, sizeof name);
+  (void)write_record(dir, name, record);
+  (void)write_record(dir, kDriverLimitsFileName, record);
   return 0;
 }

@@ -736,7 +736,8 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref) {
       // The driver backend: the runtime's hook has the driver hold the
       // container's cgroup to the quota where it can (whole GPUs, R615+).
       if (options_.quota.memory_hook.enabled())
-        cd.edits.hooks.push_back(sharing::memory_hook(options_.quota.memory_hook, dir + "/" TESSERA_LIMITS_FILE_NAME));
+        for (auto& h : sharing::memory_hooks(options_.quota.memory_hook, dir + "/" TESSERA_LIMITS_FILE_NAME))
+          cd.edits.hooks.push_back(std::move(h));
       break;  // one set of mounts per container: the first shared device carries them
     }
   }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -202,12 +203,49 @@ Result<void> remove_cdi_spec(const std::string& file_name, const CdiOptions& opt
   return {};
 }
 
+nlohmann::json keep_replica_names(nlohmann::json now, const nlohmann::json& before) {
+  if (!before.is_object() || !before.contains("devices") || !before["devices"].is_array()) return now;
+  if (before.value("kind", "") != now.value("kind", "")) return now;
+  std::map<std::string, const nlohmann::json*> defined;
+  for (const auto& d : now["devices"])
+    if (d.contains("name") && d["name"].is_string()) defined[d["name"].get<std::string>()] = &d;
+  std::vector<nlohmann::json> kept;
+  for (const auto& d : before["devices"]) {
+    if (!d.is_object() || !d.contains("name") || !d["name"].is_string()) continue;
+    const std::string name = d["name"];
+    const auto sep = name.rfind("::");
+    if (sep == std::string::npos || defined.contains(name)) continue;
+    auto physical = defined.find(name.substr(0, sep));
+    if (physical == defined.end()) continue;  // its device is gone: so is the name
+    nlohmann::json copy = d;
+    const nlohmann::json& edits = physical->second->value("containerEdits", nlohmann::json::object());
+    copy["containerEdits"]["deviceNodes"] = edits.value("deviceNodes", nlohmann::json::array());
+    kept.push_back(std::move(copy));
+  }
+  for (auto& d : kept) now["devices"].push_back(std::move(d));
+  return now;
+}
+
+namespace {
+
+// The spec file as it is on disk, or null when there is none or it is not
+// JSON (then nothing of it is kept).
+nlohmann::json read_spec_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return nullptr;
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+}
+
+}  // namespace
+
 Result<void> write_cdi_specs(const std::vector<sharing::CdiSpec>& specs, const CdiOptions& options) {
   const std::string& dir = options.spec_dir;
   if (auto r = ensure_spec_dir(dir); !r) return r;
   std::set<std::string> written;
   for (const auto& spec : specs) {
-    if (auto r = write_file_atomically(dir, spec.file_name, cdi_spec_json(spec)); !r) return r;
+    nlohmann::json now = nlohmann::json::parse(cdi_spec_json(spec));
+    now = keep_replica_names(std::move(now), read_spec_file(dir + "/" + spec.file_name));
+    if (auto r = write_file_atomically(dir, spec.file_name, now.dump(2) + "\n"); !r) return r;
     written.insert(spec.file_name);
   }
   for (const auto& cls : {options.names.gpu_class, options.names.mig_class}) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.hpp"
 #include "sharing/cdi.hpp"
 #include "sharing/inventory.hpp"
@@ -46,7 +48,16 @@ struct CdiOptions {
 // Removes <spec_dir>/<file_name>; a file already gone is not an error.
 [[nodiscard]] Result<void> remove_cdi_spec(const std::string& file_name, const CdiOptions& options);
 
-// A spec as JSON text (what write_cdi_specs writes).
+// A spec as JSON text (what write_cdi_specs writes, less kept replica names).
 std::string cdi_spec_json(const sharing::CdiSpec& spec);
+
+// A shared replica's name ("<physical>::<n>") stays defined for as long as
+// its physical device is: the kubelet replays a restarting container's saved
+// CDI names, and a reload (or restart) that lowers the replica count must not
+// leave them unresolvable. `now` plus every replica device of `before` (the
+// spec file being replaced) whose physical name `now` still defines and whose
+// own name it lacks, given the physical device's current device nodes. A
+// `before` of another kind, or not a spec, adds nothing.
+nlohmann::json keep_replica_names(nlohmann::json now, const nlohmann::json& before);
 
 }  // namespace tessera::plugin

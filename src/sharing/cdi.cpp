@@ -103,9 +103,11 @@ std::string cdi_name(const Device& device, config::DeviceIdStrategy ids, const C
 
 namespace {
 
-// What every spec applies once: the control nodes and the driver's files.
+// What every spec applies once: NVIDIA_VISIBLE_DEVICES=void, the control
+// nodes and the driver's files.
 CdiEdits common_edits(const DriverFiles& files) {
   CdiEdits common;
+  common.env.push_back(kCdiVisibleDevicesVoid);
   common.device_nodes = control_nodes(files);
   for (const auto& [container_path, host_path] : files.files) common.mounts.push_back({host_path, container_path, true});
   return common;
@@ -183,13 +185,20 @@ Result<std::vector<CdiSpec>> cdi_specs(std::span<const Resource> resources, cons
   return out;
 }
 
-CdiHook memory_hook(const MemoryHook& hook, const std::string& limits_file) {
-  CdiHook h;
-  h.path = hook.path;
-  h.args = {"tessera-memory-hook", "--limits", limits_file};
-  h.args.insert(h.args.end(), hook.args.begin(), hook.args.end());
-  h.env = hook.env;
-  return h;
+std::vector<CdiHook> memory_hooks(const MemoryHook& hook, const std::string& limits_file) {
+  CdiHook set;
+  // createRuntime: in the runtime's namespaces, where the state's pid is the
+  // host's and /proc/<pid>/cgroup the container's real cgroup (OCI
+  // runtime-spec config.md, "POSIX-platform Hooks").
+  set.hook_name = "createRuntime";
+  set.path = hook.path;
+  set.args = {"tessera-memory-hook", "--limits", limits_file};
+  set.args.insert(set.args.end(), hook.args.begin(), hook.args.end());
+  set.env = hook.env;
+  CdiHook clear = set;
+  clear.hook_name = "poststop";
+  clear.args.insert(clear.args.begin() + 3, "--clear");
+  return {set, clear};
 }
 
 std::string quota_cdi_file(const std::string& key) { return "tessera.dev-quota_" + key + ".json"; }
@@ -199,9 +208,10 @@ CdiSpec quota_cdi_spec(const std::string& key, const std::string& limits_file, c
   CdiSpec spec;
   spec.kind = kQuotaCdiKind;
   spec.file_name = quota_cdi_file(key);
+  spec.edits.env.push_back(kCdiVisibleDevicesVoid);
   CdiDevice device;
   device.name = key;
-  device.edits.hooks.push_back(memory_hook(hook, limits_file));
+  device.edits.hooks = memory_hooks(hook, limits_file);
   spec.devices.push_back(std::move(device));
   return spec;
 }

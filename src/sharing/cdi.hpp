@@ -32,6 +32,13 @@ inline constexpr const char* kDefaultCdiVendor = "k8s.device-plugin.nvidia.com";
 // annotations (CDI specification, "Versions": 0.5.0 hostPath, 0.6.0 annotations).
 inline constexpr const char* kCdiVersion = "0.6.0";
 
+// Every spec's own environment edit, as NVIDIA's generated specs have it
+// (nvidia-ctk cdi generate, container-toolkit pkg/nvcdi): with the NVIDIA
+// container runtime still the node's default, a container whose image sets
+// NVIDIA_VISIBLE_DEVICES=all gets no device beyond its CDI devices ("void":
+// the runtime's hook adds nothing).
+inline constexpr const char* kCdiVisibleDevicesVoid = "NVIDIA_VISIBLE_DEVICES=void";
+
 struct CdiNames {
   std::string vendor = kDefaultCdiVendor;
   std::string gpu_class = "gpu";
@@ -141,9 +148,11 @@ struct CdiQuota {
                                                      const CdiQuota& quota);
 
 // The quota's driver backend (docs/design-memory-quotas.md §9):
-// tessera-memory-hook, run by the container runtime as a createContainer hook
-// for a container with a memory quota, where a CDI device list strategy or
-// the DRA driver hands the container CDI devices. Off while `path` is empty.
+// tessera-memory-hook, run by the container runtime as a createRuntime hook
+// (on the host, with the container's host pid, once its cgroup exists) and
+// again with --clear as a poststop hook, for a container with a memory
+// quota, where a CDI device list strategy or the DRA driver hands the
+// container CDI devices. Off while `path` is empty.
 struct MemoryHook {
   std::string path;               // the hook's host path
   std::vector<std::string> args;  // after --limits FILE (--nvml LIBRARY, ...)
@@ -151,8 +160,9 @@ struct MemoryHook {
   bool enabled() const { return !path.empty(); }
 };
 
-// The hook for the container whose limits file is `limits_file` (a host path).
-CdiHook memory_hook(const MemoryHook& hook, const std::string& limits_file);
+// The hooks for the container whose limits file is `limits_file` (a host
+// path): createRuntime (sets the driver's limits), then poststop (--clear).
+std::vector<CdiHook> memory_hooks(const MemoryHook& hook, const std::string& limits_file);
 
 // A container's own spec carrying only that hook, for the device plugin
 // (whose per-device specs cannot know a container's limits file): kind

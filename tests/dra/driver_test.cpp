@@ -414,7 +414,9 @@ TEST(DraDriver, MemorySharesOfAWholeGpuGetTheirOwnQuotaFiles) {
 }
 
 // With the memory hook, a share's spec carries it, naming the claim's own
-// limits file: the runtime runs it when the claim's container is created.
+// limits file: the runtime runs it as a createRuntime hook when the claim's
+// container is created (on the host, where the container's pid and cgroup
+// are real) and with --clear at poststop.
 TEST(DraDriver, AMemoryShareCarriesTheMemoryHookWhenOneIsConfigured) {
   Node n("A100-SXM4-80GB", /*mig=*/false, /*shares=*/true);
   n.options.quota.memory_hook = {"/var/lib/tessera/lib/tessera-memory-hook", {"--nvml", "/x/libnvidia-ml.so.1"}, {}};
@@ -423,12 +425,15 @@ TEST(DraDriver, AMemoryShareCarriesTheMemoryHookWhenOneIsConfigured) {
   ASSERT_EQ(n.prepare(kUid1, "a").error, "");
   auto spec = n.spec_of(kUid1);
   const auto& hooks = spec["devices"][0]["containerEdits"]["hooks"];
-  ASSERT_EQ(hooks.size(), 1u) << spec.dump(2);
-  EXPECT_EQ(hooks[0]["hookName"], "createContainer");
+  ASSERT_EQ(hooks.size(), 2u) << spec.dump(2);
+  const std::string limits = n.options.quota.ledger_root + "/dra-" + kUid1 + "/limits";
+  EXPECT_EQ(hooks[0]["hookName"], "createRuntime");
   EXPECT_EQ(hooks[0]["path"], "/var/lib/tessera/lib/tessera-memory-hook");
-  EXPECT_EQ(hooks[0]["args"], nlohmann::json({"tessera-memory-hook", "--limits",
-                                              n.options.quota.ledger_root + "/dra-" + kUid1 + "/limits", "--nvml",
-                                              "/x/libnvidia-ml.so.1"}));
+  EXPECT_EQ(hooks[0]["args"], nlohmann::json({"tessera-memory-hook", "--limits", limits, "--nvml", "/x/libnvidia-ml.so.1"}));
+  EXPECT_EQ(hooks[1]["hookName"], "poststop");
+  EXPECT_EQ(hooks[1]["path"], "/var/lib/tessera/lib/tessera-memory-hook");
+  EXPECT_EQ(hooks[1]["args"],
+            nlohmann::json({"tessera-memory-hook", "--limits", limits, "--clear", "--nvml", "/x/libnvidia-ml.so.1"}));
 }
 
 TEST(DraDriver, SharesOfOneMigInstanceCutItOnceAndDestroyItWithTheLast) {

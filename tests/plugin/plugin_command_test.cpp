@@ -772,6 +772,69 @@ TEST(PluginCommand, CdiSpecsFollowTheMigLayout) {
   EXPECT_EQ(plugin->wait(5000), 0) << plugin->output();
 }
 
+// The environment of a CDI device as the runtime applies it: the spec's
+// edits, then the device's.
+std::vector<std::string> cdi_env(const std::string& dir, const std::string& kind) {
+  std::vector<std::string> env;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    if (f.path().extension() != ".json") continue;
+    std::ifstream in(f.path());
+    auto spec = nlohmann::json::parse(in);
+    if (spec.value("kind", "") != kind) continue;
+    for (const auto& e : spec["containerEdits"].value("env", nlohmann::json::array())) env.push_back(e);
+  }
+  return env;
+}
+
+// A replica's CDI name stays defined while its GPU is there: across a reload
+// that lowers the replica count and across a restart with the lower count
+// (the kubelet replays a restarting container's saved CDI names), with the
+// GPU's nodes; a name whose count was never handed out is not invented. Every
+// spec sets NVIDIA_VISIBLE_DEVICES=void, so the NVIDIA runtime, were it the
+// default, would add no device of its own.
+TEST(PluginCommand, CdiReplicaNamesOutliveAReloadThatLowersTheReplicas) {
+  SimNode n;
+  const std::string specs = n.dir.path() + "/cdi";
+  auto shared = [](int replicas) {
+    return "version: v1\nflags: {plugin: {deviceListStrategy: cdi-cri}}\nsharing:\n  timeSlicing:\n    resources: "
+           "[{name: nvidia.com/gpu, replicas: " + std::to_string(replicas) + "}]\n";
+  };
+  auto args = cdi_args(n, specs);
+  auto plugin = start_plugin(n, shared(4), args);
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 8; }, 5s)) << plugin->output();
+  std::string fourth;
+  for (const auto& d : n.kubelet.devices("nvidia.com/gpu"))
+    if (d.id.ends_with("::3")) fourth = d.id;
+  ASSERT_FALSE(fourth.empty());
+  auto a = n.kubelet.allocate("nvidia.com/gpu", {fourth});
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_EQ(a->cdi_devices.size(), 1u);
+  const std::string name = a->cdi_devices[0];
+  EXPECT_EQ(name, "k8s.device-plugin.nvidia.com/gpu=" + fourth);
+  EXPECT_EQ(cdi_env(specs, "k8s.device-plugin.nvidia.com/gpu"), std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES=void"});
+  auto before = resolve_cdi(specs, name);
+  ASSERT_TRUE(before);
+
+  n.dir.write("dp.yaml", shared(2));
+  plugin->signal(SIGHUP);
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 4; }, 5s)) << plugin->output();
+  auto after = resolve_cdi(specs, name);
+  ASSERT_TRUE(after) << name << " no longer resolves after the reload";
+  EXPECT_EQ(after->device_nodes, before->device_nodes);
+  EXPECT_EQ(after->mounts, before->mounts);
+  plugin->signal(SIGTERM);
+  ASSERT_EQ(plugin->wait(5000), 0) << plugin->output();
+
+  // A restart with two replicas: the name is still there; one never handed
+  // out with a higher count (::7) is not.
+  plugin = start_plugin(n, shared(2), args);
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 4; }, 5s)) << plugin->output();
+  EXPECT_TRUE(resolve_cdi(specs, name)) << name << " no longer resolves after a restart";
+  EXPECT_FALSE(resolve_cdi(specs, "k8s.device-plugin.nvidia.com/gpu=" + fourth.substr(0, fourth.size() - 1) + "7"));
+  plugin->signal(SIGTERM);
+  EXPECT_EQ(plugin->wait(5000), 0) << plugin->output();
+}
+
 // Bad input: each a precise error before anything is served, nothing written.
 TEST(PluginCommand, CdiBadInputIsRefusedBeforeAnythingIsServed) {
   SimNode n;
@@ -804,8 +867,8 @@ TEST(PluginCommand, CdiBadInputIsRefusedBeforeAnythingIsServed) {
 
 // ---------------------------------------------------------------- the quota's driver backend
 // With --memory-hook and cdi-cri, a shared replica's container also gets its
-// own CDI device, defined before Allocate answers, whose createContainer hook
-// names the container's limits file. The test is the runtime: it runs the
+// own CDI device, defined before Allocate answers, whose createRuntime hook
+// names the container's limits file (and a poststop hook clears it). The test is the runtime: it runs the
 // hook as the spec says (its path, args and env; the host's proc and cgroup
 // trees replaced by the test's own, as a host with cgroup v2 would have
 // them), and the simulated driver then holds the container's cgroup to the
@@ -835,8 +898,9 @@ TEST(PluginCommand, TheMemoryHookRidesOnTheContainersOwnCdiDevice) {
   ASSERT_EQ(spec["devices"].size(), 1u);
   EXPECT_EQ(spec["devices"][0]["name"], key);
   const auto& hooks = spec["devices"][0]["containerEdits"]["hooks"];
-  ASSERT_EQ(hooks.size(), 1u);
-  EXPECT_EQ(hooks[0]["hookName"], "createContainer");
+  ASSERT_EQ(hooks.size(), 2u);
+  EXPECT_EQ(hooks[0]["hookName"], "createRuntime");
+  EXPECT_EQ(hooks[1]["hookName"], "poststop");
   EXPECT_EQ(hooks[0]["path"], TESSERA_MEMORY_HOOK);
   const auto hook_args = hooks[0]["args"].get<std::vector<std::string>>();
   const std::string limits = n.ledger_root + "/" + key + "/limits";

@@ -12,6 +12,7 @@
 
 #include "kubelet/fake_kubelet.hpp"
 #include "cuda_quota/ledger.hpp"
+#include "plugin/cdi_writer.hpp"
 #include "plugin/plugin_manager.hpp"
 #include "plugin/runtime.hpp"
 #include "sharing/fixtures.hpp"
@@ -466,6 +467,36 @@ TEST(PluginRuntime, BringsMpsDaemonsInLineWithTheConfig) {
   ASSERT_TRUE(reloaded) << reloaded.error().message;
   EXPECT_TRUE(daemons.up().empty()) << "no MPS resource left: no daemon";
   EXPECT_TRUE(daemons.down().empty());
+}
+
+// keep_replica_names: only replicas of a physical device the new spec still
+// defines are kept, with that device's nodes now; whole devices, replicas of
+// gone devices, names the new spec has, another kind and what is not a spec
+// add nothing.
+TEST(CdiWriter, KeepsOnlyReplicaNamesWhosePhysicalDeviceIsStillDefined) {
+  using nlohmann::json;
+  json now = json::parse(R"({"cdiVersion": "0.6.0", "kind": "v/gpu", "devices": [
+    {"name": "GPU-a", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0", "hostPath": "/dev/nvidia0"}]}},
+    {"name": "GPU-a::0", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0", "hostPath": "/dev/nvidia0"}]}}]})");
+  json before = json::parse(R"({"cdiVersion": "0.6.0", "kind": "v/gpu", "devices": [
+    {"name": "GPU-a::0", "containerEdits": {}},
+    {"name": "GPU-a::3", "annotations": {"tessera.dev/memory-limit": "5"},
+     "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia9", "hostPath": "/old"}], "mounts": [{"hostPath": "/l", "containerPath": "/l"}]}},
+    {"name": "GPU-gone::1", "containerEdits": {}},
+    {"name": "GPU-b", "containerEdits": {}},
+    {"name": 7}, "junk"]})");
+  json out = keep_replica_names(now, before);
+  ASSERT_EQ(out["devices"].size(), 3u);
+  const json& kept = out["devices"][2];
+  EXPECT_EQ(kept["name"], "GPU-a::3");
+  EXPECT_EQ(kept["containerEdits"]["deviceNodes"], now["devices"][0]["containerEdits"]["deviceNodes"]);
+  EXPECT_EQ(kept["containerEdits"]["mounts"], before["devices"][1]["containerEdits"]["mounts"]);
+  EXPECT_EQ(kept["annotations"]["tessera.dev/memory-limit"], "5");
+  json other = before;
+  other["kind"] = "v/mig";
+  EXPECT_EQ(keep_replica_names(now, other), now);
+  EXPECT_EQ(keep_replica_names(now, nullptr), now);
+  EXPECT_EQ(keep_replica_names(now, json::parse(R"({"kind": "v/gpu", "devices": "x"})")), now);
 }
 
 }  // namespace

@@ -383,7 +383,7 @@ TEST(Allocate, CdiCriGivesOneNamePerDevice) {
 
 // The memory hook (the quota's driver backend) rides on CDI: with a CDI
 // strategy a shared replica's container gets its own CDI device, whose spec's
-// createContainer hook names the container's limits file; cdi-cri hands its
+// createRuntime and poststop hooks name the container's limits file; cdi-cri hands its
 // name as a device, cdi-annotations in an annotation of its own. Without a
 // CDI strategy, without the hook, or for a whole GPU, there is none.
 TEST(Allocate, TheMemoryHookIsTheContainersOwnCdiDevice) {
@@ -404,11 +404,13 @@ TEST(Allocate, TheMemoryHookIsTheContainersOwnCdiDevice) {
   ASSERT_EQ(a->quota_spec->devices.size(), 1u);
   EXPECT_EQ(a->quota_spec->devices[0].name, key);
   EXPECT_TRUE(check_cdi_device_name(key));
-  const CdiHook expected{"createContainer", "/var/lib/tessera/lib/tessera-memory-hook",
-                         {"tessera-memory-hook", "--limits", "/var/lib/tessera/ledgers/" + key + "/limits", "--nvml",
-                          "/lib/libnvidia-ml.so.1"},
-                         {"A=b"}};
-  EXPECT_EQ(a->quota_spec->devices[0].edits.hooks, std::vector<CdiHook>{expected});
+  const std::string limits = "/var/lib/tessera/ledgers/" + key + "/limits";
+  const std::vector<CdiHook> expected{
+      {"createRuntime", "/var/lib/tessera/lib/tessera-memory-hook",
+       {"tessera-memory-hook", "--limits", limits, "--nvml", "/lib/libnvidia-ml.so.1"}, {"A=b"}},
+      {"poststop", "/var/lib/tessera/lib/tessera-memory-hook",
+       {"tessera-memory-hook", "--limits", limits, "--clear", "--nvml", "/lib/libnvidia-ml.so.1"}, {"A=b"}}};
+  EXPECT_EQ(a->quota_spec->devices[0].edits.hooks, expected);
   EXPECT_TRUE(a->envs.contains("LD_PRELOAD")) << "the library still loads: it holds what the driver cannot";
 
   s.list_strategy = {config::DeviceListStrategy::cdi_annotations};

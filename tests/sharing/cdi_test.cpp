@@ -102,6 +102,30 @@ TEST(Cdi, SpecsDefineEveryNameAllocateHandsOut) {
   EXPECT_EQ(mig.devices.size(), 6u);
 }
 
+// Every spec sets NVIDIA_VISIBLE_DEVICES=void once, as NVIDIA's generated
+// specs do: the device plugin's classes, a claim's spec and a container's
+// quota spec; no device sets it again.
+TEST(Cdi, EverySpecSetsNvidiaVisibleDevicesVoid) {
+  auto inv = two_gpu_node();
+  auto rs = build_resources(inv, parse("version: v1\nflags: {migStrategy: mixed}\n"));
+  ASSERT_TRUE(rs);
+  auto specs = cdi_specs(*rs, inv, node_files(), {}, {});
+  ASSERT_TRUE(specs) << specs.error().message;
+  const std::vector<std::string> void_env{"NVIDIA_VISIBLE_DEVICES=void"};
+  for (const auto& spec : *specs) {
+    EXPECT_EQ(spec.edits.env, void_env) << spec.kind;
+    for (const auto& d : spec.devices) EXPECT_TRUE(d.edits.env.empty()) << d.name;
+  }
+  Device whole;
+  whole.gpu_index = 0;
+  whole.gpu_uuid = whole.physical_uuid = "GPU-0000";
+  std::vector<ClaimCdiDevice> claim{{"gpu-0", whole, {}}};
+  auto c = claim_cdi_spec("uid-1", claim, node_files(), "gpu.nvidia.com", "claim");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->edits.env, void_env);
+  EXPECT_EQ(quota_cdi_spec("k1", "/l/limits", {"/hook", {}, {}}).edits.env, void_env);
+}
+
 // A shared replica is its own device: its GPU's nodes, the quota library and
 // preload list read-only, its memory share as an annotation.
 TEST(Cdi, ReplicasCarryTheQuotaLibraryAndTheirShare) {
