@@ -21,7 +21,7 @@
 #   privileges, RBAC, the configs validated by tessera itself);
 # - values that make no sense are refused with a message;
 # - the chart's version and appVersion are the project's, and its files/ are
-#   the kustomize manifests' configs (symlinks to them, or byte-identical).
+#   the kustomize manifests' configs, byte-identical copies (not symlinks).
 # helm and kubectl are the real-cluster tier's peers (lib.sh: built when
 # missing); a missing tool fails the test.
 # Usage: check_helm.sh TESSERA_BIN DEPLOY_DIR
@@ -66,18 +66,20 @@ for f in "$chart"/files/*; do
   name=${f##*/}
   [[ -n ${files[$name]:-} ]] || bad "files/$name: not a file of the kustomize manifests (check_helm.sh lists them)"
 done
-links=0
+# Real files, not symlinks: Flux and other tools that package a chart from a
+# Git tree drop symlinks.
+copies=0
 for name in "${!files[@]}"; do
   f=$chart/files/$name target=$deploy/${files[$name]}
-  if [[ -L $f && $(realpath "$f") == "$(realpath "$target")" ]]; then
-    links=$((links + 1))
-  elif [[ -f $f && ! -L $f ]] && cmp -s "$f" "$target"; then
-    echo "files/$name: a copy of deploy/${files[$name]} (byte-identical)"
+  if [[ -L $f ]]; then
+    bad "files/$name: a symlink (Flux and chart packagers reading a Git tree drop symlinks): copy deploy/${files[$name]} there"
+  elif [[ -f $f ]] && cmp -s "$f" "$target"; then
+    copies=$((copies + 1))
   else
-    bad "files/$name: neither a symlink to deploy/${files[$name]} nor a byte-identical copy"
+    bad "files/$name: not a byte-identical copy of deploy/${files[$name]} (copy it again after changing that file)"
   fi
 done
-echo "files/: $links of ${#files[@]} symlinks to the kustomize manifests' configs"
+echo "files/: $copies of ${#files[@]} byte-identical copies of the kustomize manifests' configs"
 
 # helm CMD ARGS...: helm without its note on each symlink it follows; stderr in $work/helm.err.
 run_helm() {
@@ -126,7 +128,7 @@ cases=(
   "node+migMonitor|overlays/gpu-node+mig-monitor@overlays/mig-mixed/device-plugin-config.yaml||--set mode=node --set migMonitor.enabled=true --set-file devicePluginConfig=@/overlays/mig-mixed/device-plugin-config.yaml"
   "plugin+cdi|-||--set cdi.enabled=true"
   "node+cdi|-||--set mode=node --set cdi.enabled=true"
-  "node+migManager+mps+metrics+cdi|-||--set mode=node --set migManager.enabled=true --set mps.enabled=true --set metrics.enabled=true --set cdi.enabled=true --set cdi.specDir=/etc/cdi --set cdi.driverRoot=/run/nvidia/driver"
+  "node+migManager+mps+metrics+cdi|-||--set mode=node --set migManager.enabled=true --set mps.enabled=true --set metrics.enabled=true --set cdi.enabled=true --set cdi.specDir=/etc/cdi --set driver.root=/run/nvidia/driver"
   "node+cdi+own-config|-||--set mode=node --set cdi.enabled=true --set-file devicePluginConfig=@/base/device-plugin-config.yaml"
   "node+migManager+config-maps|-||--set mode=node --set migManager.enabled=true -f %/config-maps.yaml"
   "custom|-||--set mode=node --set image.repository=registry.example.com/tessera --set image.tag=0.1.0 --set image.pullPolicy=Always --set-json imagePullSecrets=[{\"name\":\"registry\"}] --set namespace.name=gpu-system --set runtimeClassName= --set-json nodeSelector={\"example.com/gpu\":\"yes\",\"nvidia.com/gpu.present\":null} --set-json tolerations=[{\"operator\":\"Exists\"}] --set priorityClassName=gpu-critical --set terminationGracePeriodSeconds=90 --set-json resources={\"limits\":{\"memory\":\"1Gi\"},\"requests\":{\"cpu\":\"100m\"}} --set logLevel=debug --set-json extraArgs=[\"--eviction-timeout\",\"600\",\"--no-node-labels\"]"
@@ -136,7 +138,12 @@ cases=(
   "dra+node|overlays/dra||--set mode=node --set dra.enabled=true"
   "dra+values|-||--set dra.enabled=true --set dra.memoryShares=true --set dra.order=by-start --set dra.driverName=gpu.example.com --set dra.migModeSwitch=false"
   "dra+memory-shares|-||--set dra.enabled=true --set dra.memoryShares=true"
-  "dra+cdi|-||--set dra.enabled=true --set cdi.enabled=true --set cdi.specDir=/etc/cdi --set cdi.driverRoot=/run/nvidia/driver --set-json extraArgs=[\"--resync\",\"10\"]"
+  "dra+cdi|-||--set dra.enabled=true --set cdi.enabled=true --set cdi.specDir=/etc/cdi --set driver.root=/run/nvidia/driver --set-json extraArgs=[\"--resync\",\"10\"]"
+  "dra+mps|overlays/dra+dra-mps||--set dra.enabled=true --set mps.enabled=true"
+  # No NVIDIA runtime at all (driver.source host): CDI implied, the driver from the host.
+  "plugin+host|-||--set driver.source=host --set metrics.enabled=true"
+  "node+migManager+mps+host|-||--set mode=node --set migManager.enabled=true --set mps.enabled=true --set driver.source=host --set driver.root=/run/nvidia/driver"
+  "dra+mps+host|-||--set dra.enabled=true --set mps.enabled=true --set driver.source=host"
 )
 
 # check_dra RENDER DRIVER_NAME SPEC_DIR [ARG...]: the DRA driver's render:
@@ -243,6 +250,9 @@ for c in "${cases[@]}"; do
     node+migManager+mps+metrics+cdi) python3 "$checks" cdi "$out" on /etc/cdi /run/nvidia/driver '["cdi-cri"]' || bad "$name: CDI" ;;
     # The user's config names its own deviceListStrategy: kept.
     node+cdi+own-config) python3 "$checks" cdi "$out" on /var/run/cdi / '"envvar"' || bad "$name: CDI" ;;
+    plugin+host) python3 "$checks" cdi "$out" on /var/run/cdi / '["cdi-cri"]' || bad "$name: CDI" ;;
+    node+migManager+mps+host) python3 "$checks" cdi "$out" on /var/run/cdi /run/nvidia/driver '["cdi-cri"]' || bad "$name: CDI" ;;
+    dra+mps|dra+mps+host) ;;  # compared with kustomize's dra-mps above; the DRA driver's specs are always CDI
     *) python3 "$checks" cdi "$out" off || bad "$name: CDI" ;;
   esac
   case $name in
@@ -257,6 +267,9 @@ for c in "${cases[@]}"; do
         ConfigMap/tessera-node DaemonSet/tessera || bad "$name: objects" ;;
     # Its exporter check asks for the ServiceMonitor and PrometheusRule, which are off here.
     node+metrics-operator) ;;
+    # check_manifests.sh's privilege rules are the NVIDIA runtime's setups'; these are the host driver's.
+    plugin+host|dra+mps+host) python3 "$checks" host-driver "$out" / || bad "$name: host driver" ;;
+    node+migManager+mps+host) python3 "$checks" host-driver "$out" /run/nvidia/driver || bad "$name: host driver" ;;
     # The rest go through every check of check_manifests.sh.
     *) renders+=("helm:$name=$out") ;;
   esac
@@ -279,7 +292,10 @@ refusals=(
   "dra.enabled with migManager.enabled|--set dra.enabled=true --set migManager.enabled=true"
   "dra.enabled with migManager.enabled|--set mode=node --set dra.enabled=true --set migManager.enabled=true"
   "dra.enabled with migMonitor.enabled|--set mode=node --set dra.enabled=true --set migMonitor.enabled=true"
-  "dra.enabled with mps.enabled|--set dra.enabled=true --set mps.enabled=true"
+  "at '/driver/source': value must be one of 'runtime', 'host'|--set driver.source=none"
+  "driver.source \"none\": runtime|--set driver.source=none --skip-schema-validation"
+  "driver.root \"run/nvidia/driver\" is not an absolute path|--set driver.source=host --set driver.root=run/nvidia/driver --skip-schema-validation"
+  "additional properties 'driverRoot' not allowed|--set cdi.enabled=true --set cdi.driverRoot=/run/nvidia/driver"
   "dra.enabled with metrics.enabled|--set mode=node --set dra.enabled=true --set metrics.enabled=true"
   "dra.enabled with a devicePluginConfig|--set dra.enabled=true --set-file devicePluginConfig=@/overlays/time-slicing/device-plugin-config.yaml"
   "dra.enabled with a migConfig|--set dra.enabled=true --set-file migConfig=@/base/mig-config.yaml"

@@ -232,6 +232,49 @@ def cdi(render, mode, *rest):
     return 1 if problems else 0
 
 
+def host_driver(render, root, library_dir="/usr/lib/x86_64-linux-gnu", bin_dir="/usr/bin"):
+    """driver.source host: no NVIDIA runtime. In every DaemonSet, no
+    RuntimeClass; every container but install-quota-library privileged, with
+    NVML from the driver root (TESSERA_NVML_LIBRARY) and the driver root, a
+    hostPath volume of `root`, mounted read-only at /driver-root;
+    tessera-mps-host runs the driver root's MPS control program; the CDI
+    specs set NVIDIA_VISIBLE_DEVICES=void (tested in tests/sharing)."""
+    docs = load(render)
+    problems = []
+    nvml = "/driver-root%s/libnvidia-ml.so.1" % library_dir.rstrip("/")
+    sets = [d for d in docs if d["kind"] == "DaemonSet"]
+    if not sets:
+        problems.append("no DaemonSet")
+    for ds in sets:
+        spec = ds["spec"]["template"]["spec"]
+        where = ds["metadata"]["name"]
+        if spec.get("runtimeClassName"):
+            problems.append("%s: runtimeClassName %s with driver.source host" % (where, spec["runtimeClassName"]))
+        host = {v["name"]: v["hostPath"]["path"] for v in spec.get("volumes", []) if "hostPath" in v}
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            if c["name"] == "install-quota-library":
+                continue
+            name = "%s/%s" % (where, c["name"])
+            if (c.get("securityContext") or {}).get("privileged") is not True:
+                problems.append("%s is not privileged: without a runtime nothing gives it /dev/nvidia*" % name)
+            env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            if env.get("TESSERA_NVML_LIBRARY") != nvml:
+                problems.append("%s: TESSERA_NVML_LIBRARY=%s, not %s" % (name, env.get("TESSERA_NVML_LIBRARY"), nvml))
+            if not any(m["mountPath"] == "/driver-root" and m.get("readOnly") and host.get(m["name"]) == root
+                       for m in c.get("volumeMounts", [])):
+                problems.append("%s does not mount hostPath %s read-only at /driver-root" % (name, root))
+            if c["name"] == "mps-host" and arg(c["command"], "--mps-control") != "/driver-root%s/nvidia-cuda-mps-control" % bin_dir.rstrip("/"):
+                problems.append("%s runs %s as the MPS control program" % (name, arg(c["command"], "--mps-control")))
+    for p in problems:
+        print("  host driver: " + p)
+    if not problems:
+        print("  host driver: no RuntimeClass; %s privileged, NVML %s, %s read-only at /driver-root" % (
+            ", ".join("%s/%s" % (ds["metadata"]["name"], c["name"]) for ds in sets
+                      for c in ds["spec"]["template"]["spec"].get("initContainers", []) + ds["spec"]["template"]["spec"]["containers"]
+                      if c["name"] != "install-quota-library"), nvml, root))
+    return 1 if problems else 0
+
+
 def custom(render):
     """The values of check_helm.sh's `custom` case."""
     docs = load(render)
@@ -325,6 +368,8 @@ def main(argv):
         return cdi(*args)
     if cmd == "custom":
         return custom(*args)
+    if cmd == "host-driver":
+        return host_driver(*args)
     if cmd == "objects":
         return objects(*args)
     if cmd == "configs":

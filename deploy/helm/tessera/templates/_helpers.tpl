@@ -33,6 +33,70 @@ app.kubernetes.io/name: tessera
 {{- printf "%s:%s" .Values.image.repository (toString .Values.image.tag) -}}
 {{- end -}}
 
+{{/* The driver from the host (driver.source host): no NVIDIA runtime on the node. */}}
+{{- define "tessera.hostDriver" -}}
+{{- if eq (toString .Values.driver.source) "host" }}true{{ end -}}
+{{- end -}}
+
+{{/* CDI specs written: cdi.enabled, or implied by driver.source host (nothing else hands workloads their devices). */}}
+{{- define "tessera.cdi" -}}
+{{- if or .Values.cdi.enabled (include "tessera.hostDriver" .) }}true{{ end -}}
+{{- end -}}
+
+{{/*
+The pod's runtimeClassName line, if any: the value, else nvidia where the
+toolkit's runtime gives the driver (node mode and the DRA driver with
+driver.source runtime; list: [node-or-dra]).
+*/}}
+{{- define "tessera.runtimeClass" -}}
+{{- $nodeOrDra := index . 1 -}}
+{{- with index . 0 -}}
+{{- if kindIs "invalid" .Values.runtimeClassName -}}
+{{- if and $nodeOrDra (not (include "tessera.hostDriver" .)) -}}
+runtimeClassName: nvidia
+{{- end -}}
+{{- else if .Values.runtimeClassName -}}
+runtimeClassName: {{ .Values.runtimeClassName }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+What a container that calls NVML gets beside its own env: with driver.source
+host the driver's NVML under /driver-root; then extraEnv. Rendered as list
+items at the container's env indentation (nindent by the caller).
+*/}}
+{{- define "tessera.driverEnv" -}}
+{{- if include "tessera.hostDriver" . }}
+# No NVIDIA runtime (driver.source host): NVML from the driver root.
+- name: TESSERA_NVML_LIBRARY
+  value: {{ printf "/driver-root%s/libnvidia-ml.so.1" (trimSuffix "/" (toString .Values.driver.libraryDir)) | quote }}
+{{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The mounts a container that calls NVML gets beside its own: the driver root
+read-only at /driver-root where the second item is true, then
+extraVolumeMounts. List items (nindent by the caller).
+*/}}
+{{- define "tessera.driverMounts" -}}
+{{- if index . 1 }}
+- {name: driver-root, mountPath: /driver-root, readOnly: true}
+{{- end }}
+{{- with (index . 0).Values.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The host-driver securityContext (driver.source host): the device nodes need it. */}}
+{{- define "tessera.hostDriverSecurityContext" -}}
+# No NVIDIA runtime grants the /dev/nvidia* nodes (driver.source host): privileged.
+privileged: true
+{{- end -}}
+
 {{- define "tessera.node" -}}
 {{- if eq .Values.mode "node" }}true{{ end -}}
 {{- end -}}
@@ -78,7 +142,7 @@ sets one: the config is then parsed and written again (its comments lost).
 */}}
 {{- define "tessera.devicePluginConfig" -}}
 {{- $text := include "tessera.devicePluginConfigSource" . -}}
-{{- if .Values.cdi.enabled -}}
+{{- if include "tessera.cdi" . -}}
 {{- $config := include "tessera.parse" (list "devicePluginConfig" $text) | fromJson -}}
 {{- $flags := get $config "flags" | default dict -}}
 {{- $plugin := get $flags "plugin" | default dict -}}
@@ -120,9 +184,6 @@ sets one: the config is then parsed and written again (its comments lost).
 {{- if .Values.migMonitor.enabled -}}
 {{- fail "dra.enabled with migMonitor.enabled: MIG monitoring is the node agent's, which the DRA driver replaces (it serves MIG instances it did not cut as they are)" -}}
 {{- end -}}
-{{- if .Values.mps.enabled -}}
-{{- fail "dra.enabled with mps.enabled: mps is the device plugin's (tessera-mps-host, a devicePluginConfig with sharing.mps), and deploy/overlays/dra, the DRA driver the chart renders, runs no MPS daemons (MPS claims: kustomize with deploy/components/dra-mps; not in the chart yet)" -}}
-{{- end -}}
 {{- if .Values.metrics.enabled -}}
 {{- fail "dra.enabled with metrics.enabled: the chart runs no exporter beside the DRA driver (deploy/overlays/dra has none)" -}}
 {{- end -}}
@@ -138,7 +199,8 @@ sets one: the config is then parsed and written again (its comments lost).
 {{- end -}}
 {{- $config := include "tessera.parse" (list "devicePluginConfig" (include "tessera.devicePluginConfigSource" .)) | fromJson -}}
 {{- $sharesMps := hasKey (get $config "sharing" | default dict) "mps" -}}
-{{- if and .Values.mps.enabled (not $sharesMps) -}}
+{{- /* The DRA driver's MPS claims carry their own sharing config (deploy/components/dra-mps). */ -}}
+{{- if and .Values.mps.enabled (not $sharesMps) (not .Values.dra.enabled) -}}
 {{- fail "mps.enabled, but the device-plugin config has no sharing.mps: nothing would use tessera-mps-host's daemons" -}}
 {{- end -}}
 {{- if and $sharesMps (not .Values.mps.enabled) -}}
@@ -148,11 +210,16 @@ sets one: the config is then parsed and written again (its comments lost).
 {{- if and .Values.mps.enabled (not (isAbs $mpsRoot)) -}}
 {{- fail (printf "the device-plugin config's flags.mpsRoot %q is not an absolute path" $mpsRoot) -}}
 {{- end -}}
-{{- if and (or .Values.cdi.enabled .Values.dra.enabled) (not (isAbs (toString .Values.cdi.specDir))) -}}
+{{- if and (or (include "tessera.cdi" .) .Values.dra.enabled) (not (isAbs (toString .Values.cdi.specDir))) -}}
 {{- fail (printf "cdi.specDir %q is not an absolute path" (toString .Values.cdi.specDir)) -}}
 {{- end -}}
-{{- if and .Values.cdi.enabled (not (isAbs (toString .Values.cdi.driverRoot))) -}}
-{{- fail (printf "cdi.driverRoot %q is not an absolute path" (toString .Values.cdi.driverRoot)) -}}
+{{- if not (has (toString .Values.driver.source) (list "runtime" "host")) -}}
+{{- fail (printf "driver.source %q: runtime (the NVIDIA container toolkit's runtime gives the driver) or host (no NVIDIA runtime: the driver's files from driver.root)" (toString .Values.driver.source)) -}}
+{{- end -}}
+{{- range $k := list "root" "libraryDir" "binDir" -}}
+{{- if not (isAbs (toString (get $.Values.driver $k))) -}}
+{{- fail (printf "driver.%s %q is not an absolute path" $k (toString (get $.Values.driver $k))) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -188,8 +255,8 @@ limits: {memory: 256Mi}
 {{/* The options every tessera container gets from the values: CDI, then extraArgs. */}}
 {{- define "tessera.extraArgs" -}}
 {{- $args := list -}}
-{{- if .Values.cdi.enabled -}}
-{{- $args = concat $args (list "--cdi-spec-dir" (toString .Values.cdi.specDir) "--driver-root" (toString .Values.cdi.driverRoot) "--container-driver-root" "/driver-root") -}}
+{{- if include "tessera.cdi" . -}}
+{{- $args = concat $args (list "--cdi-spec-dir" (toString .Values.cdi.specDir) "--driver-root" (toString .Values.driver.root) "--container-driver-root" "/driver-root") -}}
 {{- end -}}
 {{- range .Values.extraArgs -}}
 {{- $args = append $args (toString .) -}}
@@ -216,8 +283,8 @@ differ from `tessera dra`'s defaults, CDI's driver root, then extraArgs
 {{- if not .Values.dra.migModeSwitch -}}
 {{- $args = append $args "--no-mig-mode-switch" -}}
 {{- end -}}
-{{- if .Values.cdi.enabled -}}
-{{- $args = concat $args (list "--driver-root" (toString .Values.cdi.driverRoot) "--container-driver-root" "/driver-root") -}}
+{{- if include "tessera.cdi" . -}}
+{{- $args = concat $args (list "--driver-root" (toString .Values.driver.root) "--container-driver-root" "/driver-root") -}}
 {{- end -}}
 {{- range .Values.extraArgs -}}
 {{- $args = append $args (toString .) -}}
