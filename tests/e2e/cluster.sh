@@ -4,15 +4,19 @@
 # kept running). ./x cluster up and ./x cluster down call this.
 #
 #   tests/e2e/cluster.sh up BUILD_DIR [--nodes N] [--gpus MODEL:COUNT] [--mode device-plugin|dra]
+#                            [--set KEY=VALUE]... [-f VALUES-FILE]...
 #   tests/e2e/cluster.sh down
 #
 # up starts etcd, the control plane and N nodes (default 1), each a
 # containerd and a kubelet of its own over COUNT simulated GPUs of MODEL
-# (default A100-SXM4-80GB:2; any model `tessera catalog` lists), deploys
-# tessera node on every node (deploy/overlays/gpu-node-mig, the simulated
-# GPUs in place of a driver: MIG managed from each Node's nvidia.com/mig.config
-# label, NVIDIA's default mig-parted configs from third_party/), waits until every node serves
-# its GPUs, and prints exactly two lines for a shell to eval:
+# (default A100-SXM4-80GB:2; any model `tessera catalog` lists), installs
+# tessera's Helm chart, packaged, with tests/e2e/simulated-node.values.yaml:
+# tessera node on every node (MIG managed from each Node's
+# nvidia.com/mig.config label, NVIDIA's default mig-parted configs from
+# third_party/), or with --mode dra the DRA driver; --set and -f are given to
+# helm after those (e.g. --mode dra --set dra.memoryShares=true). It waits
+# until every node serves its GPUs, and prints exactly two lines for a shell
+# to eval:
 #   export KUBECONFIG=<dir>/kubeconfig
 #   export PATH="<dir>/bin:$PATH"      (kubectl 1.36 and tessera)
 # Progress goes to stderr. down stops everything up started (by PID; the
@@ -22,7 +26,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 here=$REPO/tests/e2e
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 
 source "$here/lib/common.sh"
 source "$here/lib/cluster.sh"
@@ -33,13 +37,17 @@ fail() { die "$*"; }  # what lib/deploy.sh calls on an error
 E2E_STATE=${TESSERA_CLUSTER_DIR:-/tmp/tessera-cluster}
 
 up() {
-  local nodes=1 gpus=A100-SXM4-80GB:2 mode=device-plugin
+  local nodes=1 gpus=A100-SXM4-80GB:2 mode=device-plugin values=()
   BUILD_DIR=
   while (($#)); do
     case $1 in
       --nodes) nodes=${2:?--nodes needs a number}; shift 2 ;;
       --gpus) gpus=${2:?--gpus needs MODEL:COUNT}; shift 2 ;;
       --mode) mode=${2:?--mode needs device-plugin or dra}; shift 2 ;;
+      --set|--set-string|--set-json|--set-file) [[ $2 == *=* ]] || { echo "cluster: $1 '${2:-}': expected KEY=VALUE" >&2; exit 2; }
+        values+=("$1" "$2"); shift 2 ;;
+      -f|--values) [[ -f ${2:-} ]] || { echo "cluster: $1 '${2:-}': no such file" >&2; exit 2; }
+        values+=(-f "$(realpath "$2")"); shift 2 ;;
       -h|--help) usage; exit 0 ;;
       -*) usage >&2; die "unknown option '$1'" ;;
       *) BUILD_DIR=$1; shift ;;
@@ -67,7 +75,7 @@ up() {
   mkdir -p "$E2E_STATE"/{logs,pids,bin}
   # A failure half-way stops what was started.
   trap 'rc=$?; if ((rc != 0)); then say "cluster up failed: stopping what it started"; cluster_down; fi' EXIT
-  PEERS=$("$here/build-peers.sh" kubernetes containerd etcd)
+  PEERS=$("$here/build-peers.sh" kubernetes containerd etcd helm)
   say "images"
   images_build
   local specs=() i
@@ -80,7 +88,9 @@ up() {
   local n
   if [[ $mode == dra ]]; then
     say "tessera's DRA driver on every node"
-    kc apply -k "$(dra_overlay)" >/dev/null || die "kubectl apply -k of tessera's DRA overlay failed"
+    local args
+    mapfile -t args < <(dra_values)
+    helm_deploy "${args[@]}" "${values[@]}"
     for ((i = 1; i <= nodes; i++)); do
       n=tessera-node-$i
       publishing() { (($(dra_slices "$1") > 0)); }
@@ -88,8 +98,9 @@ up() {
     done
   else
     say "tessera node on every node"
-    AGENT_MIG_CONFIGS=$REPO/third_party/nvidia-mig-parted/config-default.yaml
-    kc apply -k "$(agent_overlay cluster "")" >/dev/null || die "kubectl apply -k of tessera's overlay failed"
+    local args
+    mapfile -t args < <(AGENT_MIG_CONFIGS=$REPO/third_party/nvidia-mig-parted/config-default.yaml agent_values)
+    helm_deploy "${args[@]}" "${values[@]}"
     for ((i = 1; i <= nodes; i++)); do
       n=tessera-node-$i
       serving() { [[ -n $(kc get node "$1" -o jsonpath='{.metadata.labels.nvidia\.com/gpu\.count}') ]]; }

@@ -66,6 +66,7 @@ source "$here/lib/cluster.sh"
 source "$here/lib/images.sh"
 source "$here/lib/deploy.sh"
 source "$here/lib/scenario.sh"
+source "$here/lib/dra.sh"
 for f in "$here"/scenarios/*.sh; do source "$f"; done
 
 TESSERA=$BUILD_DIR/src/tessera

@@ -145,6 +145,30 @@ bridge_up() {
   ip link add "$E2E_BRIDGE" type bridge
   ip addr add "$E2E_BRIDGE_CIDR" dev "$E2E_BRIDGE"
   ip link set "$E2E_BRIDGE" up
+  service_proxy up
+}
+
+# The kubernetes Service for pods. The cluster runs no kube-proxy; one DNAT
+# rule sends what pods send to the Service's address (the first of
+# --service-cluster-ip-range, which the kubelet gives every container as
+# KUBERNETES_SERVICE_HOST, port 443) to the API server on the host's
+# loopback, so in-cluster clients (tessera's agents) reach it as on any
+# cluster, with their service accounts. route_localnet lets the bridge's
+# packets be delivered to 127.0.0.1.
+readonly KUBERNETES_SERVICE_IP=10.0.0.1
+service_proxy_rule() {
+  echo -i "$E2E_BRIDGE" -d "$KUBERNETES_SERVICE_IP/32" -p tcp --dport 443 -m comment --comment "tessera-e2e" \
+    -j DNAT --to-destination "127.0.0.1:$APISERVER_PORT"
+}
+service_proxy() {  # service_proxy up|down
+  local rule
+  read -ra rule <<<"$(service_proxy_rule)"
+  if [[ $1 == up ]]; then
+    sysctl -qw "net.ipv4.conf.$E2E_BRIDGE.route_localnet=1"
+    iptables -t nat -A PREROUTING "${rule[@]}"
+  else
+    while iptables -t nat -D PREROUTING "${rule[@]}" 2>/dev/null; do :; done
+  fi
 }
 
 # cgroup_dirs NODE: the node's cgroup directory in each mounted hierarchy.
@@ -180,13 +204,15 @@ node_up() {
   # shellcheck disable=SC2086 # E2E_SIM_ARGS: extra words for tessera sim create (--mig)
   "$TESSERA" sim create "$n/sim" --gpu "$gpu" --count "$count" --device-nodes ${E2E_SIM_ARGS:-} >/dev/null ||
     die "tessera sim create $n/sim --gpu $gpu --count $count failed"
-  # The driver's libraries where a distribution installs them, as on a real
-  # node's driver root: the simulated NVML and CUDA driver of the build.
+  # The driver's libraries and programs where a distribution installs them,
+  # as on a real node's driver root: the simulated NVML, CUDA driver and MPS
+  # control program of the build.
   local build lib_dir=$n/sim/usr/lib/x86_64-linux-gnu
   build=$(cd "$(dirname "$TESSERA")/.." && pwd)
-  mkdir -p "$lib_dir"
+  mkdir -p "$lib_dir" "$n/sim/usr/bin"
   cp "$build/sim/nvml/libnvidia-ml.so.1" "$lib_dir/libnvidia-ml.so.1"
   cp "$build/sim/cuda/libcuda.so.1" "$lib_dir/libcuda.so.1"
+  cp "$build/sim/mps/nvidia-cuda-mps-control" "$n/sim/usr/bin/nvidia-cuda-mps-control"
   ip addr add "$ip/32" dev "$E2E_BRIDGE"
   cgroups_make "$name"
 
@@ -331,6 +357,7 @@ cluster_down() {
   stop etcd 10
   local d
   for d in /sys/fs/cgroup/*/"$CGROUP_BASE" /sys/fs/cgroup/"$CGROUP_BASE"; do [[ -d $d ]] && rmdir "$d" 2>/dev/null; done
+  service_proxy down
   ip link del "$E2E_BRIDGE" 2>/dev/null || true
   if [[ -f $E2E_STATE/created-mount-points ]]; then
     while read -r d; do rmdir "$d" 2>/dev/null || true; done <"$E2E_STATE/created-mount-points"
@@ -356,6 +383,7 @@ cluster_leftovers() {
     ss -Hltn "sport = :$port" | grep -q . && echo "listener on port $port"
   done
   ip link show "$E2E_BRIDGE" >/dev/null 2>&1 && echo "bridge $E2E_BRIDGE"
+  iptables -t nat -S PREROUTING 2>/dev/null | grep -q -- '--comment "\{0,1\}tessera-e2e' && echo "iptables rule tessera-e2e (nat PREROUTING)"
   for d in /sys/fs/cgroup/*/"$CGROUP_BASE" /sys/fs/cgroup/"$CGROUP_BASE"; do [[ -d $d ]] && echo "cgroup $d"; done
   return 0
 }

@@ -99,6 +99,21 @@ spec:
 EOF
 }
 
+# wait_unschedulable SECONDS POD [MESSAGE]: the scheduler has said it cannot
+# place POD (a FailedScheduling Event, whose message contains MESSAGE), and
+# POD is still Pending: "stays Pending" decided by the scheduler's own word,
+# never by a sleep.
+wait_unschedulable() {
+  local limit=$1 pod=$2 message=${3:-}
+  refused() {
+    kc get events --field-selector "involvedObject.name=$pod,reason=FailedScheduling" -o jsonpath='{.items[*].message}' |
+      grep -qF -- "$message"
+  }
+  wait_for "$limit" "the scheduler's FailedScheduling Event for $pod${message:+ ($message)}" refused
+  [[ $(kc get pod "$pod" -o jsonpath='{.status.phase}') == Pending ]] ||
+    fail "$pod is $(kc get pod "$pod" -o jsonpath='{.status.phase}') after the scheduler refused it, expected Pending"
+}
+
 no_consumers() { [[ -z $(kc get pods -A -l app=e2e-consumer -o name) ]]; }
 pods_in_phase() { kc get pods -l app=e2e-consumer --field-selector="status.phase=$1" -o name | wc -l; }
 remove_consumers() {
@@ -120,12 +135,44 @@ container_spec() {
   node_ctr "$node" containers info "${id#containerd://}" | jq -c '.Spec'
 }
 container_env() { container_spec "$@" | jq -r '.process.env[]'; }
-# "SOURCE DESTINATION ro|rw" per bind mount.
+# "SOURCE DESTINATION ro|rw" per bind mount (the kubelet's, typed "bind" or
+# with rbind, and a CDI spec's, with the option bind).
 container_mounts() {
-  container_spec "$@" | jq -r '.mounts[] | select(.type == "bind" or (.options // [] | index("rbind"))) |
+  container_spec "$@" | jq -r '.mounts[] | select(.type == "bind" or (.options // [] | (index("rbind") or index("bind")))) |
     "\(.source) \(.destination) \(if (.options // [] | index("ro")) then "ro" else "rw" end)"'
 }
 env_var() { sed -n "s/^$2=//p" <<<"$1"; }  # env_var ENV NAME: NAME's value in ENV's lines
+
+# Which devices a container holds: the kubelet's own record (pod-resources),
+# as tessera hands devices by CDI name (no NVIDIA_VISIBLE_DEVICES names them:
+# CDI specs set it to void). held_devices POD [CONTAINER] [NAMESPACE]: the
+# device IDs, one per line; held_uuid: the physical device's UUID (a shared
+# replica's id <uuid>::<n> is its GPU's), several joined by commas.
+held_devices() {
+  pod_resources | jq -r --arg p "$1" --arg c "${2:-cuda}" --arg ns "${3:-default}" \
+    '.[] | select(.namespace == $ns and .pod == $p and .container == $c) | .devices[]'
+}
+held_uuid() { held_devices "$@" | sed 's/::[0-9]*$//' | sort -u | paste -sd, -; }
+
+# cdi_device_nodes ID [NODE]: the device nodes the node's CDI specs give the
+# device named ID (tessera's specs in the node's /var/run/cdi), sorted.
+cdi_device_nodes() {
+  cat "$(node_dir "${2:-$NODE}")"/cdi-run/*.json 2>/dev/null |
+    jq -r --arg id "$1" '.devices[]? | select(.name == $id) | .containerEdits.deviceNodes[]?.path' | sort -u
+}
+# container_has_devices POD ID...: the container's runtime spec has every
+# device node the CDI specs give each ID (what the runtime injected).
+container_has_devices() {
+  local pod=$1 id nodes have
+  shift
+  have=$(container_spec "$pod" | jq -r '.linux.devices[]?.path' | sort -u)
+  for id in "$@"; do
+    nodes=$(cdi_device_nodes "$id")
+    [[ -n $nodes ]] || { echo "no CDI device $id in $NODE's specs"; return 1; }
+    comm -23 <(echo "$nodes") <(echo "$have") | grep -q . && { echo "$pod lacks $(comm -23 <(echo "$nodes") <(echo "$have") | paste -sd' ' -) of $id"; return 1; }
+  done
+  return 0
+}
 
 # The tessera pod on NODE, and its containers' restarts and logs.
 tessera_pod() {

@@ -3,7 +3,8 @@
 # /var/run/cdi, the simulated node as the driver root (its device nodes, MIG
 # capabilities and the simulated driver's libraries). A pod asking for two
 # whole GPUs gets exactly its two /dev/nvidiaN nodes and the control nodes,
-# the driver's libraries, and no NVIDIA_VISIBLE_DEVICES; the Node is
+# the driver's libraries, and NVIDIA_VISIBLE_DEVICES only as the specs' void
+# (so an NVIDIA runtime would add nothing); the Node is
 # relabelled to a MIG layout, and a pod on a new MIG device gets its GPU's
 # node and that device's two capability nodes, with tessera not restarted.
 cdi_devices_in() {  # cdi_devices_in POD: the /dev entries of NVIDIA's the container sees, sorted
@@ -14,8 +15,7 @@ scenario_cdi() {
   local dp=$E2E_STATE/cdi-device-plugin.yaml
   printf 'version: v1\nflags:\n  migStrategy: mixed\n  plugin:\n    deviceListStrategy: [cdi-cri]\n' >"$dp"
   relabel all-disabled
-  deploy_agent cdi "$dp" --cdi-spec-dir /var/run/cdi --driver-root /var/lib/tessera-sim \
-    --container-driver-root /var/lib/tessera-sim
+  deploy_agent "$dp"
   wait_for 120 "the agent to apply all-disabled (mig.config.state=success)" state_is success
   expect_resource 60 nvidia.com/gpu 2
   local specs
@@ -27,7 +27,8 @@ scenario_cdi() {
   wait_for 90 "pod cdi-two Running" eval '[[ $(pods_in_phase Running) == 1 ]]'
   local spec env seen want
   spec=$(container_spec cdi-two)
-  jq -r '.process.env[]' <<<"$spec" | grep -q '^NVIDIA_VISIBLE_DEVICES=' && fail "cdi-two has NVIDIA_VISIBLE_DEVICES: cdi-cri alone should hand out CDI names only"
+  [[ $(jq -r '.process.env[]' <<<"$spec" | grep '^NVIDIA_VISIBLE_DEVICES=' | paste -sd' ' -) == NVIDIA_VISIBLE_DEVICES=void ]] ||
+    fail "cdi-two has '$(jq -r '.process.env[]' <<<"$spec" | grep '^NVIDIA_VISIBLE_DEVICES=' | paste -sd' ' -)', expected only NVIDIA_VISIBLE_DEVICES=void from the CDI specs"
   seen=$(cdi_devices_in cdi-two)
   want=$(want 2)
   [[ $seen == "nvidia-uvm nvidia-uvm-tools nvidia0 nvidia1 nvidiactl " ]] ||
@@ -36,7 +37,7 @@ scenario_cdi() {
     fail "the runtime spec of cdi-two has $(jq '[.linux.devices[] | select(.path | test("^/dev/nvidia[0-9]+$"))] | length' <<<"$spec") GPU device nodes, expected $want"
   kc exec cdi-two -c cuda -- test -f /usr/lib/x86_64-linux-gnu/libcuda.so.1 ||
     fail "cdi-two has no /usr/lib/x86_64-linux-gnu/libcuda.so.1 from the driver root"
-  echo "  cdi-two (2 GPUs, cdi-cri): /dev $seen, the driver's libcuda.so.1 and libnvidia-ml.so.1 mounted, no NVIDIA_VISIBLE_DEVICES"
+  echo "  cdi-two (2 GPUs, cdi-cri): /dev $seen, the driver's libcuda.so.1 and libnvidia-ml.so.1 mounted, NVIDIA_VISIBLE_DEVICES=void"
   echo "    the device nodes in its runtime spec: $(jq -r '[.linux.devices[].path] | join(" ")' <<<"$spec")"
 
   # A new layout from the label: the specs follow, tessera does not restart.

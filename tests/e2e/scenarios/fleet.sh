@@ -1,8 +1,9 @@
 # tessera fleet run against the real cluster: tessera node (with
 # --publish-layout) on tessera-node-1's two A100-80GB, each cut in four
 # 1g.20gb; two running pods of a Deployment on them and a pod waiting for a
-# 7g.80gb, which fits only after a re-plan. The controller, started on the
-# host with the admin's kubeconfig, proposes a plan in ConfigMap
+# 7g.80gb, which fits only after a re-plan. The controller, the chart's
+# Deployment tessera-fleet (fleet.enabled) in the cluster with its own service
+# account and roles, polling every second, proposes a plan in ConfigMap
 # tessera-fleet-plan; nothing changes before the plan's hash is approved;
 # after approval the waiting pod runs, only the pods the plan named were
 # evicted (the others keep their UIDs), and the waves went in order.
@@ -54,7 +55,8 @@ YAML
   kc delete pod fleet-big --ignore-not-found --wait=true >/dev/null
   kc -n tessera delete configmap tessera-fleet-plan --ignore-not-found >/dev/null
   relabel fleet-start
-  AGENT_MIG_CONFIGS=$cfg deploy_agent fleet-agent "" --publish-layout
+  AGENT_MIG_CONFIGS=$cfg deploy_agent "" --publish-layout -- --set fleet.enabled=true --set fleet.pendingAfter=3 \
+    --set fleet.maxWaveEvictions=5 --set-json 'fleet.extraArgs=["--poll","1","--config-propagation","45","--wave-timeout","240"]'
   wait_for 120 "the agent to apply fleet-start (mig.config.state=success)" state_is success
   expect_resource 60 nvidia.com/mig-1g.20gb 8
   kc apply -f - >/dev/null <<EOF
@@ -83,8 +85,10 @@ EOF
   wait_for 30 "fleet-big to wait (no 7g.80gb anywhere)" eval '[[ $(kc get pod fleet-big -o jsonpath="{.status.conditions[?(@.type==\"PodScheduled\")].reason}") == Unschedulable ]]'
   local before
   before=$(fleet_pods)
-  start fleet "$TESSERA" fleet run --kubeconfig "$E2E_STATE/kubeconfig" --namespace tessera --pending-after 3 --poll 1 \
-    --config-propagation 45 --wave-timeout 240 --max-wave-evictions 5 --metrics-listen 127.0.0.1:19402 --exit-when-done
+  wait_for 60 "the fleet controller Ready" eval '[[ $(kc -n tessera get pods -l app.kubernetes.io/name=tessera-fleet \
+    -o jsonpath="{.items[0].status.conditions[?(@.type==\"Ready\")].status}") == True ]]'
+  local metrics_at
+  metrics_at=$(kc -n tessera get pods -l app.kubernetes.io/name=tessera-fleet -o jsonpath='{.items[0].status.podIP}'):9402
   wait_for 60 "tessera fleet run to propose a plan in ConfigMap tessera-fleet-plan" eval '[[ -n $(plan_field hash) ]]'
   local hash plan evict config
   hash=$(plan_field hash)
@@ -103,7 +107,7 @@ EOF
   state_is success || fail "mig.config.state changed before approval"
   [[ $(fleet_pods) == "$before" ]] || fail "pods changed before approval"
   [[ $(kc get pod fleet-big -o jsonpath='{.status.phase}') == Pending ]] || fail "fleet-big runs before approval"
-  curl -sf http://127.0.0.1:19402/metrics | grep -q '^tessera_fleet_phase{phase="proposed"} 1' ||
+  curl -sf "http://$metrics_at/metrics" | grep -q '^tessera_fleet_phase{phase="proposed"} 1' ||
     fail "the controller's metrics do not say proposed"
   echo "  8 s later, not approved: label, state, pods as they were; metrics phase=proposed"
   kc -n tessera annotate configmap tessera-fleet-plan --overwrite "tessera.dev/approve=$hash" >/dev/null
@@ -127,7 +131,6 @@ EOF
   [[ $(plan_field status) == "done: plan $hash applied in 1 wave(s)" ]] || fail "the rollout ended '$(plan_field status)'"
   echo "  approved: $NODE -> $config (success), fleet-big Running; evicted [${gone//$'\n'/ }] as planned, kept [${kept//$'\n'/ }]"
   echo "  Events: $events; status: $(plan_field status)"
-  stop fleet 5
   kc delete deployment fleet-small --wait=false >/dev/null
   kc delete pod fleet-big --wait=false >/dev/null
   wait_for 60 "the fleet pods to go" eval '[[ -z $(kc get pods -l "app in (e2e-fleet, e2e-fleet-big)" -o name) ]]'

@@ -88,10 +88,9 @@ scenario_metrics() {
   wait_for 90 "3 pods Running in $METRICS_NS" three_running
   : >"$expected"
   for p in metrics-0 metrics-1 metrics-2; do
-    env=$(container_env "$p" cuda "$METRICS_NS")
-    uuid=$(env_var "$env" NVIDIA_VISIBLE_DEVICES)
+    uuid=$(held_uuid "$p" cuda "$METRICS_NS")
     where=$(inventory | jq -r --arg u "$uuid" '.gpus[] | .uuid as $g | .mig_devices[] | select(.uuid == $u) | "\($g) \(.gpu_instance)"')
-    [[ -n $where ]] || fail "$p: NVIDIA_VISIBLE_DEVICES='$uuid' is not a MIG device in tessera inventory"
+    [[ -n $where ]] || fail "$p: its device '$uuid' (pod-resources) is not a MIG device in tessera inventory"
     echo "$where $p" >>"$expected"
     echo "  $METRICS_NS/$p: $uuid = GPU $(cut -d' ' -f1 <<<"$where") GPU instance $(cut -d' ' -f2 <<<"$where")"
   done

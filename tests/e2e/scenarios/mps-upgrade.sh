@@ -2,9 +2,9 @@
 # "Daemons that outlive the agent"). A pod whose one process is the
 # simulator's CUDA client (nvidia-cuda-mps-control --tessera-sim-client, in
 # tessera's image) holds an MPS share and stays connected to its GPU's daemon.
-# Both DaemonSets' pod templates change, as applying a new release changes
-# them: tessera's rolls (RollingUpdate), tessera-mps-host's pod stays
-# (OnDelete). The client keeps running (no restart, the same connection in the
+# `helm upgrade` of the release with a new value (logLevel debug) changes both
+# DaemonSets' pod templates, as a new release does: tessera's rolls
+# (RollingUpdate), tessera-mps-host's pod stays (OnDelete). The client keeps running (no restart, the same connection in the
 # daemon's own record), its daemon keeps its pid, and the new plugin adopts
 # the daemons. Then the other GPU's daemon is SIGKILLed from the host: the
 # kubelet's own log times its shares Unhealthy (under 100 ms after the kill)
@@ -85,8 +85,7 @@ scenario_mps-upgrade() {
   client_connected() { kc logs mps-client -c cuda 2>/dev/null | grep -q "MPS server"; }
   wait_for 30 "the MPS client to connect" client_connected
   local gpu other env said client id container pid host host_uid agent state
-  env=$(container_env mps-client)
-  gpu=$(env_var "$env" NVIDIA_VISIBLE_DEVICES)
+  gpu=$(held_uuid mps-client)
   other=$(grep -vxF "$gpu" <<<"$gpus" | head -1)
   said=$(kc logs mps-client -c cuda | grep -m1 "MPS server")
   state=$(mps_state "$gpu")
@@ -98,15 +97,13 @@ scenario_mps-upgrade() {
   host=$(mps_host_pod) host_uid=$(pod_uid tessera "$(mps_host_pod)") agent=$(tessera_pod)
   echo "  before: $agent (tessera), $host (tessera-mps-host); mps-client on $gpu, connected to its daemon (pid $pid) at $(jq -r .connected_at <<<"$client"): ${said#*: }"
 
-  # The upgrade: both pod templates change, as a new release's would.
-  local t rolled mark
-  mark=$(date +%s)
+  # The upgrade: helm upgrade with a new value changes both pod templates.
+  local t rolled args
+  mapfile -t args < <(overlay_values mps)
   t=$(now_ms)
-  for ds in tessera tessera-mps-host; do
-    kc -n tessera patch daemonset "$ds" --type merge \
-      -p "{\"spec\":{\"template\":{\"metadata\":{\"annotations\":{\"e2e.tessera/release\":\"$mark\"}}}}}" >/dev/null ||
-      fail "cannot change $ds's pod template"
-  done
+  helm_deploy "${args[@]}" --set logLevel=debug
+  [[ $(kc -n tessera get ds tessera-mps-host -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="TESSERA_LOG_LEVEL")].value}') == debug ]] ||
+    fail "helm upgrade did not change tessera-mps-host's pod template"
   kc -n tessera rollout status daemonset/tessera --timeout=180s >/dev/null || fail "tessera's rollout did not finish"
   rolled=$(($(now_ms) - t))
   agent_rolled() { [[ -n $(tessera_pod) && $(tessera_pod) != "$agent" ]]; }

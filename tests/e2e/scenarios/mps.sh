@@ -79,8 +79,8 @@ scenario_mps() {
   wait_for 90 "3 MPS pods Running" three_running
   for p in mps-0 mps-1 mps-2; do
     env=$(container_env "$p")
-    uuid=$(env_var "$env" NVIDIA_VISIBLE_DEVICES)
-    grep -qxF "$uuid" <<<"$gpus" || fail "$p: NVIDIA_VISIBLE_DEVICES='$uuid' is not a GPU of the node"
+    uuid=$(held_uuid "$p")
+    grep -qxF "$uuid" <<<"$gpus" || fail "$p: its device '$uuid' (pod-resources) is not a GPU of the node"
     [[ $(env_var "$env" CUDA_MPS_PIPE_DIRECTORY) == "$pipe" ]] ||
       fail "$p: CUDA_MPS_PIPE_DIRECTORY='$(env_var "$env" CUDA_MPS_PIPE_DIRECTORY)', expected $pipe"
     [[ $(env_var "$env" CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) == "0=${mib}M" ]] ||

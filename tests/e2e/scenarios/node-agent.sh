@@ -1,19 +1,20 @@
-# tessera node from deploy/overlays/gpu-node-mig (the agent with the
-# mig-manager component), with what the test node needs instead of a GPU and
-# the NVIDIA runtime: the simulated node, no runtime class and no privileges,
-# the host's network with the API server at 127.0.0.1:16443 for its service
-# account (KUBERNETES_SERVICE_HOST/_PORT: the test cluster runs no kube-proxy,
-# so the kubernetes Service's address leads nowhere), and a MIG config of the
+# tessera node with the MIG manager from the packaged chart (mode node,
+# migManager.enabled: deploy/overlays/gpu-node-mig), as shipped, on the
+# simulated node (tests/e2e/simulated-node.values.yaml: the driver from the
+# node's driver root, no NVIDIA runtime), reaching the API server through the
+# kubernetes Service with its own service account, and a MIG config of the
 # scenario's own. Driven by the Node's label: success, GFD labels, RBAC that
 # allows exactly its calls, a change that evicts only the pods on destroyed
 # devices, failures with Events, and an API server that dies and comes back.
-# deploy_agent [agent_overlay's arguments]: tessera node in place of whatever ran, its state label cleared.
+# deploy_agent [agent_values's arguments]: tessera node in place of whatever ran, its state label cleared.
 deploy_agent() {
   remove_consumers
   kc -n tessera delete daemonset tessera --wait=true >/dev/null 2>&1 || true
-  wait_for 60 "tessera's pods to go" eval '[[ -z $(kc -n tessera get pods -o name) ]]'
+  wait_for 60 "tessera's node pods to go" eval '[[ -z $(kc -n tessera get pods -l "app.kubernetes.io/name in (tessera, tessera-mps-host)" -o name) ]]'
   kc label node "$NODE" nvidia.com/mig.config.state- >/dev/null 2>&1 || true
-  kc apply -k "$(agent_overlay "$@")" >/dev/null || fail "kubectl apply -k of the node-agent overlay failed"
+  local args
+  mapfile -t args < <(agent_values "$@")
+  helm_deploy "${args[@]}"
 }
 
 node_label() { kc get node "${2:-$NODE}" -o jsonpath="{.metadata.labels.${1//./\\.}}"; }

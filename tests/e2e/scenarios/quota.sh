@@ -91,13 +91,13 @@ scenario_quota() {
   quota=$(inventory | jq -r '.gpus[0].memory | (.total_bytes - .reserved_bytes) / 4 | floor')
   for p in quota-0 quota-1 quota-2; do
     env=$(container_env "$p")
-    uuid=$(env_var "$env" NVIDIA_VISIBLE_DEVICES)
+    uuid=$(held_uuid "$p")
     limit=$(env_var "$env" TESSERA_DEVICE_MEMORY_LIMIT_0)
     key=$(env_var "$env" TESSERA_LEDGER_KEY)
     [[ $(env_var "$env" LD_PRELOAD) == /usr/local/tessera/lib/libtessera-cuda.so ]] ||
       fail "$p: LD_PRELOAD='$(env_var "$env" LD_PRELOAD)', expected Allocate's /usr/local/tessera/lib/libtessera-cuda.so"
     [[ $(env_var "$env" TESSERA_DEVICE_UUID_0) == "$uuid" && $uuid == GPU-* ]] ||
-      fail "$p: TESSERA_DEVICE_UUID_0='$(env_var "$env" TESSERA_DEVICE_UUID_0)', NVIDIA_VISIBLE_DEVICES='$uuid'"
+      fail "$p: TESSERA_DEVICE_UUID_0='$(env_var "$env" TESSERA_DEVICE_UUID_0)', its device (pod-resources) '$uuid'"
     [[ $limit == "$quota" ]] || fail "$p: TESSERA_DEVICE_MEMORY_LIMIT_0='$limit', expected $quota"
     [[ $(env_var "$env" TESSERA_LEDGER_DIR) == /run/tessera/ledger && -n $key ]] ||
       fail "$p: TESSERA_LEDGER_DIR='$(env_var "$env" TESSERA_LEDGER_DIR)', TESSERA_LEDGER_KEY='$key'"
@@ -171,7 +171,7 @@ scenario_quota() {
   # the runtime keeps, the preload list holds the quota.
   local own_env own_gpu own_info
   own_env=$(container_env quota-own-preload)
-  own_gpu=$(env_var "$own_env" NVIDIA_VISIBLE_DEVICES)
+  own_gpu=$(held_uuid quota-own-preload)
   echo "  quota-own-preload (spec LD_PRELOAD=libm.so.6): the runtime spec has $(grep -c '^LD_PRELOAD=' <<<"$own_env") LD_PRELOAD entries: $(grep '^LD_PRELOAD=' <<<"$own_env" | paste -sd' ' -); kubectl exec sees LD_PRELOAD='$(kc exec quota-own-preload -c cuda -- printenv LD_PRELOAD)'"
   client_in quota-own-preload "$own_gpu"
   own_info=$("${client[@]}" init info 2>/dev/null | awk '$1 == "info" {print $2, $3, $4}')

@@ -14,7 +14,7 @@ scenario_resource-health() {
   pods=$(kc get pods -l app=e2e-consumer --field-selector=status.phase=Running -o jsonpath='{.items[*].metadata.name}')
   local -A device_of=()
   for p in $pods; do
-    uuid=$(env_var "$(container_env "$p")" NVIDIA_VISIBLE_DEVICES)
+    uuid=$(held_uuid "$p")
     device_of[$p]=$uuid
     if grep -qxF "$uuid" <<<"$gpu0"; then on0+=("$p"); else on1+=("$p"); fi
   done

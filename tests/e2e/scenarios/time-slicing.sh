@@ -1,6 +1,6 @@
 # The time-slicing overlay (MIG disabled, 4 replicas): capacity
 # nvidia.com/gpu: 8; three pods get replicas <uuid>::<n> (as pod-resources
-# lists them), the GPU's UUID in NVIDIA_VISIBLE_DEVICES and
+# lists them) of a GPU of the node, its device nodes (tessera's CDI spec) and
 # TESSERA_DEVICE_MEMORY_LIMIT_0 = a quarter of the memory the driver says is
 # usable (80 GiB less what it reserves).
 scenario_time-slicing() {
@@ -8,7 +8,7 @@ scenario_time-slicing() {
   deploy_overlay time-slicing
   expect_resource 120 nvidia.com/gpu 8
   echo "  capacity nvidia.com/gpu: $(node_field capacity nvidia.com/gpu)"
-  local i env gpus quarter listed uuid limit ids
+  local i env gpus quarter listed uuid limit ids why
   gpus=$(inventory | jq -r '.gpus[].uuid')
   quarter=$(inventory | jq -r '.gpus[0].memory | (.total_bytes - .reserved_bytes) / 4 | floor')
   ((quarter > 0 && quarter < 85899345920 / 4)) || fail "the driver reports no reserved memory (quarter of usable: $quarter)"
@@ -18,12 +18,13 @@ scenario_time-slicing() {
   listed=$(pod_resources)
   for i in 0 1 2; do
     env=$(container_env "ts-$i")
-    uuid=$(env_var "$env" NVIDIA_VISIBLE_DEVICES)
-    limit=$(env_var "$env" TESSERA_DEVICE_MEMORY_LIMIT_0)
-    [[ $uuid == GPU-* ]] && grep -qxF "$uuid" <<<"$gpus" || fail "ts-$i: NVIDIA_VISIBLE_DEVICES='$uuid' is not a GPU of the node"
-    [[ $limit == "$quarter" ]] || fail "ts-$i: TESSERA_DEVICE_MEMORY_LIMIT_0='$limit', expected $quarter (a quarter of the usable memory)"
     ids=$(jq -r --arg p "ts-$i" '.[] | select(.pod == $p and .resource == "nvidia.com/gpu") | .devices[]' <<<"$listed")
+    uuid=${ids%::*}
+    limit=$(env_var "$env" TESSERA_DEVICE_MEMORY_LIMIT_0)
+    [[ $uuid == GPU-* ]] && grep -qxF "$uuid" <<<"$gpus" || fail "ts-$i: its device '$ids' (pod-resources) is not a replica of a GPU of the node"
+    why=$(container_has_devices "ts-$i" "$ids") || fail "ts-$i: $why"
+    [[ $limit == "$quarter" ]] || fail "ts-$i: TESSERA_DEVICE_MEMORY_LIMIT_0='$limit', expected $quarter (a quarter of the usable memory)"
     [[ $ids =~ ^"$uuid"::[0-9]+$ ]] || fail "ts-$i: pod-resources lists '$ids', expected one replica $uuid::<n>"
-    echo "  ts-$i: device $ids, NVIDIA_VISIBLE_DEVICES=$uuid, TESSERA_DEVICE_MEMORY_LIMIT_0=$limit"
+    echo "  ts-$i: device $ids, its nodes $(cdi_device_nodes "$ids" | paste -sd' ' -), TESSERA_DEVICE_MEMORY_LIMIT_0=$limit"
   done
 }

@@ -1,0 +1,36 @@
+# tessera's DRA driver on the node (lib/dra.sh): ResourceSlices with one
+# counter set per GPU listing every MIG placement, the stock scheduler
+# choosing a placement that does not exist yet, tessera cutting exactly it at
+# NodePrepareResources and destroying it at NodeUnprepareResources.
+scenario_dra-mig() {
+  deploy_dra
+  local slices
+  slices=$(dra_slices "$NODE")
+  # Two A100-80GB in MIG mode: 25 placements each (7 + 7 media + 4 + 3 + 2 + 1 + 1), no whole GPU.
+  [[ $slices == "$(want 50)" ]] || fail "$NODE's ResourceSlices list $slices devices, expected 50 (25 MIG placements per A100)"
+  [[ $(kc get resourceslices -o json | jq '[.items[] | select(.spec.nodeName == "'"$NODE"'") | (.spec.sharedCounters // [])[]] | length') == 2 ]] ||
+    fail "expected one counter set per GPU"
+  echo "  $NODE: $slices devices in its slices, one counter set per GPU"
+
+  profile_pod small 1g.10gb | kc apply -f - >/dev/null
+  wait_for 90 "pod small Running" is_running small
+  local device instances seen
+  device=$(claim_device small)
+  instances=$(sim_instances)
+  # tessera's order: a small profile from the end of the GPU (start 6), never where a 4g or a 3g would go.
+  [[ $device == gpu-0-mig-1g10gb-19-6 ]] || fail "the scheduler chose $device, expected gpu-0-mig-1g10gb-19-6 (listed first)"
+  [[ $instances == "0:19@6" ]] || fail "the simulated GPUs hold '$instances', expected exactly 0:19@6 (a 1g.10gb at 6)"
+  seen=$(cdi_devices_in small)
+  [[ $seen == *"nvidia0 "* && $seen != *"nvidia1 "* && $(grep -o 'nvidia-caps/nvidia-cap[0-9]*' <<<"$seen" | wc -l) == 2 ]] ||
+    fail "pod small sees /dev '$seen', expected nvidia0 and its instance's two capability nodes, not nvidia1"
+  local uid spec
+  uid=$(kc get resourceclaims -o json | jq -r '.items[0].metadata.uid')
+  spec=$(node_dir "$NODE")/cdi-run/k8s.gpu.nvidia.com-claim_$uid.json
+  [[ -f $spec ]] || fail "no CDI spec $spec for the claim"
+  echo "  pod small: claim on $device, cut as $instances, /dev $seen"
+  kc delete pod small --wait=true >/dev/null
+  wait_for 60 "the 1g.10gb to be destroyed" eval '[[ -z $(sim_instances) ]]'
+  wait_for 30 "the claim's CDI spec to go" eval "[[ ! -f $spec ]]"
+  echo "  pod deleted: the instance destroyed, its CDI spec removed"
+  remove_dra_consumers
+}

@@ -1,0 +1,24 @@
+# Memory shares the scheduler counts (dra.memoryShares): one claim takes a
+# GPU whole, four 20 GiB claims share the other, a fifth the scheduler
+# refuses; a share's container reads its quota in a read-only limits file.
+scenario_dra-shares() {
+  # Whole GPUs: MIG off, memory shares on.
+  DRA_MIG=off deploy_dra --set dra.memoryShares=true
+  wait_for 120 "tessera dra to publish whole GPUs" eval '(($(dra_slices "$NODE") == 2))'
+  # One GPU taken whole (a claim asking for no memory takes all of it), four 20 GiB shares of the other.
+  dra_claim_pod whole "" gpu.nvidia.com | kc apply -f - >/dev/null
+  wait_for 90 "pod whole Running" is_running whole
+  local i
+  for i in 1 2 3 4; do
+    dra_claim_pod "share-$i" "" gpu.nvidia.com 20Gi | kc apply -f - >/dev/null
+  done
+  for i in 1 2 3 4; do wait_for 90 "pod share-$i Running" is_running "share-$i"; done
+  dra_claim_pod share-5 "" gpu.nvidia.com 20Gi | kc apply -f - >/dev/null
+  wait_unschedulable 60 share-5
+  local limits
+  limits=$(kc exec share-1 -c cuda -- cat /run/tessera/limits) || fail "share-1 has no /run/tessera/limits"
+  [[ $limits == *" 21474836480"* ]] || fail "share-1's limits file says '$limits', expected a 21474836480-byte quota"
+  kc exec share-1 -c cuda -- sh -c 'echo x > /run/tessera/limits' 2>/dev/null && fail "share-1 could write its limits file"
+  echo "  4 x 20Gi shares Running on one GPU, the fifth Pending; share-1's quota file (read-only): $(tr '\n' ' ' <<<"$limits")"
+  remove_dra_consumers
+}
