@@ -89,5 +89,5 @@ deploy_dra() {
   helm_deploy "${args[@]}"
   wait_for 120 "tessera dra to publish $NODE's ResourceSlices" eval '(($(dra_slices "$NODE") > 0))'
   wait_for 60 "the kubelet to register gpu.nvidia.com" eval \
-    'tessera_logs dra-driver | grep -q "the kubelet registered DRA driver gpu.nvidia.com"'
+    'tessera_logs dra-driver | grep -c "the kubelet registered DRA driver gpu.nvidia.com"'
 }

@@ -182,5 +182,8 @@ tessera_pod() {
 tessera_restarts() {  # tessera_restarts CONTAINER
   kc -n tessera get pod "$(tessera_pod)" -o jsonpath="{.status.containerStatuses[?(@.name==\"$1\")].restartCount}"
 }
+# Its output is long (debug logs): read it whole (grep -c, or grep | sed -n 1p),
+# never with grep -q or -m1, whose early exit makes kubectl die of SIGPIPE and,
+# under pipefail, the pipeline fail whatever grep found.
 tessera_logs() { kc -n tessera logs "$(tessera_pod)" -c "$1" 2>/dev/null; }
 registrations() { tessera_logs "$1" | grep -c 'registered .* with the kubelet' || true; }

@@ -107,7 +107,7 @@ EOF
   state_is success || fail "mig.config.state changed before approval"
   [[ $(fleet_pods) == "$before" ]] || fail "pods changed before approval"
   [[ $(kc get pod fleet-big -o jsonpath='{.status.phase}') == Pending ]] || fail "fleet-big runs before approval"
-  curl -sf "http://$metrics_at/metrics" | grep -q '^tessera_fleet_phase{phase="proposed"} 1' ||
+  curl -sf "http://$metrics_at/metrics" | grep -c '^tessera_fleet_phase{phase="proposed"} 1' >/dev/null ||
     fail "the controller's metrics do not say proposed"
   echo "  8 s later, not approved: label, state, pods as they were; metrics phase=proposed"
   kc -n tessera annotate configmap tessera-fleet-plan --overwrite "tessera.dev/approve=$hash" >/dev/null

@@ -14,7 +14,7 @@ scenario_kubelet-restart() {
   wait_for 60 "tessera to register again with the restarted kubelet" registered_again
   # Wait for the new kubelet to take tessera's endpoint, then two node-status
   # periods (2 s each), so the Node shows what it counts now.
-  new_kubelet_logged() { tail -n +$((log_from + 1)) "$log" | grep -q "$1"; }
+  new_kubelet_logged() { tail -n +$((log_from + 1)) "$log" | grep -c "$1"; }
   wait_for 30 "the new kubelet to take tessera's endpoint" new_kubelet_logged 'Device plugin connected.*nvidia.com/mig-1g.20gb'
   sleep 4
   expect_resource 60 nvidia.com/mig-1g.20gb 8

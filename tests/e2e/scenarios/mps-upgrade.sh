@@ -82,12 +82,12 @@ scenario_mps-upgrade() {
   mps_client_pod mps-client "$resource" | kc apply -f - >/dev/null
   client_running() { [[ $(kc get pod mps-client -o jsonpath='{.status.phase}') == Running ]]; }
   wait_for 90 "the MPS client pod Running" client_running
-  client_connected() { kc logs mps-client -c cuda 2>/dev/null | grep -q "MPS server"; }
+  client_connected() { kc logs mps-client -c cuda 2>/dev/null | grep -c "MPS server"; }
   wait_for 30 "the MPS client to connect" client_connected
   local gpu other env said client id container pid host host_uid agent state
   gpu=$(held_uuid mps-client)
   other=$(grep -vxF "$gpu" <<<"$gpus" | head -1)
-  said=$(kc logs mps-client -c cuda | grep -m1 "MPS server")
+  said=$(kc logs mps-client -c cuda | grep "MPS server" | sed -n 1p)
   state=$(mps_state "$gpu")
   [[ $(jq '.clients | length' "$state") == 1 ]] || fail "$gpu's daemon records $(jq -c .clients "$state") as its clients, not one"
   id=$(jq '.clients[0].id' "$state")
@@ -122,18 +122,18 @@ scenario_mps-upgrade() {
   [[ $(kc get pod mps-client -o jsonpath='{.status.containerStatuses[0].containerID}') == "$container" &&
      $(kc get pod mps-client -o jsonpath='{.status.containerStatuses[0].restartCount}') == 0 ]] ||
     fail "mps-client's container changed or restarted"
-  ! kc logs mps-client -c cuda | grep -q lost || fail "mps-client lost its server: $(kc logs mps-client -c cuda | tail -2)"
+  ! kc logs mps-client -c cuda | grep -c lost >/dev/null || fail "mps-client lost its server: $(kc logs mps-client -c cuda | tail -2)"
   [[ $(jq -r .pid "$state") == "$pid" && $(jq -r .running "$state") == true ]] && mps_daemon_alive "$gpu" ||
     fail "$gpu's daemon is pid $(jq -r .pid "$state") (running $(jq -r .running "$state")), was $pid"
   [[ $(client_state "$gpu" "$id") == "$client" ]] ||
     fail "$gpu's daemon no longer has the client it had: $(jq -c .clients "$state"), was $client"
   local lost=$((1 - $(jq '.clients | length' "$state")))
   ((lost <= 0)) || fail "$gpu's daemon lost $lost client(s)"
-  wait_for 30 "the new plugin to adopt $gpu's daemon" eval "tessera_logs device-plugin | grep -q 'MPS daemon for $gpu .*adopted from tessera mps-host: pid $pid,'"
+  wait_for 30 "the new plugin to adopt $gpu's daemon" eval "tessera_logs device-plugin | grep -c 'MPS daemon for $gpu .*adopted from tessera mps-host: pid $pid,'"
   echo "  upgrade: both templates changed; tessera rolled to $(tessera_pod) in $rolled ms; tessera-mps-host kept $host (OnDelete, ${updated:-0} pods updated, 0 restarts)"
   echo "  after: mps-client Running, 0 restarts, still connected since $(jq -r .connected_at <<<"$client") (MPS clients lost: 0); $gpu's daemon pid $pid (unchanged), adopted by the new plugin"
   local line
-  line=$(tessera_logs device-plugin | grep -m1 "MPS daemon for $gpu .*adopted")
+  line=$(tessera_logs device-plugin | grep "MPS daemon for $gpu .*adopted" | sed -n 1p)
   echo "  the new plugin's log: $(sed 's/^[^ ]* [^ ]* //' <<<"$line")"
 
   # A daemon dies: the kubelet sees its shares Unhealthy at once, and Healthy once it is back.
