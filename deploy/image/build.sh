@@ -3,7 +3,7 @@
 # as an OCI image archive that containerd (`ctr images import`), skopeo
 # (`skopeo copy oci-archive:FILE docker://...`) or podman (`podman load`) take.
 #
-#   deploy/image/build.sh --tessera BIN --sim-lib LIB [--cuda-lib LIB] [--mps-control BIN]
+#   deploy/image/build.sh --tessera BIN --sim-lib LIB [--cuda-lib LIB] [--cdi-hook BIN] [--mps-control BIN]
 #                         [--name tessera:latest] --output FILE
 #   deploy/image/build.sh --base-only --tessera BIN --sim-lib LIB [...]   # print the base layer's path
 #
@@ -15,6 +15,8 @@
 #   /usr/lib/tessera/sim/libnvidia-ml.so.1         the simulated NVML (used only with TESSERA_SIM)
 #   /usr/local/tessera/lib/libtessera-cuda.so      --cuda-lib: the memory-quota library, which the
 #                                                  DaemonSet's init container copies to the host
+#   /usr/local/tessera/lib/tessera-cdi-hook        --cdi-hook: the CDI specs' createContainer hook
+#                                                  (linker cache, libcuda.so), copied to the host too
 #   /usr/local/tessera/bin/nvidia-cuda-mps-control --mps-control: an MPS control program for nodes
 #                                                  with no driver, off PATH
 # Before it writes the archive it runs `tessera --version` inside the image's
@@ -25,7 +27,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 name=tessera:latest
-tessera= sim_lib= cuda_lib= mps_control= output= base_only=0
+tessera= sim_lib= cuda_lib= cdi_hook= mps_control= output= base_only=0
 usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "image: error: $*" >&2; exit 1; }
 say() { echo "image: $*" >&2; }
@@ -36,6 +38,7 @@ while (($#)); do
     --sim-lib) sim_lib=${2:?}; shift 2 ;;
     --cuda-lib) cuda_lib=${2:?}; shift 2 ;;
     --mps-control) mps_control=${2:?}; shift 2 ;;
+    --cdi-hook) cdi_hook=${2:?}; shift 2 ;;
     --name) name=${2:?}; shift 2 ;;
     --output) output=${2:?}; shift 2 ;;
     --base-only) base_only=1; shift ;;
@@ -47,6 +50,7 @@ done
 [[ -f $sim_lib ]] || die "--sim-lib: '$sim_lib' does not exist"
 [[ -z $cuda_lib || -f $cuda_lib ]] || die "--cuda-lib: '$cuda_lib' does not exist"
 [[ -z $mps_control || -x $mps_control ]] || die "--mps-control: '$mps_control' is not an executable"
+[[ -z $cdi_hook || -x $cdi_hook ]] || die "--cdi-hook: '$cdi_hook' is not an executable"
 ((base_only)) || [[ -n $output ]] || die "--output FILE is needed (or --base-only)"
 [[ $(id -u) -eq 0 ]] || die "needs root (debootstrap, mount, chroot)"
 ((base_only)) || [[ -n $cuda_lib ]] || say "no --cuda-lib: the image carries no libtessera-cuda.so (memory quotas go unenforced)"
@@ -99,6 +103,7 @@ mkdir -p "$work/app/usr/bin" "$work/app/usr/lib/tessera/sim" "$work/app/usr/loca
 install -m 0755 "$tessera" "$work/app/usr/bin/tessera"
 install -m 0644 "$sim_lib" "$work/app/usr/lib/tessera/sim/libnvidia-ml.so.1"
 [[ -z $cuda_lib ]] || install -m 0755 "$cuda_lib" "$work/app/usr/local/tessera/lib/libtessera-cuda.so"
+[[ -z $cdi_hook ]] || install -m 0755 "$cdi_hook" "$work/app/usr/local/tessera/lib/tessera-cdi-hook"
 [[ -z $mps_control ]] || install -m 0755 "$mps_control" "$work/app/usr/local/tessera/bin/nvidia-cuda-mps-control"
 
 # The image's file system as a container sees it: does the program start?

@@ -134,6 +134,7 @@ int run_dra(const DraArgs& args) {
   options.cdi.driver_root = args.driver_root;
   options.cdi.dev_root = args.dev_root;
   options.cdi.container_driver_root = args.container_driver_root;
+  options.cdi.cdi_hook = args.cdi_hook;
   options.cdi.names.vendor = "k8s." + args.driver_name;
   options.order = args.order == "by-start" ? sharing::dra::Order::by_start : sharing::dra::Order::tessera;
   options.memory_shares = args.memory_shares;
@@ -257,6 +258,7 @@ void add_dra_options(CLI::App& cmd, DraArgs& args, bool with_common) {
   cmd.add_option("--container-driver-root", args.container_driver_root,
                   "Where this process sees the driver root (when it exists; else the driver root itself)")
       ->capture_default_str();
+  add_cdi_hook_option(cmd, args.cdi_hook);
   cmd.add_option("--quota-library-dir", args.quota.library_dir, "Host directory holding libtessera-cuda.so")
       ->capture_default_str();
   cmd.add_option("--ledger-root", args.quota.ledger_root, "Host directory of the claims' quota files")

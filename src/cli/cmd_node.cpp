@@ -228,6 +228,7 @@ int run_node_as_dra(const NodeArgs& args) {
   if (!args.plugin.driver_root.empty()) dra.driver_root = args.plugin.driver_root;
   dra.dev_root = args.plugin.dev_root;
   if (!args.plugin.container_driver_root.empty()) dra.container_driver_root = args.plugin.container_driver_root;
+  dra.cdi_hook = args.plugin.cdi_hook;
   dra.quota = args.plugin.quota;
   dra.no_quota_library = args.plugin.no_quota_library;
   dra.recovery_seconds = args.plugin.recovery_seconds;

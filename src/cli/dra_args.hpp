@@ -29,6 +29,7 @@ struct DraArgs {
   std::string driver_root = "/";
   std::string dev_root;
   std::string container_driver_root = "/driver-root";
+  std::string cdi_hook;  // --cdi-hook: host path of tessera-cdi-hook
   sharing::QuotaLibrarySettings quota;
   bool no_quota_library = false;
   std::string memory_hook;  // tessera-memory-hook's host path; empty: no driver backend

@@ -39,6 +39,16 @@ sharing::MemoryHook memory_hook_settings(const std::string& path, const DriverOp
   return hook;
 }
 
+void add_cdi_hook_option(CLI::App& command, std::string& path) {
+  command
+      .add_option("--cdi-hook", path,
+                  "Host path of tessera-cdi-hook (the DaemonSet's init container puts it beside the quota\n"
+                  "library): every CDI spec then has the runtime refresh the container's linker cache for the\n"
+                  "driver's libraries and make libcuda.so (createContainer hooks), as NVIDIA's specs do.\n"
+                  "Default: off")
+      ->check([](const std::string& p) { return !p.empty() && p[0] == '/' ? std::string() : "--cdi-hook: not an absolute path: " + p; });
+}
+
 void add_memory_hook_option(CLI::App& command, std::string& path) {
   command.add_option("--memory-hook", path,
                      "Host path of tessera-memory-hook (the DaemonSet's init container puts it beside the quota\n"

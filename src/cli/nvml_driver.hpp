@@ -37,6 +37,9 @@ sharing::MemoryHook memory_hook_settings(const std::string& path, const DriverOp
 
 // Adds --memory-hook to a command that serves memory shares.
 void add_memory_hook_option(CLI::App& command, std::string& path);
+// --cdi-hook PATH: tessera-cdi-hook's host path, named by every CDI spec's
+// createContainer hooks (sharing::driver_hooks).
+void add_cdi_hook_option(CLI::App& command, std::string& path);
 
 // Sends one request to the simulator library's control entry point.
 [[nodiscard]] Result<nlohmann::json> sim_control(const nlohmann::json& request);

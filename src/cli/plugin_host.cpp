@@ -141,6 +141,7 @@ std::unique_ptr<PluginHost> PluginHost::start(const PluginArgs& args, const std:
   opts.cdi.driver_root = args.driver_root;
   opts.cdi.dev_root = args.dev_root;
   opts.cdi.container_driver_root = args.container_driver_root;
+  opts.cdi.cdi_hook = args.cdi_hook;
   if (auto names = sharing::check_cdi_names(opts.cdi.names); !names) {
     std::cerr << command << ": --cdi-vendor: " << names.error().message << '\n';
     return nullptr;
@@ -355,6 +356,7 @@ void add_plugin_options(CLI::App& cmd, PluginArgs& args) {
   cmd.add_option("--container-driver-root", args.container_driver_root,
                  "Where this process sees the driver root, mounted (default: the config's\n"
                  "flags.plugin.containerDriverRoot, /driver-root; when it does not exist, the driver root itself)");
+  add_cdi_hook_option(cmd, args.cdi_hook);
   cmd.add_flag("--no-quota-library", args.no_quota_library,
                "Hand shared replicas only their TESSERA_DEVICE_MEMORY_LIMIT_<k>: no library, ledger, mounts or LD_PRELOAD");
   add_memory_hook_option(cmd, args.memory_hook);

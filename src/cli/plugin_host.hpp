@@ -40,6 +40,7 @@ struct PluginArgs {
   std::string cdi_spec_dir = "/var/run/cdi";
   std::string cdi_vendor = "k8s.device-plugin.nvidia.com";
   std::string driver_root, dev_root, container_driver_root;
+  std::string cdi_hook;  // --cdi-hook: host path of tessera-cdi-hook
 };
 
 // The options both commands take (everything in PluginArgs).

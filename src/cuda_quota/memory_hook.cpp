@@ -42,6 +42,7 @@
 #include <cstring>
 
 #include "cuda_quota/driver_limits.hpp"
+#include "cuda_quota/hook_io.hpp"
 #include "cuda_quota/limits.hpp"
 #include "nvml/abi.hpp"
 
@@ -49,6 +50,7 @@ namespace {
 
 using namespace tessera::quota;
 using namespace tessera::nvml::abi;
+using namespace tessera::hook;
 
 constexpr const char* kUsage =
     "usage: tessera-memory-hook --limits FILE [--clear] [--nvml LIBRARY] [--cgroup-root DIR] [--proc-root DIR]\n"
@@ -75,9 +77,8 @@ void say(const char* level, const char* format, ...) {
   char line[1024];
   va_list args;
   va_start(args, format);
-  std::vsnprintf(line, sizeof line, format, args);
+  vsay("tessera-memory-hook", level, line, sizeof line, format, args);
   va_end(args);
-  std::fprintf(stderr, "tessera-memory-hook: %s: %s\n", level, line);
   if (log_fd >= 0) {
     char out[1100];
     const int n = std::snprintf(out, sizeof out, "%s: %s\n", level, line);
@@ -94,114 +95,6 @@ void open_log(const char* dir, bool append) {
   if (n < 0 || static_cast<std::size_t>(n) >= sizeof path) return;
   log_fd = ::open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
 }
-
-// Reads all of `fd` into `buffer`; the size, or -1 past `capacity` (the
-// rest is read and dropped, so that the writer never meets a closed pipe).
-long read_all(int fd, char* buffer, std::size_t capacity) {
-  std::size_t used = 0;
-  for (;;) {
-    if (used == capacity) {
-      char extra[4096];
-      bool over = false;
-      for (;;) {
-        const ssize_t more = ::read(fd, extra, sizeof extra);
-        if (more < 0 && errno == EINTR) continue;
-        if (more <= 0) break;
-        over = true;
-      }
-      return over ? -1 : static_cast<long>(used);
-    }
-    const ssize_t n = ::read(fd, buffer + used, capacity - used);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return -1;
-    if (n == 0) return static_cast<long>(used);
-    used += static_cast<std::size_t>(n);
-  }
-}
-
-// ------------------------------------------------------------------ the OCI state
-
-// Just enough JSON to find the top-level "pid" of an OCI state (runtime-spec
-// runtime.md, "State"): the value of every other key is skipped whole. A key
-// is compared as written (a key spelled with escapes is not "pid").
-struct Scanner {
-  const char* p;
-  const char* end;
-  const char* error = nullptr;
-
-  void ws() {
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) ++p;
-  }
-  bool fail(const char* why) {
-    if (!error) error = why;
-    return false;
-  }
-  // A string at p; [start, length) its raw text between the quotes.
-  bool string(const char*& start, std::size_t& length) {
-    if (p >= end || *p != '"') return fail("a string was expected");
-    start = ++p;
-    while (p < end && *p != '"') {
-      if (static_cast<unsigned char>(*p) < 0x20) return fail("a string holds a control character");
-      if (*p == '\\') {
-        if (++p >= end) break;
-        if (*p == 'u') {
-          for (int i = 0; i < 4; ++i)
-            if (++p >= end || !std::strchr("0123456789abcdefABCDEF", *p)) return fail("a \\u escape is malformed");
-        } else if (!std::strchr("\"\\/bfnrt", *p)) {
-          return fail("a string has an unknown escape");
-        }
-      }
-      ++p;
-    }
-    if (p >= end) return fail("a string is not closed");
-    length = static_cast<std::size_t>(p - start);
-    ++p;
-    return true;
-  }
-  bool value(int depth) {
-    if (depth > 64) return fail("it nests deeper than 64 levels");
-    ws();
-    if (p >= end) return fail("a value is missing");
-    const char* s = nullptr;
-    std::size_t n = 0;
-    switch (*p) {
-      case '"':
-        return string(s, n);
-      case '{':
-      case '[': {
-        const char close = *p == '{' ? '}' : ']';
-        const bool object = *p == '{';
-        ++p;
-        ws();
-        if (p < end && *p == close) return ++p, true;
-        for (;;) {
-          if (object) {
-            ws();
-            if (!string(s, n)) return false;
-            ws();
-            if (p >= end || *p != ':') return fail("a ':' is missing after a key");
-            ++p;
-          }
-          if (!value(depth + 1)) return false;
-          ws();
-          if (p < end && *p == ',') {
-            ++p;
-            continue;
-          }
-          if (p < end && *p == close) return ++p, true;
-          return fail("a ',' or a closing bracket is missing");
-        }
-      }
-      default: {
-        const char* start = p;
-        while (p < end && (std::strchr("+-.eE", *p) || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z'))) ++p;
-        const auto length = static_cast<std::size_t>(p - start);
-        if (length == 0) return fail("a value is not JSON");
-        return true;
-      }
-    }
-  }
-};
 
 // What the hook needs of an OCI state: the container's pid (0: none given,
 // as at poststop) and its id (the runtime's container id: letters, digits,

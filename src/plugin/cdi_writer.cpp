@@ -108,6 +108,7 @@ nlohmann::json edits_json(const sharing::CdiEdits& e) {
 Result<sharing::DriverFiles> read_driver_files(const CdiOptions& options, const sharing::Inventory& inventory) {
   sharing::DriverFiles out;
   out.dev_root = dev_root(options);
+  out.cdi_hook = options.cdi_hook;
   const std::string devs = dev_view(options);
   for (const char* p : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"})
     if (exists(under(devs, p))) out.control_nodes.push_back(p);

@@ -25,6 +25,7 @@ struct CdiOptions {
   std::string container_driver_root = "/driver-root";
   std::string dev_root;                // the host root of dev/ (nvidiaDevRoot); empty: the driver root
   sharing::CdiNames names;
+  std::string cdi_hook;  // host path of tessera-cdi-hook (sharing::DriverFiles::cdi_hook)
 };
 
 // The driver's files for this inventory: control nodes that exist, each GPU's

@@ -38,7 +38,7 @@ struct PluginOptions {
   // Empty roots come from the config (flags.nvidiaDriverRoot, nvidiaDevRoot,
   // plugin.containerDriverRoot); specs are written when the config's
   // deviceListStrategy has a cdi-* strategy.
-  CdiOptions cdi{false, "/var/run/cdi", "", "", "", {}};
+  CdiOptions cdi{false, "/var/run/cdi", "", "", "", {}, ""};
 };
 
 // The CDI options in force for a config: the plugin's, with the roots it

@@ -104,12 +104,13 @@ std::string cdi_name(const Device& device, config::DeviceIdStrategy ids, const C
 namespace {
 
 // What every spec applies once: NVIDIA_VISIBLE_DEVICES=void, the control
-// nodes and the driver's files.
+// nodes, the driver's files and the hooks that make its libraries findable.
 CdiEdits common_edits(const DriverFiles& files) {
   CdiEdits common;
   common.env.push_back(kCdiVisibleDevicesVoid);
   common.device_nodes = control_nodes(files);
   for (const auto& [container_path, host_path] : files.files) common.mounts.push_back({host_path, container_path, true});
+  common.hooks = driver_hooks(files);
   return common;
 }
 
@@ -183,6 +184,35 @@ Result<std::vector<CdiSpec>> cdi_specs(std::span<const Resource> resources, cons
   if (!gpu.devices.empty()) out.push_back(std::move(gpu));
   if (!mig.devices.empty()) out.push_back(std::move(mig));
   return out;
+}
+
+std::vector<CdiHook> driver_hooks(const DriverFiles& files) {
+  if (files.cdi_hook.empty()) return {};
+  std::vector<std::string> folders;
+  std::string libcuda;
+  for (const auto& [container_path, host_path] : files.files) {
+    const auto slash = container_path.rfind('/');
+    const std::string name = container_path.substr(slash + 1);
+    if (name.find(".so") == std::string::npos) continue;  // a program, not a library
+    const std::string dir = container_path.substr(0, slash);
+    if (std::find(folders.begin(), folders.end(), dir) == folders.end()) folders.push_back(dir);
+    if (name == "libcuda.so.1") libcuda = container_path;
+  }
+  if (folders.empty()) return {};
+  CdiHook ldcache;
+  ldcache.path = files.cdi_hook;
+  ldcache.args = {"tessera-cdi-hook", "update-ldcache"};
+  for (const auto& f : folders) ldcache.args.insert(ldcache.args.end(), {"--folder", f});
+  std::vector<CdiHook> hooks;
+  if (!libcuda.empty()) {
+    CdiHook links;
+    links.path = files.cdi_hook;
+    links.args = {"tessera-cdi-hook", "create-symlinks", "--link",
+                  "libcuda.so.1::" + libcuda.substr(0, libcuda.rfind('/')) + "/libcuda.so"};
+    hooks.push_back(std::move(links));
+  }
+  hooks.push_back(std::move(ldcache));  // last: the cache sees the links
+  return hooks;
 }
 
 std::vector<CdiHook> memory_hooks(const MemoryHook& hook, const std::string& limits_file) {

@@ -69,7 +69,12 @@ struct DriverFiles {
   // instance id, compute instance id): the minor of /dev/nvidia-caps/nvidia-cap<minor>.
   std::map<std::pair<uint32_t, uint32_t>, uint32_t> gi_access;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> ci_access;
+  // The host path of tessera-cdi-hook; with it, every spec refreshes the
+  // container's linker cache for the driver's libraries and makes
+  // libcuda.so (createContainer hooks). Empty: no hooks.
+  std::string cdi_hook;
 };
+
 
 struct DeviceNode {
   std::string path;       // in the container: /dev/nvidia0
@@ -105,6 +110,13 @@ struct CdiHook {
   std::vector<std::string> env;
   friend bool operator==(const CdiHook&, const CdiHook&) = default;
 };
+
+// The createContainer hooks every spec carries with `files.cdi_hook` set:
+// `update-ldcache` with the folder of every driver library the spec mounts,
+// and `create-symlinks` making libcuda.so beside libcuda.so.1 (as NVIDIA's
+// generated specs do with nvidia-cdi-hook). None without the hook or
+// libraries.
+std::vector<CdiHook> driver_hooks(const DriverFiles& files);
 
 struct CdiEdits {
   std::vector<std::string> env;

@@ -173,7 +173,8 @@ want("init containers", [c["name"] for c in spec.get("initContainers", [])], ["i
 driver = spec["containers"][0]
 cmd = driver["command"]
 want("dra-driver command", cmd, ["tessera", "dra", "--kubelet-dir", "/var/lib/kubelet", "--cdi-spec-dir", spec_dir,
-     "--quota-library-dir", "/var/lib/tessera/lib", "--ledger-root", "/var/lib/tessera/ledgers"] + args)
+     "--quota-library-dir", "/var/lib/tessera/lib", "--ledger-root", "/var/lib/tessera/ledgers",
+     "--cdi-hook", "/var/lib/tessera/lib/tessera-cdi-hook"] + args)
 help_text = subprocess.run([binary, "dra", "--help"], capture_output=True, text=True).stdout
 for f in [a for a in cmd[2:] if a.startswith("--")]:
     if not re.search(r"(^|[ ,])" + re.escape(f) + r"[ =\n]", help_text, re.M):

@@ -102,6 +102,33 @@ TEST(Cdi, SpecsDefineEveryNameAllocateHandsOut) {
   EXPECT_EQ(mig.devices.size(), 6u);
 }
 
+// With tessera-cdi-hook's host path, every spec's own edits carry two
+// createContainer hooks: libcuda.so made beside libcuda.so.1, then the linker
+// cache refreshed for every folder the spec mounts a driver library into
+// (programs are not libraries). Without the path, none.
+TEST(Cdi, DriverHooksRefreshTheLinkerCacheAndMakeLibcudaSo) {
+  auto files = node_files();
+  files.files.push_back({"/usr/lib64/libnvidia-ml.so.1", "/host/usr/lib64/libnvidia-ml.so.550.90.07"});
+  files.files.push_back({"/usr/bin/nvidia-smi", "/host/usr/bin/nvidia-smi"});
+  EXPECT_TRUE(driver_hooks(files).empty()) << "no hook path, no hooks";
+  files.cdi_hook = "/var/lib/tessera/lib/tessera-cdi-hook";
+  const std::vector<CdiHook> want{
+      {"createContainer", files.cdi_hook,
+       {"tessera-cdi-hook", "create-symlinks", "--link", "libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so"}, {}},
+      {"createContainer", files.cdi_hook,
+       {"tessera-cdi-hook", "update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu", "--folder", "/usr/lib64"}, {}}};
+  EXPECT_EQ(driver_hooks(files), want);
+  auto inv = two_gpu_node();
+  auto rs = build_resources(inv, parse("version: v1\n"));
+  ASSERT_TRUE(rs);
+  auto specs = cdi_specs(*rs, inv, files, {}, {});
+  ASSERT_TRUE(specs) << specs.error().message;
+  EXPECT_EQ((*specs)[0].edits.hooks, want);
+  for (const auto& d : (*specs)[0].devices) EXPECT_TRUE(d.edits.hooks.empty()) << d.name;
+  files.files = {{"/usr/bin/nvidia-smi", "/host/usr/bin/nvidia-smi"}};
+  EXPECT_TRUE(driver_hooks(files).empty()) << "no library, nothing to cache";
+}
+
 // Every spec sets NVIDIA_VISIBLE_DEVICES=void once, as NVIDIA's generated
 // specs do: the device plugin's classes, a claim's spec and a container's
 // quota spec; no device sets it again.

@@ -3,7 +3,8 @@
 # /var/run/cdi, the simulated node as the driver root (its device nodes, MIG
 # capabilities and the simulated driver's libraries). A pod asking for two
 # whole GPUs gets exactly its two /dev/nvidiaN nodes and the control nodes,
-# the driver's libraries, and NVIDIA_VISIBLE_DEVICES only as the specs' void
+# the driver's libraries in its linker cache (ldconfig -p) with libcuda.so
+# made, and NVIDIA_VISIBLE_DEVICES only as the specs' void
 # (so an NVIDIA runtime would add nothing); the Node is
 # relabelled to a MIG layout, and a pod on a new MIG device gets its GPU's
 # node and that device's two capability nodes, with tessera not restarted.
@@ -37,6 +38,16 @@ scenario_cdi() {
     fail "the runtime spec of cdi-two has $(jq '[.linux.devices[] | select(.path | test("^/dev/nvidia[0-9]+$"))] | length' <<<"$spec") GPU device nodes, expected $want"
   kc exec cdi-two -c cuda -- test -f /usr/lib/x86_64-linux-gnu/libcuda.so.1 ||
     fail "cdi-two has no /usr/lib/x86_64-linux-gnu/libcuda.so.1 from the driver root"
+  # The specs' createContainer hooks (tessera-cdi-hook, installed on the node
+  # by the init container): the driver's libcuda.so.1 in the container's
+  # linker cache, where `ldconfig -p` looks (Triton, vLLM), and libcuda.so.
+  local cache
+  cache=$(kc exec cdi-two -c cuda -- ldconfig -p) || fail "cdi-two: ldconfig -p failed"
+  grep -qF "libcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1" <<<"$cache" ||
+    fail "cdi-two's linker cache does not list the driver's libcuda.so.1: $(grep -i cuda <<<"$cache" || echo none)"
+  [[ $(kc exec cdi-two -c cuda -- readlink /usr/lib/x86_64-linux-gnu/libcuda.so) == libcuda.so.1 ]] ||
+    fail "cdi-two has no /usr/lib/x86_64-linux-gnu/libcuda.so -> libcuda.so.1"
+  echo "  cdi-two: ldconfig -p lists $(grep -F 'libcuda.so.1 ' <<<"$cache" | xargs); libcuda.so -> libcuda.so.1"
   echo "  cdi-two (2 GPUs, cdi-cri): /dev $seen, the driver's libcuda.so.1 and libnvidia-ml.so.1 mounted, NVIDIA_VISIBLE_DEVICES=void"
   echo "    the device nodes in its runtime spec: $(jq -r '[.linux.devices[].path] | join(" ")' <<<"$spec")"
 

@@ -256,7 +256,7 @@ limits: {memory: 256Mi}
 {{- define "tessera.extraArgs" -}}
 {{- $args := list -}}
 {{- if include "tessera.cdi" . -}}
-{{- $args = concat $args (list "--cdi-spec-dir" (toString .Values.cdi.specDir) "--driver-root" (toString .Values.driver.root) "--container-driver-root" "/driver-root") -}}
+{{- $args = concat $args (list "--cdi-spec-dir" (toString .Values.cdi.specDir) "--driver-root" (toString .Values.driver.root) "--container-driver-root" "/driver-root" "--cdi-hook" "/var/lib/tessera/lib/tessera-cdi-hook") -}}
 {{- end -}}
 {{- range .Values.extraArgs -}}
 {{- $args = append $args (toString .) -}}
