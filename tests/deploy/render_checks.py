@@ -311,11 +311,21 @@ def custom(render):
     agent = tessera_container(spec)
     want("node-agent resources", agent.get("resources"), {"limits": {"memory": "1Gi"}, "requests": {"cpu": "100m"}})
     want("node-agent command's end", agent["command"][-3:], ["--eviction-timeout", "600", "--no-node-labels"])
+    want("pod annotations", ds["spec"]["template"]["metadata"].get("annotations"), {"example.com/team": "gpu"})
+    want("updateStrategy", ds["spec"].get("updateStrategy"), {"type": "OnDelete"})
+    want("hostNetwork", (spec.get("hostNetwork"), spec.get("dnsPolicy")), (True, "ClusterFirstWithHostNet"))
+    want("node-agent extra env", [e for e in agent.get("env", []) if e["name"] == "HTTPS_PROXY"],
+         [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}])
+    want("node-agent extra mount", [m for m in agent.get("volumeMounts", []) if m["name"] == "site"],
+         [{"name": "site", "mountPath": "/etc/site", "readOnly": True}])
+    want("extra volume", [v for v in spec.get("volumes", []) if v["name"] == "site"],
+         [{"name": "site", "configMap": {"name": "site"}}])
     for p in problems:
         print("  custom: " + p)
     if not problems:
         print("  custom: image, pull policy and secrets, namespace, runtime class (none), node selector, tolerations, "
-              "priority, grace period, resources, log level and extra options as set")
+              "priority, grace period, resources, log level, extra options, pod annotations, update strategy, "
+              "host network, extra env, volume and mount as set")
     return 1 if problems else 0
 
 
