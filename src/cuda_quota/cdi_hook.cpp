@@ -119,6 +119,14 @@ bool find_root(char* root, std::size_t size) {
   return true;
 }
 
+// The exit status of child `pid` once it has ended; -1 when it was killed.
+int exit_status(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 // Runs `work` in a child chroot()ed to `root`; its exit status (0 done, 3 the
 // root is read-only, else failed), or -1 when no child could be made.
 template <class Work>
@@ -132,10 +140,8 @@ int in_root(const char* root, Work work) {
     }
     ::_exit(work());
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  const int status = exit_status(pid);
+  return status < 0 ? 1 : status;
 }
 
 // mkdir -p of the directories above `path` (inside the chroot).
@@ -188,12 +194,8 @@ int update_ldcache(const char* root, const char* const* folders, int count, cons
     say("error", "cannot run %s: %s", ldconfig, std::strerror(errno));
     ::_exit(127);
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    say("warn", "%s -r %s failed (status %d): the container's linker cache may lack the driver", ldconfig, root,
-        WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  if (const int status = exit_status(pid); status != 0) {
+    say("warn", "%s -r %s failed (status %d): the container's linker cache may lack the driver", ldconfig, root, status);
     return 0;
   }
   say("info", "the linker cache of %s lists the driver's folders", root);

@@ -129,59 +129,65 @@ struct Scanner {
 };
 
 
-// The raw text [start, start + length) of the string member `key` of the
-// JSON object at `s.p` (a key spelled with escapes is not `key`, and a value
-// with escapes is refused); false with `s.error` set when the text is not an
-// object or the member is missing, not a string or escaped. `s.p` is left
-// after the object. With `object_key`, the member `key` of the object member
-// `object_key` instead (config.json's root.path).
-inline bool member_string(Scanner& s, const char* object_key, const char* key, const char*& start, std::size_t& length,
-                          int depth = 0) {
-  const char* want = object_key ? object_key : key;
-  const std::size_t want_length = std::strlen(want);
-  bool found = false;
+// Walks the JSON object at `s.p`: for each member, `on_member(key, length)`
+// is called with `s.p` at the member's value, which it must consume (or fail
+// the walk by returning false). A key is its raw text (a key spelled with
+// escapes is not the key). False with `s.error` set when the text is not an
+// object; `s.p` is left after the object.
+template <class OnMember>
+bool members(Scanner& s, OnMember on_member) {
   s.ws();
   if (s.p >= s.end || *s.p != '{') return s.fail("it is not a JSON object");
   ++s.p;
   s.ws();
-  if (s.p < s.end && *s.p == '}') {
-    ++s.p;
-    return s.fail("a member is missing");
-  }
+  if (s.p < s.end && *s.p == '}') return ++s.p, true;
   for (;;) {
-    const char* k = nullptr;
-    std::size_t kn = 0;
+    const char* key = nullptr;
+    std::size_t length = 0;
     s.ws();
-    if (!s.string(k, kn)) return false;
+    if (!s.string(key, length)) return false;
     s.ws();
     if (s.p >= s.end || *s.p != ':') return s.fail("a ':' is missing after a key");
     ++s.p;
     s.ws();
-    const bool match = kn == want_length && std::memcmp(k, want, kn) == 0;
-    if (match && found) return s.fail("a member is given twice");
-    if (match && object_key) {
-      if (!member_string(s, nullptr, key, start, length, depth + 1)) return false;
-      found = true;
-    } else {
-      const char* at = s.p;
-      if (!s.value(depth + 1)) return false;
-      if (match) {
-        if (*at != '"' || std::memchr(at + 1, '\\', static_cast<std::size_t>(s.p - at - 1)))
-          return s.fail("a member is not a plain string");
-        start = at + 1;
-        length = static_cast<std::size_t>(s.p - at - 2);
-        found = true;
-      }
-    }
+    if (!on_member(key, length)) return false;
     s.ws();
     if (s.p < s.end && *s.p == ',') {
       ++s.p;
       continue;
     }
-    if (s.p < s.end && *s.p == '}') break;
+    if (s.p < s.end && *s.p == '}') return ++s.p, true;
     return s.fail("a ',' or '}' is missing");
   }
-  ++s.p;
+}
+
+// The raw text [start, start + length) of the string member `key` of the
+// JSON object at `s.p` (a value with escapes is refused); false with
+// `s.error` set when the text is not an object or the member is missing, not
+// a string or escaped. `s.p` is left after the object. With `object_key`, the
+// member `key` of the object member `object_key` instead (config.json's
+// root.path).
+inline bool member_string(Scanner& s, const char* object_key, const char* key, const char*& start, std::size_t& length,
+                          int depth = 0) {
+  const char* want = object_key ? object_key : key;
+  const std::size_t want_length = std::strlen(want);
+  bool found = false;
+  const bool walked = members(s, [&](const char* k, std::size_t kn) {
+    const bool match = kn == want_length && std::memcmp(k, want, kn) == 0;
+    if (match && found) return s.fail("a member is given twice");
+    if (match && object_key) return found = member_string(s, nullptr, key, start, length, depth + 1);
+    const char* at = s.p;
+    if (!s.value(depth + 1)) return false;
+    if (match) {
+      if (*at != '"' || std::memchr(at + 1, '\\', static_cast<std::size_t>(s.p - at - 1)))
+        return s.fail("a member is not a plain string");
+      start = at + 1;
+      length = static_cast<std::size_t>(s.p - at - 2);
+      found = true;
+    }
+    return true;
+  });
+  if (!walked) return false;
   if (!found) return s.fail("a member is missing");
   return true;
 }

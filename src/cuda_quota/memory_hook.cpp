@@ -109,23 +109,11 @@ struct State {
 // is not usable.
 bool parse_state(const char* text, std::size_t size, State& out, const char*& why) {
   Scanner s{text, text + size};
-  s.ws();
-  if (s.p >= s.end || *s.p != '{') return why = "it is not a JSON object", false;
-  ++s.p;
-  s.ws();
-  if (s.p < s.end && *s.p == '}') return why = "it has no \"id\"", false;
   bool have_id = false;
-  for (;;) {
-    const char* key = nullptr;
-    std::size_t length = 0;
-    s.ws();
-    if (!s.string(key, length)) return why = s.error, false;
-    s.ws();
-    if (s.p >= s.end || *s.p != ':') return why = "a ':' is missing after a key", false;
-    ++s.p;
-    s.ws();
+  why = nullptr;
+  const bool walked = members(s, [&](const char* key, std::size_t length) {
     const char* at = s.p;
-    if (!s.value(1)) return why = s.error, false;
+    if (!s.value(1)) return false;
     if (length == 3 && std::memcmp(key, "pid", 3) == 0) {
       if (out.pid) return why = "it gives \"pid\" twice", false;
       long v = 0;
@@ -148,15 +136,9 @@ bool parse_state(const char* text, std::size_t size, State& out, const char*& wh
       out.id[n - 2] = '\0';
       have_id = true;
     }
-    s.ws();
-    if (s.p < s.end && *s.p == ',') {
-      ++s.p;
-      continue;
-    }
-    if (s.p < s.end && *s.p == '}') break;
-    return why = "a ',' or '}' is missing", false;
-  }
-  ++s.p;
+    return true;
+  });
+  if (!walked) return why = why ? why : s.error, false;
   s.ws();
   if (s.p != s.end) return why = "something follows the object", false;
   if (!have_id) return why = "it has no \"id\"", false;
