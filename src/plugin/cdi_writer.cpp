@@ -164,7 +164,10 @@ Result<sharing::DriverFiles> read_driver_files(const CdiOptions& options, const 
   return out;
 }
 
-std::string cdi_spec_json(const sharing::CdiSpec& spec) {
+namespace {
+
+// A spec as a JSON document.
+nlohmann::json spec_document(const sharing::CdiSpec& spec) {
   nlohmann::json j = {{"cdiVersion", sharing::kCdiVersion}, {"kind", spec.kind}};
   if (auto e = edits_json(spec.edits); !e.empty()) j["containerEdits"] = e;
   j["devices"] = nlohmann::json::array();
@@ -173,8 +176,14 @@ std::string cdi_spec_json(const sharing::CdiSpec& spec) {
     if (!d.annotations.empty()) dj["annotations"] = d.annotations;
     j["devices"].push_back(std::move(dj));
   }
-  return j.dump(2) + "\n";
+  return j;
 }
+
+std::string text_of(const nlohmann::json& document) { return document.dump(2) + "\n"; }
+
+}  // namespace
+
+std::string cdi_spec_json(const sharing::CdiSpec& spec) { return text_of(spec_document(spec)); }
 
 namespace {
 
@@ -244,9 +253,8 @@ Result<void> write_cdi_specs(const std::vector<sharing::CdiSpec>& specs, const C
   if (auto r = ensure_spec_dir(dir); !r) return r;
   std::set<std::string> written;
   for (const auto& spec : specs) {
-    nlohmann::json now = nlohmann::json::parse(cdi_spec_json(spec));
-    now = keep_replica_names(std::move(now), read_spec_file(dir + "/" + spec.file_name));
-    if (auto r = write_file_atomically(dir, spec.file_name, now.dump(2) + "\n"); !r) return r;
+    const nlohmann::json now = keep_replica_names(spec_document(spec), read_spec_file(dir + "/" + spec.file_name));
+    if (auto r = write_file_atomically(dir, spec.file_name, text_of(now)); !r) return r;
     written.insert(spec.file_name);
   }
   for (const auto& cls : {options.names.gpu_class, options.names.mig_class}) {
