@@ -862,6 +862,13 @@ TEST(PluginCommand, CdiBadInputIsRefusedBeforeAnythingIsServed) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--cdi-vendor: CDI vendor 'nvidia.com/x' has the character '/'"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(n.dir.path() + "/cdi2"));
+  // A hook path the runtime could not run from the host's root.
+  args = cdi_args(n, n.dir.path() + "/cdi3");
+  args.insert(args.end(), {"--cdi-hook", "lib/tessera-cdi-hook"});
+  r = base(args);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--cdi-hook: not an absolute path: lib/tessera-cdi-hook"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(n.dir.path() + "/cdi3"));
   EXPECT_TRUE(n.kubelet.registrations().empty());
 }
 
