@@ -32,7 +32,9 @@
 # container toolkit's runtime class and variables, host paths from a fixed
 # set, and its config files through directory mounts of their ConfigMaps;
 # privileged only with --mig-config (the mig-manager component), which no
-# other container anywhere may be; CAP_SYS_ADMIN only for MIG monitoring;
+# other container anywhere may be but the base's mig apply init container
+# (the plugin-mode overlays, which ask the toolkit's runtime for every GPU and
+# NVML for it and the plugin); CAP_SYS_ADMIN only for MIG monitoring;
 # probes only on the exporter's /healthz when it serves metrics; the
 # namespace at Pod Security's privileged level. In every overlay, the
 # ClusterRole the DaemonSet's service account is bound to grants exactly what
@@ -755,15 +757,33 @@ if granted != RBAC:
 
 agent = next((c for c in spec["containers"] if c["name"] == "node-agent"), None)
 mig = agent is not None and "--mig-config" in agent["command"]
-# Privileged: only the agent that changes MIG (the mig-manager component).
+# Privileged: only what changes MIG, the agent with the mig-manager component
+# or the base's `tessera mig apply` init container, each with the toolkit's
+# variables for the driver's mig-config capability.
+def env_of(c):
+    return {e["name"]: e.get("value") for e in c.get("env", [])}
+def applies_mig(c):
+    return (c is agent and mig) or (c in spec.get("initContainers", []) and c.get("command", [])[:3] == ["tessera", "mig", "apply"])
 for c in containers:
-    if sc(c).get("privileged") and not (c is agent and mig):
-        fail("container %s is privileged: only the node agent with --mig-config may be" % c["name"])
+    if sc(c).get("privileged") and not applies_mig(c):
+        fail("container %s is privileged: only the node agent with --mig-config or the mig apply init container may be" % c["name"])
+    if applies_mig(c) and (not sc(c).get("privileged") or env_of(c).get("NVIDIA_MIG_CONFIG_DEVICES") != "all"):
+        fail("container %s changes MIG without privileged: true and NVIDIA_MIG_CONFIG_DEVICES=all: "
+             "switching MIG mode and creating instances would fail" % c["name"])
 if agent is None:
     for c in containers:
         if c.get("command", [])[:2] == ["tessera", "node"]:
             fail("container %s runs tessera node but is not named node-agent" % c["name"])
-    print("  node agent: none; RBAC as the agent's; nothing privileged")
+    # The plugin (plugin mode) on a node whose default runtime is the NVIDIA
+    # container toolkit's: it asks the toolkit for every GPU and NVML.
+    for c in containers:
+        if c.get("command", [])[:2] in (["tessera", "plugin"], ["tessera", "mig"]):
+            e = env_of(c)
+            if e.get("NVIDIA_VISIBLE_DEVICES") != "all" or "utility" not in (e.get("NVIDIA_DRIVER_CAPABILITIES") or "").split(","):
+                fail("container %s: NVIDIA_VISIBLE_DEVICES=%s NVIDIA_DRIVER_CAPABILITIES=%s: the toolkit's runtime "
+                     "would give it no GPU or no NVML" % (c["name"], e.get("NVIDIA_VISIBLE_DEVICES"), e.get("NVIDIA_DRIVER_CAPABILITIES")))
+    applying = [c["name"] for c in containers if applies_mig(c)]
+    print("  node agent: none; RBAC as the agent's; privileged: %s" % (", ".join(applying) or "nothing"))
     raise SystemExit(0)
 
 cmd = agent["command"]
