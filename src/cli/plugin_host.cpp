@@ -340,12 +340,13 @@ void add_plugin_options(CLI::App& cmd, PluginArgs& args) {
                  "it. --mps-control and --mps-timeout are then the host's options")
       ->envname("TESSERA_MPS_HOST");
   cmd.add_option("--cdi-spec-dir", args.cdi_spec_dir,
-                 "Where the CDI specs of the advertised devices are written (one file per class, replaced\n"
+                 "Where the CDI spec of the advertised devices is written (<vendor>-gpu.json, replaced\n"
                  "atomically, rewritten when the MIG layout changes) when the config's deviceListStrategy has\n"
                  "cdi-cri or cdi-annotations; the container runtime must read this directory")
       ->capture_default_str();
   cmd.add_option("--cdi-vendor", args.cdi_vendor,
-                 "The vendor of the CDI names: <vendor>/gpu=<UUID or index> and <vendor>/mig=<UUID or gpu:index>")
+                 "The vendor of the CDI names, as NVIDIA's device plugin names devices: <vendor>/gpu=<UUID or\n"
+                 "index> for a GPU, <vendor>/gpu=<MIG UUID or gpu:index> for a MIG device")
       ->capture_default_str();
   cmd.add_option("--driver-root", args.driver_root,
                  "The driver's root on the host: its libraries and programs as the CDI specs mount them\n"

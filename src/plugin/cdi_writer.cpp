@@ -21,6 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The class tessera 0.1's specs gave MIG devices, in a file of its own.
+constexpr const char* kPreviousMigClass = "mig";
+
 std::string under(const std::string& root, const std::string& path) {
   if (root.empty() || root == "/") return path;
   std::string r = root;
@@ -257,7 +260,10 @@ Result<void> write_cdi_specs(const std::vector<sharing::CdiSpec>& specs, const C
     if (auto r = write_file_atomically(dir, spec.file_name, text_of(now)); !r) return r;
     written.insert(spec.file_name);
   }
-  for (const auto& cls : {options.names.gpu_class, options.names.mig_class}) {
+  // Each class's spec this writer may have written, and the MIG class of
+  // tessera before it named MIG devices as NVIDIA does (<vendor>-mig.json),
+  // which an upgraded node still holds.
+  for (const auto& cls : {options.names.gpu_class, options.names.mig_class, std::string(kPreviousMigClass)}) {
     const std::string name = options.names.vendor + "-" + cls + ".json";
     if (written.contains(name)) continue;
     if (::unlink((dir + "/" + name).c_str()) != 0 && errno != ENOENT)

@@ -57,8 +57,6 @@ Result<void> check_cdi_device_name(const std::string& name) {
 Result<void> check_cdi_names(const CdiNames& names) {
   if (auto r = check_cdi_kind(names.vendor, names.gpu_class); !r) return r;
   if (auto r = check_cdi_kind(names.vendor, names.mig_class); !r) return r;
-  if (names.gpu_class == names.mig_class)
-    return fail(Errc::invalid_argument, "CDI classes for GPUs and MIG devices are both " + quote(names.gpu_class));
   // An annotation key is "<prefix><name>", with at most 63 characters after
   // the prefix (CDI pkg/cdi AnnotationKey); the prefix itself ends in '/'.
   if (names.annotation_prefix.empty() || names.annotation_prefix.back() != '/')
@@ -137,7 +135,10 @@ Result<std::vector<CdiSpec>> cdi_specs(std::span<const Resource> resources, cons
   if (auto r = check_cdi_names(names); !r) return unexpected(r.error());
   const CdiEdits common = common_edits(files);
   CdiSpec gpu{names.vendor + "/" + names.gpu_class, names.vendor + "-" + names.gpu_class + ".json", common, {}};
-  CdiSpec mig{names.vendor + "/" + names.mig_class, names.vendor + "-" + names.mig_class + ".json", common, {}};
+  CdiSpec mig_own{names.vendor + "/" + names.mig_class, names.vendor + "-" + names.mig_class + ".json", common, {}};
+  // MIG devices in the GPUs' spec when their class is the GPUs' (NVIDIA's
+  // names): UUIDs (GPU-, MIG-) and index ids ("0", "0:1") never collide.
+  CdiSpec& mig = names.mig_class == names.gpu_class ? gpu : mig_own;
   std::set<std::string> seen;  // spec kind + name: a device served by two resources is listed once
   auto add = [&](CdiSpec& spec, CdiDevice d) -> Result<void> {
     if (auto r = check_cdi_device_name(d.name); !r) return r;
@@ -182,7 +183,7 @@ Result<std::vector<CdiSpec>> cdi_specs(std::span<const Resource> resources, cons
     }
   std::vector<CdiSpec> out;
   if (!gpu.devices.empty()) out.push_back(std::move(gpu));
-  if (!mig.devices.empty()) out.push_back(std::move(mig));
+  if (!mig_own.devices.empty()) out.push_back(std::move(mig_own));
   return out;
 }
 

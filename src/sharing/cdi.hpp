@@ -6,9 +6,12 @@
 // CdiSpec values for the adapter to write.
 //
 // Names follow NVIDIA's device plugin: vendor k8s.device-plugin.nvidia.com,
-// class gpu for whole GPUs and mig for MIG devices, a device named by its
-// UUID and by its index id ("0", or "<gpu>:<mig index>"); a shared replica
-// is its own device, named by its replica id "<uuid>::<n>". Name rules: CDI
+// class gpu for whole GPUs and MIG devices alike, a device named by its UUID
+// (GPU-..., MIG-...) and by its index id ("0", or "<gpu>:<mig index>")
+// (k8s-device-plugin v0.17.0 internal/cdi/cdi.go New: one class "gpu";
+// container-toolkit pkg/nvcdi/namer.go: "i" and "i:j"). A shared replica is
+// its own device, named by its replica id "<uuid>::<n>": NVIDIA's plugin
+// hands the physical name, tessera the replica's, whose edits are its own. Name rules: CDI
 // specification, "Kind" and device names (pkg/parser of
 // tags.cncf.io/container-device-interface v1.1.0).
 #pragma once
@@ -42,7 +45,9 @@ inline constexpr const char* kCdiVisibleDevicesVoid = "NVIDIA_VISIBLE_DEVICES=vo
 struct CdiNames {
   std::string vendor = kDefaultCdiVendor;
   std::string gpu_class = "gpu";
-  std::string mig_class = "mig";
+  // The same class as whole GPUs', as NVIDIA's: one spec holds both. A class
+  // of its own gives MIG devices a spec of their own.
+  std::string mig_class = "gpu";
   std::string annotation_prefix = "cdi.k8s.io/";
 };
 

@@ -748,22 +748,29 @@ TEST(PluginCommand, CdiSpecsFollowTheMigLayout) {
   const std::string specs = n.dir.path() + "/cdi";
   auto migs = n.dir.write("mig.yaml", kMigConfigs);
   n.mig_apply(migs, "two-3g");
+  // An earlier release's spec of MIG devices: its names are the GPU spec's
+  // now, so it goes.
+  std::filesystem::create_directories(specs);
+  std::ofstream(specs + "/k8s.device-plugin.nvidia.com-mig.json") << "{}";
   auto args = cdi_args(n, specs);
   args.insert(args.end(), {"--inventory-interval", "300"});
   auto plugin = start_plugin(n, "version: v1\nflags: {migStrategy: mixed, plugin: {deviceListStrategy: cdi-cri}}\n", args);
   ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/mig-3g.40gb", [](const auto& d) { return d.size() == 2; }, 5s));
   auto before = n.kubelet.devices("nvidia.com/mig-3g.40gb");
+  std::set<std::string> files;
+  for (const auto& f : std::filesystem::directory_iterator(specs)) files.insert(f.path().filename());
+  EXPECT_EQ(files, (std::set<std::string>{"k8s.device-plugin.nvidia.com-gpu.json"}));
   n.mig_apply(migs, "all-1g.10gb");
   ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/mig-1g.10gb", [](const auto& d) { return d.size() == 7; }, 5s))
       << plugin->output();
   for (const auto& d : n.kubelet.devices("nvidia.com/mig-1g.10gb")) {
-    auto r = resolve_cdi(specs, "k8s.device-plugin.nvidia.com/mig=" + d.id);
+    auto r = resolve_cdi(specs, "k8s.device-plugin.nvidia.com/gpu=" + d.id);
     ASSERT_TRUE(r) << d.id;
     ASSERT_EQ(r->device_nodes.size(), 3u) << d.id;
     EXPECT_EQ(r->device_nodes[0], "/dev/nvidia0");
     EXPECT_TRUE(r->device_nodes[1].starts_with("/dev/nvidia-caps/nvidia-cap")) << r->device_nodes[1];
   }
-  for (const auto& d : before) EXPECT_FALSE(resolve_cdi(specs, "k8s.device-plugin.nvidia.com/mig=" + d.id)) << d.id;
+  for (const auto& d : before) EXPECT_FALSE(resolve_cdi(specs, "k8s.device-plugin.nvidia.com/gpu=" + d.id)) << d.id;
   auto a = n.kubelet.allocate("nvidia.com/mig-1g.10gb", {n.kubelet.devices("nvidia.com/mig-1g.10gb")[3].id});
   ASSERT_TRUE(a) << a.error().message;
   ASSERT_EQ(a->cdi_devices.size(), 1u);

@@ -370,7 +370,7 @@ TEST(Allocate, CdiCriGivesOneNamePerDevice) {
             (std::vector<std::string>{"k8s.device-plugin.nvidia.com/gpu=0"}));
   auto mig = only("version: v1\nflags: {migStrategy: mixed}\n", "nvidia.com/mig-1g.20gb");
   EXPECT_EQ(allocate(mig, std::vector<std::string>{"MIG-b"}, s)->cdi_devices,
-            (std::vector<std::string>{"k8s.device-plugin.nvidia.com/mig=1:2"}));
+            (std::vector<std::string>{"k8s.device-plugin.nvidia.com/gpu=1:2"}));
   // A replica is its own CDI device, under its id.
   auto shared = only(kTimeSliced4, "nvidia.com/gpu");
   s.id_strategy = config::DeviceIdStrategy::uuid;

@@ -40,7 +40,7 @@ TEST(Cdi, NameRules) {
   EXPECT_FALSE(check_cdi_device_name("-a"));
   EXPECT_FALSE(check_cdi_device_name("a:"));
   CdiNames names;
-  names.gpu_class = names.mig_class = "dev";
+  names.mig_class = "-mig";
   EXPECT_FALSE(check_cdi_names(names));
   names = {};
   names.annotation_prefix = "cdi.k8s.io";
@@ -67,21 +67,20 @@ const CdiDevice* find(const CdiSpec& spec, const std::string& name) {
   return nullptr;
 }
 
-// One spec per class; every GPU under its UUID and index, every MIG device
-// under its UUID and gpu:index, each with its own nodes; the control nodes
-// and driver files once per spec.
+// One spec, class gpu, as NVIDIA's device plugin names devices: every GPU
+// under its UUID and index, every MIG device under its UUID and gpu:index,
+// each with its own nodes; the control nodes and driver files once.
 TEST(Cdi, SpecsDefineEveryNameAllocateHandsOut) {
   auto inv = two_gpu_node();
   auto rs = build_resources(inv, parse("version: v1\nflags: {migStrategy: mixed}\n"));
   ASSERT_TRUE(rs);
   auto specs = cdi_specs(*rs, inv, node_files(), {}, {});
   ASSERT_TRUE(specs) << specs.error().message;
-  ASSERT_EQ(specs->size(), 2u);
+  ASSERT_EQ(specs->size(), 1u);
   const CdiSpec& gpu = (*specs)[0];
-  const CdiSpec& mig = (*specs)[1];
+  const CdiSpec& mig = gpu;
   EXPECT_EQ(gpu.kind, "k8s.device-plugin.nvidia.com/gpu");
   EXPECT_EQ(gpu.file_name, "k8s.device-plugin.nvidia.com-gpu.json");
-  EXPECT_EQ(mig.kind, "k8s.device-plugin.nvidia.com/mig");
   EXPECT_EQ(gpu.edits.device_nodes, (std::vector<DeviceNode>{{"/dev/nvidiactl", "/host/dev/nvidiactl"},
                                                               {"/dev/nvidia-uvm", "/host/dev/nvidia-uvm"}}));
   ASSERT_EQ(gpu.edits.mounts.size(), 1u);
@@ -89,7 +88,6 @@ TEST(Cdi, SpecsDefineEveryNameAllocateHandsOut) {
   EXPECT_EQ(gpu.edits.mounts[0].container_path, "/usr/lib/x86_64-linux-gnu/libcuda.so.1");
   for (const char* name : {"GPU-0000", "0", "GPU-1111", "1"}) ASSERT_TRUE(find(gpu, name)) << name;
   EXPECT_EQ(find(gpu, "GPU-1111")->edits.device_nodes, (std::vector<DeviceNode>{{"/dev/nvidia1", "/host/dev/nvidia1"}}));
-  EXPECT_EQ(gpu.devices.size(), 4u);
   // MIG-b: GPU 1, GPU instance 4, NVML index 2.
   const CdiDevice* b = find(mig, "MIG-b");
   ASSERT_TRUE(b);
@@ -99,7 +97,19 @@ TEST(Cdi, SpecsDefineEveryNameAllocateHandsOut) {
             (std::vector<DeviceNode>{{"/dev/nvidia1", "/host/dev/nvidia1"},
                                      {"/dev/nvidia-caps/nvidia-cap174", "/host/dev/nvidia-caps/nvidia-cap174"},
                                      {"/dev/nvidia-caps/nvidia-cap175", "/host/dev/nvidia-caps/nvidia-cap175"}}));
-  EXPECT_EQ(mig.devices.size(), 6u);
+  EXPECT_EQ(gpu.devices.size(), 4u + 6u);
+  // A class of MIG devices' own: a spec of their own, the GPUs' spec as it was.
+  CdiNames own;
+  own.mig_class = "mig";
+  auto apart = cdi_specs(*rs, inv, node_files(), own, {});
+  ASSERT_TRUE(apart) << apart.error().message;
+  ASSERT_EQ(apart->size(), 2u);
+  EXPECT_EQ((*apart)[0].devices.size(), 4u);
+  EXPECT_EQ((*apart)[1].kind, "k8s.device-plugin.nvidia.com/mig");
+  EXPECT_EQ((*apart)[1].file_name, "k8s.device-plugin.nvidia.com-mig.json");
+  EXPECT_EQ((*apart)[1].devices.size(), 6u);
+  ASSERT_TRUE(find((*apart)[1], "1:2"));
+  EXPECT_EQ(find((*apart)[1], "1:2")->edits, b->edits);
 }
 
 // With tessera-cdi-hook's host path, every spec's own edits carry two
