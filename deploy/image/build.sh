@@ -3,7 +3,7 @@
 # as an OCI image archive that containerd (`ctr images import`), skopeo
 # (`skopeo copy oci-archive:FILE docker://...`) or podman (`podman load`) take.
 #
-#   deploy/image/build.sh --tessera BIN --sim-lib LIB [--cuda-lib LIB] [--cdi-hook BIN] [--mps-control BIN]
+#   deploy/image/build.sh --tessera BIN --sim-lib LIB [--cuda-lib LIB] [--cdi-hook BIN] [--memory-hook BIN] [--mps-control BIN]
 #                         [--name tessera:latest] --output FILE
 #   deploy/image/build.sh --base-only --tessera BIN --sim-lib LIB [...]   # print the base layer's path
 #
@@ -17,6 +17,8 @@
 #                                                  DaemonSet's init container copies to the host
 #   /usr/local/tessera/lib/tessera-cdi-hook        --cdi-hook: the CDI specs' createContainer hook
 #                                                  (linker cache, libcuda.so), copied to the host too
+#   /usr/local/tessera/lib/tessera-memory-hook     --memory-hook: the quota's driver backend, a CDI
+#                                                  createRuntime hook, copied to the host too
 #   /usr/local/tessera/bin/nvidia-cuda-mps-control --mps-control: an MPS control program for nodes
 #                                                  with no driver, off PATH
 # Before it writes the archive it runs `tessera --version` inside the image's
@@ -27,7 +29,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 name=tessera:latest
-tessera= sim_lib= cuda_lib= cdi_hook= mps_control= output= base_only=0
+tessera= sim_lib= cuda_lib= cdi_hook= memory_hook= mps_control= output= base_only=0
 usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "image: error: $*" >&2; exit 1; }
 say() { echo "image: $*" >&2; }
@@ -39,6 +41,7 @@ while (($#)); do
     --cuda-lib) cuda_lib=${2:?}; shift 2 ;;
     --mps-control) mps_control=${2:?}; shift 2 ;;
     --cdi-hook) cdi_hook=${2:?}; shift 2 ;;
+    --memory-hook) memory_hook=${2:?}; shift 2 ;;
     --name) name=${2:?}; shift 2 ;;
     --output) output=${2:?}; shift 2 ;;
     --base-only) base_only=1; shift ;;
@@ -51,6 +54,7 @@ done
 [[ -z $cuda_lib || -f $cuda_lib ]] || die "--cuda-lib: '$cuda_lib' does not exist"
 [[ -z $mps_control || -x $mps_control ]] || die "--mps-control: '$mps_control' is not an executable"
 [[ -z $cdi_hook || -x $cdi_hook ]] || die "--cdi-hook: '$cdi_hook' is not an executable"
+[[ -z $memory_hook || -x $memory_hook ]] || die "--memory-hook: '$memory_hook' is not an executable"
 ((base_only)) || [[ -n $output ]] || die "--output FILE is needed (or --base-only)"
 [[ $(id -u) -eq 0 ]] || die "needs root (debootstrap, mount, chroot)"
 ((base_only)) || [[ -n $cuda_lib ]] || say "no --cuda-lib: the image carries no libtessera-cuda.so (memory quotas go unenforced)"
@@ -104,6 +108,7 @@ install -m 0755 "$tessera" "$work/app/usr/bin/tessera"
 install -m 0644 "$sim_lib" "$work/app/usr/lib/tessera/sim/libnvidia-ml.so.1"
 [[ -z $cuda_lib ]] || install -m 0755 "$cuda_lib" "$work/app/usr/local/tessera/lib/libtessera-cuda.so"
 [[ -z $cdi_hook ]] || install -m 0755 "$cdi_hook" "$work/app/usr/local/tessera/lib/tessera-cdi-hook"
+[[ -z $memory_hook ]] || install -m 0755 "$memory_hook" "$work/app/usr/local/tessera/lib/tessera-memory-hook"
 [[ -z $mps_control ]] || install -m 0755 "$mps_control" "$work/app/usr/local/tessera/bin/nvidia-cuda-mps-control"
 
 # The image's file system as a container sees it: does the program start?

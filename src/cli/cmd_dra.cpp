@@ -141,7 +141,8 @@ int run_dra(const DraArgs& args) {
   options.switch_mig_mode = !args.no_mig_mode_switch;
   options.quota = args.quota;
   options.quota.inject = !args.no_quota_library;
-  options.quota.memory_hook = memory_hook_settings(args.memory_hook, args.nvml);
+  options.quota.memory_hook =
+      memory_hook_settings(args.memory_hook, args.nvml, args.driver_root, args.container_driver_root);
   options.health.recovery = millis(args.recovery_seconds);
   // MPS daemons for the claims that ask for them: tessera mps-host's, or this process's children.
   std::unique_ptr<mps::Daemons> daemons;

@@ -26,16 +26,26 @@ std::string simulator_library_path() {
   return (exe.parent_path() / ".." / "sim" / "nvml" / "libnvidia-ml.so.1").lexically_normal().string();
 }
 
-sharing::MemoryHook memory_hook_settings(const std::string& path, const DriverOptions& options) {
+std::string host_path_of(const std::string& path, const std::string& host_root, const std::string& container_root) {
+  const fs::path root = fs::path(container_root).lexically_normal();
+  if (container_root.empty() || root == "/") return path;
+  const fs::path rest = fs::path(path).lexically_normal().lexically_relative(root);
+  if (rest.empty() || rest.native().starts_with("..")) return path;
+  return (fs::path(host_root.empty() ? "/" : host_root) / rest).lexically_normal().string();
+}
+
+sharing::MemoryHook memory_hook_settings(const std::string& path, const DriverOptions& options,
+                                         const std::string& host_driver_root, const std::string& container_driver_root) {
   sharing::MemoryHook hook;
   if (path.empty()) return hook;
   hook.path = path;
-  if (!options.sim.empty()) {
-    hook.args = {"--nvml", simulator_library_path()};
-    hook.env = {"TESSERA_SIM=" + fs::absolute(options.sim).lexically_normal().string()};
-  } else if (!options.nvml_library.empty()) {
-    hook.args = {"--nvml", options.nvml_library};
-  }
+  // The hook runs on the host (the runtime's namespaces), so it names NVML by
+  // its host path: a library under the mounted driver root is the host's
+  // driver root's.
+  std::string nvml = options.nvml_library;
+  if (nvml.empty() && !options.sim.empty()) nvml = simulator_library_path();
+  if (!nvml.empty()) hook.args = {"--nvml", host_path_of(nvml, host_driver_root, container_driver_root)};
+  if (!options.sim.empty()) hook.env = {"TESSERA_SIM=" + fs::absolute(options.sim).lexically_normal().string()};
   return hook;
 }
 

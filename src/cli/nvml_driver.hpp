@@ -30,10 +30,18 @@ std::string simulator_library_path();
 // is one line that says so and how to use --sim.
 [[nodiscard]] Result<nvml::Session> open_nvml(const DriverOptions& options);
 
+// `path` as the host sees it: a path under the container's mount of the
+// driver root (container_root, other than /) moved under host_root; any other
+// path as it is.
+std::string host_path_of(const std::string& path, const std::string& host_root, const std::string& container_root);
+
 // The memory hook's settings (sharing::MemoryHook) for a hook installed at
-// `path` (empty: off): it loads the NVML this command uses, the simulator's
-// with its node directory under --sim.
-sharing::MemoryHook memory_hook_settings(const std::string& path, const DriverOptions& options);
+// `path` (empty: off): it loads the NVML this command uses (--nvml-library,
+// else the simulator's under --sim, else the system's), by its host path when
+// it is under the container's driver root, and the simulated node's
+// directory under --sim.
+sharing::MemoryHook memory_hook_settings(const std::string& path, const DriverOptions& options,
+                                         const std::string& host_driver_root, const std::string& container_driver_root);
 
 // Adds --memory-hook to a command that serves memory shares.
 void add_memory_hook_option(CLI::App& command, std::string& path);

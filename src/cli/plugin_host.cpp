@@ -135,7 +135,8 @@ std::unique_ptr<PluginHost> PluginHost::start(const PluginArgs& args, const std:
   opts.gpu_answers = plugin::nvml_gpu_probe(*host->session_);
   opts.quota = args.quota;
   opts.quota.inject = !args.no_quota_library;
-  opts.quota.memory_hook = memory_hook_settings(args.memory_hook, args.driver);
+  opts.quota.memory_hook =
+      memory_hook_settings(args.memory_hook, args.driver, args.driver_root, args.container_driver_root);
   opts.cdi.spec_dir = args.cdi_spec_dir;
   opts.cdi.names.vendor = args.cdi_vendor;
   opts.cdi.driver_root = args.driver_root;

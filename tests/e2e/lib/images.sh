@@ -9,7 +9,8 @@
 # image_args: the build under test's files, as deploy/image/build.sh takes them.
 image_args() {
   args=(--tessera "$BUILD_DIR/src/tessera" --sim-lib "$BUILD_DIR/sim/nvml/libnvidia-ml.so.1"
-        --cuda-lib "$BUILD_DIR/src/cuda_quota/libtessera-cuda.so" --cdi-hook "$BUILD_DIR/src/cuda_quota/tessera-cdi-hook")
+        --cuda-lib "$BUILD_DIR/src/cuda_quota/libtessera-cuda.so" --cdi-hook "$BUILD_DIR/src/cuda_quota/tessera-cdi-hook"
+        --memory-hook "$BUILD_DIR/src/cuda_quota/tessera-memory-hook")
   [[ ! -x $BUILD_DIR/sim/mps/nvidia-cuda-mps-control ]] || args+=(--mps-control "$BUILD_DIR/sim/mps/nvidia-cuda-mps-control")
 }
 

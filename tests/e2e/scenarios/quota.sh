@@ -7,7 +7,10 @@
 # exactly the neighbour's memory plus what the burst was allowed (the
 # simulated driver's own accounting). A pod whose spec sets its own LD_PRELOAD
 # still runs under its quota: /etc/ld.so.preload, mounted by Allocate, loads
-# the library. The CUDA test client and the simulated driver come from the
+# the library. Each replica's CDI devices include its quota's, whose
+# createRuntime hook (tessera-memory-hook, the driver backend) containerd and
+# runc run on the node: its log names the container's own cgroup, and its
+# poststop run follows the pod's deletion. The CUDA test client and the simulated driver come from the
 # build through a hostPath; the client runs through kubectl exec, so with the
 # environment the kubelet and containerd gave the container.
 
@@ -73,6 +76,45 @@ expect_step() {  # expect_step FILE STEP N VALUE WHAT
   echo "--- $(basename "$1")" >&2
   sed 's/^/    /' "$1" >&2
   fail "$5: step $2 field $3 is '$got', expected $4"
+}
+
+# memory_hook_ran POD: the quota's driver backend, tessera-memory-hook, ran
+# for POD's container as the CDI spec Allocate named asks: containerd and
+# runc ran it as a createRuntime hook, on the node, with the container's own
+# pid, and its log in the container's ledger directory names the container's
+# own cgroup: on a cgroup v1 host (no driver limits there) the memory
+# controller's, with the quota library kept as the backend; on cgroup v2 the
+# container's directory. Then the pod goes, and the poststop hook (--clear)
+# has run for the same container.
+memory_hook_ran() {
+  local pod=$1 env key uuid limit cid log nd
+  nd=$(node_dir "$NODE")
+  env=$(container_env "$pod")
+  key=$(env_var "$env" TESSERA_LEDGER_KEY)
+  uuid=$(env_var "$env" TESSERA_DEVICE_UUID_0)
+  limit=$(env_var "$env" TESSERA_DEVICE_MEMORY_LIMIT_0)
+  cid=$(kc get pod "$pod" -o jsonpath='{.status.containerStatuses[?(@.name=="cuda")].containerID}')
+  cid=${cid#containerd://}
+  log=$nd/tessera/ledgers/$key/memory-hook.log
+  [[ -f $log ]] || fail "$pod: no memory-hook.log in its ledger directory ($log): the runtime ran no createRuntime hook"
+  container_spec "$pod" | jq -e --arg limits "/var/lib/tessera/ledgers/$key/limits" \
+    '[.hooks.createRuntime // [] | .[] | select(.args[0] == "tessera-memory-hook" and .args[1] == "--limits" and .args[2] == $limits)] | length == 1' >/dev/null ||
+    fail "$pod: its runtime spec has no createRuntime hook running tessera-memory-hook on its limits file: $(container_spec "$pod" | jq -c '.hooks')"
+  local line
+  if [[ $(stat -fc %T /sys/fs/cgroup) == cgroup2fs ]]; then
+    line=$(grep -F "$uuid: " "$log" | head -1)
+    [[ $line == *"/$cid"* || $line == *"the quota library holds $limit bytes"* ]] ||
+      fail "$pod: the memory hook's log does not speak of its container's cgroup (…/$cid) or its quota: $(cat "$log")"
+  else
+    line=$(grep -F "$uuid: the quota library holds $limit bytes: the host has no cgroup v2 hierarchy" "$log" | head -1)
+    [[ $line == *"the container's memory cgroup /"*"/$cid" ]] ||
+      fail "$pod: the memory hook's log does not name its container's memory cgroup (…/$cid) with the library as the backend: $(cat "$log")"
+  fi
+  echo "  $pod: tessera-memory-hook ran at createRuntime: ${line#*: }"
+  kc delete pod "$pod" --wait=true --timeout=60s >/dev/null
+  cleared() { grep -qF "container $cid" "$log"; }
+  wait_for 60 "the poststop hook (--clear) to run for $pod's container" cleared
+  echo "  $pod deleted: poststop: $(grep -F "container $cid" "$log" | head -1 | cut -d' ' -f2-)"
 }
 
 scenario_quota() {
@@ -178,4 +220,5 @@ scenario_quota() {
   echo "    its memory info (code free total): $own_info (quota $quota, card $gpu_bytes)"
   [[ $own_info == "0 $quota $quota" ]] ||
     fail "quota-own-preload: memory info '$own_info', expected '0 $quota $quota': /etc/ld.so.preload did not load the library"
+  memory_hook_ran quota-0
 }

@@ -252,11 +252,15 @@ limits: {memory: 256Mi}
 {{- end -}}
 {{- end -}}
 
-{{/* The options every tessera container gets from the values: CDI, then extraArgs. */}}
+{{/*
+The options every tessera container gets from the values: CDI (the specs'
+hooks: the linker cache and libcuda.so; the memory quota's driver backend),
+then extraArgs.
+*/}}
 {{- define "tessera.extraArgs" -}}
 {{- $args := list -}}
 {{- if include "tessera.cdi" . -}}
-{{- $args = concat $args (list "--cdi-spec-dir" (toString .Values.cdi.specDir) "--driver-root" (toString .Values.driver.root) "--container-driver-root" "/driver-root" "--cdi-hook" "/var/lib/tessera/lib/tessera-cdi-hook") -}}
+{{- $args = concat $args (list "--cdi-spec-dir" (toString .Values.cdi.specDir) "--driver-root" (toString .Values.driver.root) "--container-driver-root" "/driver-root" "--cdi-hook" "/var/lib/tessera/lib/tessera-cdi-hook" "--memory-hook" "/var/lib/tessera/lib/tessera-memory-hook") -}}
 {{- end -}}
 {{- range .Values.extraArgs -}}
 {{- $args = append $args (toString .) -}}
