@@ -964,5 +964,42 @@ TEST(PluginCommand, TheMemoryHookRidesOnTheContainersOwnCdiDevice) {
   EXPECT_EQ(envvar->wait(5000), 0) << envvar->output();
 }
 
+// The hook runs on the host, so it names NVML as the host sees it: a library
+// the plugin loads from its mount of the driver root (--nvml-library under
+// --container-driver-root) is the host's driver root's. One elsewhere is
+// named as it is.
+TEST(PluginCommand, TheMemoryHookNamesNvmlByItsHostPath) {
+  SimNode n("1");
+  const std::string specs = n.dir.path() + "/cdi";
+  const std::string config =
+      "version: v1\nflags: {plugin: {deviceListStrategy: cdi-cri}}\n"
+      "sharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replicas: 2}]\n";
+  for (const auto& [library, want] : std::vector<std::pair<std::string, std::string>>{
+           {n.node + "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "/host-driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"},
+           {"/opt/nvml/libnvidia-ml.so.1", "/opt/nvml/libnvidia-ml.so.1"}}) {
+    auto args = cdi_args(n, specs);
+    args.insert(args.end(), {"--memory-hook", TESSERA_MEMORY_HOOK, "--nvml-library", library});
+    auto plugin = start_plugin(n, config, args);
+    ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 2; }, 5s)) << plugin->output();
+    const std::string id = n.kubelet.devices("nvidia.com/gpu")[0].id;
+    auto a = n.kubelet.allocate("nvidia.com/gpu", {id});
+    ASSERT_TRUE(a) << a.error().message;
+    const std::string key = sharing::ledger_key("nvidia.com/gpu", std::vector<std::string>{id});
+    std::ifstream in(specs + "/tessera.dev-quota_" + key + ".json");
+    ASSERT_TRUE(in) << "no quota spec for " << key;
+    const auto hooks = nlohmann::json::parse(in)["devices"][0]["containerEdits"]["hooks"];
+    ASSERT_EQ(hooks.size(), 2u);
+    for (const auto& hook : hooks) {
+      const auto hook_args = hook["args"].get<std::vector<std::string>>();
+      const auto nvml = std::find(hook_args.begin(), hook_args.end(), "--nvml");
+      ASSERT_NE(nvml, hook_args.end()) << hook.dump();
+      ASSERT_NE(nvml + 1, hook_args.end());
+      EXPECT_EQ(nvml[1], want) << hook.dump();
+    }
+    plugin->signal(SIGTERM);
+    EXPECT_EQ(plugin->wait(5000), 0) << plugin->output();
+  }
+}
+
 }  // namespace
 }  // namespace tessera
