@@ -4,7 +4,7 @@
 # (`skopeo copy oci-archive:FILE docker://...`) or podman (`podman load`) take.
 #
 #   deploy/image/build.sh --tessera BIN --sim-lib LIB [--cuda-lib LIB] [--cdi-hook BIN] [--memory-hook BIN] [--mps-control BIN]
-#                         [--name tessera:latest] --output FILE
+#                         [--name tessera:VERSION] --output FILE
 #   deploy/image/build.sh --base-only --tessera BIN --sim-lib LIB [...]   # print the base layer's path
 #
 # Two layers: a Debian bookworm root filesystem made with debootstrap
@@ -28,7 +28,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-name=tessera:latest
+name=  # default: tessera:<the program's version>, the tag the manifests and the chart name
 tessera= sim_lib= cuda_lib= cdi_hook= memory_hook= mps_control= output= base_only=0
 usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "image: error: $*" >&2; exit 1; }
@@ -118,6 +118,7 @@ mount -t overlay overlay -o "lowerdir=$work/app:$base_dir,upperdir=$work/upper,w
 version=$(chroot "$work/merged" /usr/bin/tessera --version 2>&1) ||
   die "tessera does not start in the image: $version"
 umount "$work/merged"
+name=${name:-tessera:${version#tessera }}
 
 tar --numeric-owner -C "$work/app" -cf "$work/app.tar" .
 python3 "$here/oci_image.py" --name "$name" --layer "$base_tar" --layer "$work/app.tar" \

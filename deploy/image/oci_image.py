@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Packs layer tarballs into an OCI image archive, with no registry and no daemon.
 
-    oci_image.py --name localhost/tessera:latest --layer base.tar --layer app.tar \
+    oci_image.py --name localhost/tessera:0.1.0 --layer base.tar --layer app.tar \
         --entrypoint '["/usr/bin/tessera"]' --cmd '["--help"]' --env K=V --label K=V \
         --output tessera.oci.tar
 
@@ -76,7 +76,7 @@ def add_file(tar, name, path):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--name", required=True, help="image reference, e.g. localhost/tessera:latest")
+    p.add_argument("--name", required=True, help="image reference, e.g. localhost/tessera:0.1.0")
     p.add_argument("--layer", action="append", default=[], help="a layer tarball, bottom first (repeat)")
     p.add_argument("--entrypoint", help="JSON array")
     p.add_argument("--cmd", help="JSON array")

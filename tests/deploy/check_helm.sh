@@ -131,7 +131,10 @@ cases=(
   "node+migManager+mps+metrics+cdi|-||--set mode=node --set migManager.enabled=true --set mps.enabled=true --set metrics.enabled=true --set cdi.enabled=true --set cdi.specDir=/etc/cdi --set driver.root=/run/nvidia/driver"
   "node+cdi+own-config|-||--set mode=node --set cdi.enabled=true --set-file devicePluginConfig=@/base/device-plugin-config.yaml"
   "node+migManager+config-maps|-||--set mode=node --set migManager.enabled=true -f %/config-maps.yaml"
-  "custom|-||--set mode=node --set image.repository=registry.example.com/tessera --set image.tag=0.1.0 --set image.pullPolicy=Always --set-json imagePullSecrets=[{\"name\":\"registry\"}] --set namespace.name=gpu-system --set runtimeClassName= --set-json nodeSelector={\"example.com/gpu\":\"yes\",\"nvidia.com/gpu.present\":null} --set-json tolerations=[{\"operator\":\"Exists\"}] --set priorityClassName=gpu-critical --set terminationGracePeriodSeconds=90 --set-json resources={\"limits\":{\"memory\":\"1Gi\"},\"requests\":{\"cpu\":\"100m\"}} --set logLevel=debug --set-json extraArgs=[\"--eviction-timeout\",\"600\",\"--no-node-labels\"] --set-json podAnnotations={\"example.com/team\":\"gpu\"} --set updateStrategy.type=OnDelete --set hostNetwork=true --set-json extraEnv=[{\"name\":\"HTTPS_PROXY\",\"value\":\"http://proxy:3128\"}] --set-json extraVolumes=[{\"name\":\"site\",\"configMap\":{\"name\":\"site\"}}] --set-json extraVolumeMounts=[{\"name\":\"site\",\"mountPath\":\"/etc/site\",\"readOnly\":true}]"
+  "custom|-||--set mode=node --set image.repository=registry.example.com/tessera --set image.tag=0.1.0 --set image.pullPolicy=Always --set-json imagePullSecrets=[{\"name\":\"registry\"}] --set namespace.name=gpu-system --set runtimeClassName= --set-json nodeSelector={\"example.com/gpu\":\"yes\"} --set-json tolerations=[{\"operator\":\"Exists\"}] --set priorityClassName=gpu-critical --set terminationGracePeriodSeconds=90 --set-json resources={\"limits\":{\"memory\":\"1Gi\"},\"requests\":{\"cpu\":\"100m\"}} --set logLevel=debug --set-json extraArgs=[\"--eviction-timeout\",\"600\",\"--no-node-labels\"] --set-json podAnnotations={\"example.com/team\":\"gpu\"} --set updateStrategy.type=OnDelete --set hostNetwork=true --set-json extraEnv=[{\"name\":\"HTTPS_PROXY\",\"value\":\"http://proxy:3128\"}] --set-json extraVolumes=[{\"name\":\"site\",\"configMap\":{\"name\":\"site\"}}] --set-json extraVolumeMounts=[{\"name\":\"site\",\"mountPath\":\"/etc/site\",\"readOnly\":true}] --set-json affinity={\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"example.com/accelerator\",\"operator\":\"In\",\"values\":[\"h200\"]}]}]}}} --set-json podSecurityContext={\"runAsUser\":0,\"fsGroup\":0} --set-json securityContext={\"privileged\":true,\"readOnlyRootFilesystem\":true}"
+  # fullnameOverride and nameOverride: every object renamed, every reference kept.
+  "names|-||--set mode=node --set migManager.enabled=true --set metrics.enabled=true --set mps.enabled=true --set fleet.enabled=true --set fullnameOverride=gpu-share --set nameOverride=gs"
+  "names+dra|-||--set dra.enabled=true --set mps.enabled=true --set fullnameOverride=gpu-share --set nameOverride=gs"
   "release-namespace|-||--set namespace.create=false --set namespace.name= --namespace gpu-tenant"
   "dra|overlays/dra||--set dra.enabled=true"
   # mode does not matter with dra.
@@ -174,7 +177,8 @@ driver = spec["containers"][0]
 cmd = driver["command"]
 want("dra-driver command", cmd, ["tessera", "dra", "--kubelet-dir", "/var/lib/kubelet", "--cdi-spec-dir", spec_dir,
      "--quota-library-dir", "/var/lib/tessera/lib", "--ledger-root", "/var/lib/tessera/ledgers",
-     "--cdi-hook", "/var/lib/tessera/lib/tessera-cdi-hook"] + args)
+     "--cdi-hook", "/var/lib/tessera/lib/tessera-cdi-hook",
+     "--memory-hook", "/var/lib/tessera/lib/tessera-memory-hook"] + args)
 help_text = subprocess.run([binary, "dra", "--help"], capture_output=True, text=True).stdout
 for f in [a for a in cmd[2:] if a.startswith("--")]:
     if not re.search(r"(^|[ ,])" + re.escape(f) + r"[ =\n]", help_text, re.M):
@@ -253,11 +257,12 @@ for c in "${cases[@]}"; do
     node+cdi+own-config) python3 "$checks" cdi "$out" on /var/run/cdi / '"envvar"' || bad "$name: CDI" ;;
     plugin+host) python3 "$checks" cdi "$out" on /var/run/cdi / '["cdi-cri"]' || bad "$name: CDI" ;;
     node+migManager+mps+host) python3 "$checks" cdi "$out" on /var/run/cdi /run/nvidia/driver '["cdi-cri"]' || bad "$name: CDI" ;;
-    dra+mps|dra+mps+host) ;;  # compared with kustomize's dra-mps above; the DRA driver's specs are always CDI
+    dra+mps|dra+mps+host|names|names+dra) ;;  # compared with kustomize's dra-mps above; the DRA driver's specs are always CDI
     *) python3 "$checks" cdi "$out" off || bad "$name: CDI" ;;
   esac
   case $name in
     custom) python3 "$checks" custom "$out" || bad "$name: values not applied" ;;
+    names|names+dra) python3 "$checks" names "$out" gpu-share gs || bad "$name: names" ;;
     node+migManager+config-maps)
       python3 "$checks" configs "$out" "$work/config-maps.yaml" || bad "$name: configs"
       renders+=("helm:$name=$out") ;;

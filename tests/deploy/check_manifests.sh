@@ -466,7 +466,7 @@ if not sel or any(labels.get(k) != v for k, v in sel.items()) or \
 if hspec.get("hostIPC") is not True:
     fail("tessera-mps-host without hostIPC: true (the MPS server and its clients share memory)")
 # Wherever tessera runs, and as tessera's pod does.
-for field in ("nodeSelector", "priorityClassName", "runtimeClassName"):
+for field in ("nodeSelector", "affinity", "securityContext", "priorityClassName", "runtimeClassName"):
     if hspec.get(field) != spec.get(field):
         fail("tessera-mps-host's %s %s is not tessera's %s" % (field, hspec.get(field), spec.get(field)))
 key = lambda t: sorted((k, str(v)) for k, v in t.items())

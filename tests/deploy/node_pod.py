@@ -2,10 +2,25 @@
 check_manifests.sh. check_node_pod: the namespace at Pod Security's
 privileged level (host paths, privileged containers and hostIPC need it),
 tolerations that reach every GPU node, system-node-critical priority, a
-nodeSelector picking the GPU nodes, and CPU and memory requests with a memory
+nodeSelector or required node affinity picking only GPU nodes, and CPU and memory requests with a memory
 limit on the container. parse_flags: a container's tessera command line read
 against the options the command has.
 """
+
+
+def picks_gpu_nodes(spec):
+    """Whether every node the pod may run on is labelled nvidia.com/gpu.present=true, or
+    node-feature-discovery's NVIDIA PCI label (vendor 10de): the nodeSelector, or each term
+    of the required node affinity, asks for one of them."""
+    gpu = {("nvidia.com/gpu.present", "true"), ("feature.node.kubernetes.io/pci-10de.present", "true")}
+    if any((k, v) in gpu for k, v in (spec.get("nodeSelector") or {}).items()):
+        return True
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    def term_picks(term):
+        return any(e.get("operator") == "In" and e.get("values") == ["true"] and (e.get("key"), "true") in gpu
+                   for e in term.get("matchExpressions") or [])
+    return bool(terms) and all(term_picks(t) for t in terms)
 
 
 def check_node_pod(docs, ns, spec, container, fail):
@@ -20,8 +35,9 @@ def check_node_pod(docs, ns, spec, container, fail):
         fail("tolerations lack nvidia.com/gpu (NoSchedule) or CriticalAddonsOnly: %s" % tol)
     if spec.get("priorityClassName") != "system-node-critical":
         fail("priorityClassName %s, not system-node-critical" % spec.get("priorityClassName"))
-    if (spec.get("nodeSelector") or {}).get("nvidia.com/gpu.present") != "true":
-        fail("nodeSelector does not pick nvidia.com/gpu.present=true: %s" % spec.get("nodeSelector"))
+    if not picks_gpu_nodes(spec):
+        fail("neither the nodeSelector nor a required node affinity picks nvidia.com/gpu.present=true: %s %s" %
+             (spec.get("nodeSelector"), spec.get("affinity")))
     res = container.get("resources", {})
     if not {"cpu", "memory"} <= set(res.get("requests", {})) or "memory" not in res.get("limits", {}):
         fail("resources need CPU and memory requests and a memory limit: %s" % res)

@@ -19,6 +19,14 @@
       of the flags, no CDI directory mounted, no CDI list strategy.
   render_checks.py custom RENDER
       The values check_helm.sh's `custom` case sets reach the objects.
+  render_checks.py names RENDER FULLNAME NAME
+      fullnameOverride FULLNAME and nameOverride NAME: every object but the
+      Namespace and the DeviceClasses is named FULLNAME or FULLNAME-..., every app.kubernetes.io/name
+      label is NAME or NAME-..., and every reference between the objects
+      resolves: service accounts, ConfigMaps (volumes, configMapKeyRef,
+      --mig-configmap), role bindings, selectors (DaemonSets, Deployment,
+      Service, ServiceMonitor), the alerting rules' job (the Service's name),
+      the admission policy's service account and binding.
   render_checks.py objects RENDER KIND/NAME...
       The render holds exactly these objects (KIND/NAME, in any order).
   render_checks.py configs RENDER VALUES.yaml
@@ -275,6 +283,11 @@ def host_driver(render, root, library_dir="/usr/lib/x86_64-linux-gnu", bin_dir="
     return 1 if problems else 0
 
 
+# check_helm.sh's `custom` case's affinity.
+CUSTOM_AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "example.com/accelerator", "operator": "In", "values": ["h200"]}]}]}}}
+
+
 def custom(render):
     """The values of check_helm.sh's `custom` case."""
     docs = load(render)
@@ -304,11 +317,14 @@ def custom(render):
             want(c["name"] + " TESSERA_LOG_LEVEL", env.get("TESSERA_LOG_LEVEL"), "debug")
     want("runtimeClassName", spec.get("runtimeClassName", "<none>"), "<none>")
     want("nodeSelector", spec.get("nodeSelector"), {"example.com/gpu": "yes"})
+    want("affinity", spec.get("affinity"), CUSTOM_AFFINITY)
+    want("pod securityContext", spec.get("securityContext"), {"runAsUser": 0, "fsGroup": 0})
     want("tolerations", spec.get("tolerations"), [{"operator": "Exists"}])
     want("priorityClassName", spec.get("priorityClassName"), "gpu-critical")
     want("terminationGracePeriodSeconds", spec.get("terminationGracePeriodSeconds"), 90)
     want("imagePullSecrets", spec.get("imagePullSecrets"), [{"name": "registry"}])
     agent = tessera_container(spec)
+    want("node-agent securityContext", agent.get("securityContext"), {"privileged": True, "readOnlyRootFilesystem": True})
     want("node-agent resources", agent.get("resources"), {"limits": {"memory": "1Gi"}, "requests": {"cpu": "100m"}})
     want("node-agent command's end", agent["command"][-3:], ["--eviction-timeout", "600", "--no-node-labels"])
     want("pod annotations", ds["spec"]["template"]["metadata"].get("annotations"), {"example.com/team": "gpu"})
@@ -324,8 +340,93 @@ def custom(render):
         print("  custom: " + p)
     if not problems:
         print("  custom: image, pull policy and secrets, namespace, runtime class (none), node selector, tolerations, "
-              "priority, grace period, resources, log level, extra options, pod annotations, update strategy, "
+              "priority, grace period, affinity, pod and container security contexts, resources, log level, "
+              "extra options, pod annotations, update strategy, "
               "host network, extra env, volume and mount as set")
+    return 1 if problems else 0
+
+
+def strings(node):
+    """Every string in a parsed YAML document, depth first."""
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for v in node.values():
+            yield from strings(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from strings(v)
+
+
+def names(render, fullname, name):
+    docs = load(render)
+    problems = []
+    by = {}
+    for d in docs:
+        by.setdefault(d["kind"], {})[d["metadata"]["name"]] = d
+    def has(kind, obj, why):
+        if obj not in by.get(kind, {}):
+            problems.append("%s names %s %s, which is not rendered" % (why, kind, obj))
+    def ours(value, base):
+        return value == base or value.startswith(base + "-")
+    for d in docs:
+        # The Namespace is namespace.name; DeviceClasses keep NVIDIA's names.
+        if d["kind"] not in ("Namespace", "DeviceClass") and not ours(d["metadata"]["name"], fullname):
+            problems.append("%s is not named %s or %s-..." % (ident(d), fullname, fullname))
+        labels = [d["metadata"].get("labels") or {}]
+        if d["kind"] in ("DaemonSet", "Deployment"):
+            labels.append(d["spec"]["template"]["metadata"].get("labels") or {})
+        for l in labels:
+            if "app.kubernetes.io/name" in l and not ours(l["app.kubernetes.io/name"], name):
+                problems.append("%s: label app.kubernetes.io/name=%s, not %s or %s-..." % (ident(d), l["app.kubernetes.io/name"], name, name))
+    ns_of = lambda d: d["metadata"].get("namespace")
+    for d in docs:
+        if d["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            has("ClusterRole" if d["roleRef"]["kind"] == "ClusterRole" else "Role", d["roleRef"]["name"], ident(d))
+            for s in d.get("subjects", []):
+                has("ServiceAccount", s["name"], ident(d))
+        if d["kind"] in ("DaemonSet", "Deployment"):
+            spec = d["spec"]["template"]["spec"]
+            if spec.get("serviceAccountName"):
+                has("ServiceAccount", spec["serviceAccountName"], ident(d))
+            sel = d["spec"]["selector"]["matchLabels"]
+            pod = d["spec"]["template"]["metadata"]["labels"]
+            if any(pod.get(k) != v for k, v in sel.items()):
+                problems.append("%s: selector %s does not select its pods %s" % (ident(d), sel, pod))
+            for v in spec.get("volumes", []):
+                if "configMap" in v:
+                    has("ConfigMap", v["configMap"]["name"], ident(d) + " volume " + v["name"])
+            for c in spec.get("initContainers", []) + spec["containers"]:
+                for e in c.get("env", []):
+                    ref = (e.get("valueFrom") or {}).get("configMapKeyRef")
+                    if ref:
+                        has("ConfigMap", ref["name"], "%s %s %s" % (ident(d), c["name"], e["name"]))
+                cmd = c.get("command", [])
+                if "--mig-configmap" in cmd:
+                    has("ConfigMap", cmd[cmd.index("--mig-configmap") + 1], "%s %s --mig-configmap" % (ident(d), c["name"]))
+    pods = [(d, d["spec"]["template"]["metadata"]["labels"]) for d in docs if d["kind"] == "DaemonSet"]
+    for svc in by.get("Service", {}).values():
+        if not any(all(l.get(k) == v for k, v in svc["spec"]["selector"].items()) for _, l in pods):
+            problems.append("%s selects no DaemonSet's pods: %s" % (ident(svc), svc["spec"]["selector"]))
+        for mon in by.get("ServiceMonitor", {}).values():
+            if any((svc["metadata"].get("labels") or {}).get(k) != v for k, v in mon["spec"]["selector"]["matchLabels"].items()):
+                problems.append("%s does not select %s" % (ident(mon), ident(svc)))
+        for rule in by.get("PrometheusRule", {}).values():
+            jobs = {j for s in strings(rule["spec"]) for j in re.findall(r'job="([^"]+)"', s)}
+            if jobs != {svc["metadata"]["name"]}:
+                problems.append("%s names the jobs %s, not the Service's %s" % (ident(rule), sorted(jobs), svc["metadata"]["name"]))
+    for pol in by.get("ValidatingAdmissionPolicy", {}).values():
+        users = {u for s in strings(pol["spec"]) for u in re.findall(r"system:serviceaccount:([^:\"' ]+):([^\"' ]+)", s)}
+        sas = {(ns_of(sa), n) for n, sa in by.get("ServiceAccount", {}).items()}
+        if not users or not users <= sas:
+            problems.append("%s names the service accounts %s, rendered: %s" % (ident(pol), sorted(users), sorted(sas)))
+    for b in by.get("ValidatingAdmissionPolicyBinding", {}).values():
+        has("ValidatingAdmissionPolicy", b["spec"]["policyName"], ident(b))
+    for p in problems:
+        print("  names: " + p)
+    if not problems:
+        print("  names: %d objects named %s-..., labels %s-..., every reference between them resolves" % (
+            sum(1 for d in docs if d["kind"] not in ("Namespace", "DeviceClass")), fullname, name))
     return 1 if problems else 0
 
 
@@ -380,6 +481,8 @@ def main(argv):
         return custom(*args)
     if cmd == "host-driver":
         return host_driver(*args)
+    if cmd == "names":
+        return names(*argv[2:5])
     if cmd == "objects":
         return objects(*args)
     if cmd == "configs":

@@ -3,8 +3,12 @@
 #   localhost/tessera-e2e/pause:latest  the pod sandbox: tests/e2e/images/pause.c, static
 #   localhost/tessera-e2e/shell:latest  a POSIX shell, coreutils and glibc: the debootstrap base
 #                                       tessera's image is built on, for test pods (ours and anyone's)
-#   tessera:latest                      deploy/image/build.sh, from the build under test
+#   tessera:<appVersion>                deploy/image/build.sh, from the build under test, under the
+#                                       tag the chart's image.tag defaults to ($TESSERA_IMAGE)
 # Sourced after lib/common.sh; needs E2E_STATE, BUILD_DIR and REPO.
+
+# tessera's image as the chart names it by default: the chart's appVersion.
+TESSERA_IMAGE=docker.io/library/tessera:$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$REPO/deploy/helm/tessera/Chart.yaml")
 
 # image_args: the build under test's files, as deploy/image/build.sh takes them.
 image_args() {
@@ -46,7 +50,7 @@ images_build() {
   shell=$cache/shell-$(basename "$base" .tar).oci.tar
   [[ -f $shell ]] || python3 "$REPO/deploy/image/oci_image.py" --name localhost/tessera-e2e/shell:latest \
     --layer "$base" --cmd '["/bin/sh"]' --output "$shell" >/dev/null
-  "$REPO/deploy/image/build.sh" "${args[@]}" --name docker.io/library/tessera:latest \
+  "$REPO/deploy/image/build.sh" "${args[@]}" --name "$TESSERA_IMAGE" \
     --output "$E2E_STATE/images/tessera.oci.tar"
   E2E_IMAGES=("$pause" "$shell" "$E2E_STATE/images/tessera.oci.tar")
 }

@@ -23,7 +23,7 @@ spec:
   restartPolicy: Never
   containers:
   - name: cuda
-    image: docker.io/library/tessera:latest
+    image: $TESSERA_IMAGE
     imagePullPolicy: Never
     command: ["$IMAGE_MPS_CONTROL", "--tessera-sim-client"]
     resources: {limits: {$2: 1}}

@@ -1,9 +1,18 @@
 {{/*
-Names are fixed (tessera, tessera-node-agent, ...), not the release's: the
+Names are tessera's (tessera, tessera-node-agent, ...), not the release's: the
 objects are the kustomize manifests' (one tessera per cluster: two would serve
 the same device-plugin sockets on each node), and the alerting rules name the
-Service tessera-exporter as their job.
+Service tessera-exporter as their job. fullnameOverride replaces the
+"tessera" every object's name starts with (the rules' job follows);
+nameOverride the app.kubernetes.io/name label's.
 */}}
+{{- define "tessera.fullname" -}}
+{{- .Values.fullnameOverride | default "tessera" -}}
+{{- end -}}
+
+{{- define "tessera.name" -}}
+{{- .Values.nameOverride | default "tessera" -}}
+{{- end -}}
 
 {{/* The namespace of every namespaced object. */}}
 {{- define "tessera.namespace" -}}
@@ -20,7 +29,7 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 
 {{/* What selects the pods: the DaemonSet's selector and the Service's. */}}
 {{- define "tessera.selectorLabels" -}}
-app.kubernetes.io/name: tessera
+app.kubernetes.io/name: {{ include "tessera.name" . }}
 {{- end -}}
 
 {{/* The labels of the objects the kustomize manifests label app.kubernetes.io/name: tessera. */}}
@@ -30,7 +39,7 @@ app.kubernetes.io/name: tessera
 {{- end -}}
 
 {{- define "tessera.image" -}}
-{{- printf "%s:%s" .Values.image.repository (toString .Values.image.tag) -}}
+{{- printf "%s:%s" .Values.image.repository (toString (.Values.image.tag | default .Chart.AppVersion)) -}}
 {{- end -}}
 
 {{/* The driver from the host (driver.source host): no NVIDIA runtime on the node. */}}
@@ -294,4 +303,53 @@ differ from `tessera dra`'s defaults, CDI's driver root, then extraArgs
 {{- $args = append $args (toString .) -}}
 {{- end -}}
 {{- toJson $args -}}
+{{- end -}}
+
+{{/*
+The pods' securityContext: podSecurityContext, or unset (null) the runtime's
+default seccomp profile, which every tessera container allows (a privileged
+container runs unconfined whatever the pod says). {}: none.
+*/}}
+{{- define "tessera.podSecurityContext" -}}
+{{- if kindIs "invalid" .Values.podSecurityContext -}}
+seccompProfile:
+  type: RuntimeDefault
+{{- else if .Values.podSecurityContext -}}
+{{ toYaml .Values.podSecurityContext }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The pods' affinity: the value, or unset (null) nodes with an NVIDIA PCI
+device as node-feature-discovery labels them (vendor 10de), or with GFD's and
+the GPU Operator's nvidia.com/gpu.present=true. {}: none.
+*/}}
+{{- define "tessera.affinity" -}}
+{{- if kindIs "invalid" .Values.affinity -}}
+nodeAffinity:
+  requiredDuringSchedulingIgnoredDuringExecution:
+    nodeSelectorTerms:
+    - matchExpressions:
+      - {key: feature.node.kubernetes.io/pci-10de.present, operator: In, values: ["true"]}
+    - matchExpressions:
+      - {key: nvidia.com/gpu.present, operator: In, values: ["true"]}
+{{- else if .Values.affinity -}}
+{{ toYaml .Values.affinity }}
+{{- end -}}
+{{- end -}}
+
+{{/* Which nodes the pods go to, for NOTES.txt. */}}
+{{- define "tessera.nodesNote" -}}
+{{- $parts := list -}}
+{{- if kindIs "invalid" .Values.affinity -}}
+{{- $parts = append $parts "the nodes with an NVIDIA PCI device (feature.node.kubernetes.io/pci-10de.present=true, node-feature-discovery's) or labelled nvidia.com/gpu.present=true" -}}
+{{- else if .Values.affinity -}}
+{{- $parts = append $parts "the nodes the affinity value allows" -}}
+{{- else -}}
+{{- $parts = append $parts "every node" -}}
+{{- end -}}
+{{- range $k, $v := .Values.nodeSelector -}}
+{{- $parts = append $parts (printf "labelled %s=%s" $k $v) -}}
+{{- end -}}
+{{- join ", " $parts -}}
 {{- end -}}
