@@ -91,6 +91,15 @@ json device_json(const sharing::dra::Device& d, const PoolSpec& pool) {
                 {"requestPolicy",
                  {{"default", quantity(max)},
                   {"validRange", {{"min", quantity(step)}, {"max", quantity(max)}, {"step", quantity(step)}}}}}};
+    } else if (d.allow_multiple_allocations) {
+      // Every other capacity of a shareable device (a MIG device's
+      // multiprocessors and engines): the allocator charges a capacity
+      // without a request policy in full, so the first claim would take the
+      // instance (KEP-5075; resource.k8s.io/v1 CapacityRequestPolicy). A
+      // share takes none of it: its claims share the instance's SMs and
+      // engines by time slicing or MPS, and tessera cannot reserve a part of
+      // them, so the only valid amount is 0. Selectors still read the value.
+      cap[k] = {{"value", quantity(v)}, {"requestPolicy", {{"default", "0"}, {"validValues", json::array({"0"})}}}};
     } else {
       cap[k] = {{"value", quantity(v)}};
     }

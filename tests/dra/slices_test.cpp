@@ -96,6 +96,22 @@ TEST(DraSlices, ADeviceAsTheApiWritesIt) {
   EXPECT_EQ(mem["value"], "9728Mi");
   EXPECT_EQ(mem["requestPolicy"]["validRange"]["step"], "1Mi");
   EXPECT_EQ(mem["requestPolicy"]["default"], "9728Mi");
+  // Every other capacity of a shareable device has a policy that takes none
+  // of it: without one the allocator charges all of it, and a second claim
+  // would never fit.
+  for (const char* k : {"multiprocessors", "copyEngines", "decoders", "encoders", "jpegEngines", "ofaEngines"}) {
+    ASSERT_TRUE(j["capacity"].contains(k)) << k;
+    EXPECT_EQ(j["capacity"][k]["requestPolicy"], json({{"default", "0"}, {"validValues", {"0"}}})) << k;
+  }
+  EXPECT_EQ(j["capacity"]["multiprocessors"]["value"], "14");
+  // Without shares: plain capacities, no policy.
+  const auto whole = sd::devices(g, {{}}, {});
+  for (const auto& d : whole)
+    if (d.name == "gpu-0-mig-1g10gb-19-6") {
+      auto plain = device_json(d, pool);
+      EXPECT_FALSE(plain.contains("allowMultipleAllocations"));
+      for (const auto& [k, v] : plain["capacity"].items()) EXPECT_FALSE(v.contains("requestPolicy")) << k;
+    }
 }
 
 TEST(DraSlices, TheChangesReplaceWhatExistsCreateWhatIsNewAndDeleteTheRestLast) {
