@@ -1,6 +1,7 @@
 #include "dra/checkpoint.hpp"
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include <filesystem>
 
@@ -147,6 +148,28 @@ Result<void> CheckpointFile::save(const Checkpoint& c) const {
   if (auto r = replace_file_durably(path_, j.dump(2) + "\n", 0600); !r)
     return fail(Errc::io, "cannot write the DRA checkpoint: " + r.error().message);
   return {};
+}
+
+std::string default_state_dir(const std::string& plugin_dir, const std::string& driver) {
+  namespace fs = std::filesystem;
+  const std::string dir = plugin_dir + "/tessera";
+  const std::string previous = plugin_dir + "/checkpoint.json";
+  std::error_code ec;
+  if (fs::exists(dir + "/checkpoint.json", ec) || !fs::exists(previous, ec)) return dir;
+  auto cp = CheckpointFile(previous).load();
+  if (!cp || cp->driver != driver) {
+    spdlog::info("{} is not tessera's checkpoint ({}): left alone; tessera keeps its state in {}", previous,
+                 cp ? "driver \"" + cp->driver + "\"" : cp.error().message, dir);
+    return dir;
+  }
+  fs::create_directories(dir, ec);
+  if (!ec) fs::rename(previous, dir + "/checkpoint.json", ec);
+  if (ec) {
+    spdlog::warn("cannot move tessera's checkpoint {} into {}: {}; it stays where it is", previous, dir, ec.message());
+    return plugin_dir;
+  }
+  spdlog::info("moved tessera's checkpoint {} into {}", previous, dir);
+  return dir;
 }
 
 }  // namespace tessera::dra

@@ -73,4 +73,13 @@ class CheckpointFile {
   std::string path_;
 };
 
+// The default state directory: tessera's own, <plugin_dir>/tessera. The
+// plugin's directory's checkpoint.json is NVIDIA's DRA driver's where that
+// ran on the node (k8s-dra-driver-gpu keeps its checkpoint there): never read
+// as tessera's, left alone, said at info. tessera's own checkpoint from
+// before it had a directory of its own (that path, tessera's format,
+// `driver`'s) moves there once. Where it cannot be moved, the plugin's
+// directory, so that what tessera cut is not forgotten.
+[[nodiscard]] std::string default_state_dir(const std::string& plugin_dir, const std::string& driver);
+
 }  // namespace tessera::dra

@@ -38,7 +38,7 @@ struct DriverOptions {
   std::string driver = sharing::dra::kDefaultDriver;
   std::string node;
   std::string node_uid;
-  std::string state_dir;  // holds checkpoint.json (the plugin's directory under the kubelet's)
+  std::string state_dir;  // holds checkpoint.json (by default <the plugin's directory>/tessera)
   // CDI: one transient spec per claim, "<vendor>-<class>_<claim uid>.json",
   // devices "<claim uid>-<device>" (NVIDIA's driver: vendor k8s.gpu.nvidia.com, class claim).
   plugin::CdiOptions cdi;

@@ -308,6 +308,41 @@ TEST(DraDriver, ACheckpointThatIsNotOursStopsTheStart) {
   EXPECT_NE(d.error().message.find("cannot be read"), std::string::npos) << d.error().message;
 }
 
+// Beside NVIDIA's DRA driver: its checkpoint.json in the plugin's directory
+// is left alone and tessera's state goes to a directory of its own, where a
+// driver starts; tessera's own checkpoint from before moves there once.
+TEST(DraDriver, TheDefaultStateDirectoryLeavesNvidiasCheckpointAlone) {
+  Node n;
+  const std::string plugin = n.options.state_dir + "-plugin";
+  std::filesystem::create_directories(plugin);
+  const std::string nvidias = R"({"checksum": 1234, "v1": {"preparedClaims": {}}})";
+  std::ofstream(plugin + "/checkpoint.json") << nvidias;
+  const std::string dir = default_state_dir(plugin, n.options.driver);
+  EXPECT_EQ(dir, plugin + "/tessera");
+  n.options.state_dir = dir;
+  n.start();
+  n.add(kUid1, "c1", {{"gpu-0-mig-3g40gb-9-4"}});
+  EXPECT_EQ(n.prepare(kUid1, "c1").error, "");
+  EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoint.json"));
+  std::ifstream in(plugin + "/checkpoint.json");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), nvidias) << "NVIDIA's checkpoint was changed";
+  EXPECT_EQ(default_state_dir(plugin, n.options.driver), dir) << "the second start: the same directory";
+
+  // tessera's checkpoint at the old path (its own format and driver) moves once.
+  const std::string old_plugin = n.options.state_dir + "-old";
+  std::filesystem::create_directories(old_plugin);
+  std::filesystem::copy_file(dir + "/checkpoint.json", old_plugin + "/checkpoint.json");
+  EXPECT_EQ(default_state_dir(old_plugin, n.options.driver), old_plugin + "/tessera");
+  EXPECT_FALSE(std::filesystem::exists(old_plugin + "/checkpoint.json"));
+  EXPECT_TRUE(std::filesystem::exists(old_plugin + "/tessera/checkpoint.json"));
+  // Another driver's name in it: not ours, left.
+  const std::string other = n.options.state_dir + "-other";
+  std::filesystem::create_directories(other);
+  std::filesystem::copy_file(dir + "/checkpoint.json", other + "/checkpoint.json");
+  EXPECT_EQ(default_state_dir(other, "gpu.example.com"), other + "/tessera");
+  EXPECT_TRUE(std::filesystem::exists(other + "/checkpoint.json"));
+}
+
 // Every NVML call a prepare makes, failed once at its Nth call: the prepare
 // fails with the driver's error, nothing it cut is left, the checkpoint names
 // no claim and no instance, and the kubelet's retry succeeds.

@@ -37,7 +37,7 @@ spec:
   resourceClaims: [{name: gpu, resourceClaimTemplateName: mps-small}]
   containers:
   - name: cuda
-    image: docker.io/library/tessera:latest
+    image: $TESSERA_IMAGE
     imagePullPolicy: Never
     command: ["$IMAGE_MPS_CONTROL", "--tessera-sim-client"]
     resources: {claims: [{name: gpu}]}
@@ -45,7 +45,7 @@ EOF
   wait_for 90 "pod mps-small Running" is_running mps-small
   local device uuid pid line
   device=$(claim_device mps-small)
-  uuid=$(jq -r --arg d "$device" '.instances[$d].uuid' "$(node_dir "$NODE")/kubelet/plugins/gpu.nvidia.com/checkpoint.json")
+  uuid=$(jq -r --arg d "$device" '.instances[$d].uuid' "$(node_dir "$NODE")/kubelet/plugins/gpu.nvidia.com/tessera/checkpoint.json")
   [[ $uuid == MIG-* ]] || fail "the checkpoint names no MIG device for $device"
   wait_for 30 "the MPS daemon of $uuid" mps_daemon_host_pid "$uuid"
   pid=$(mps_daemon_host_pid "$uuid")
