@@ -2,6 +2,7 @@
 #include "core/text.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 namespace tessera {
@@ -13,8 +14,23 @@ struct Occupancy {
   uint32_t compute_slices = 0;
   uint32_t instances = 0;
   std::vector<uint32_t> per_profile;
+  Engines engines;  // what the instances hold
+  Engines total;    // the GPU's
 
-  explicit Occupancy(const GpuModel& model) : per_profile(model.profiles.size(), 0) {}
+  explicit Occupancy(const GpuModel& model) : per_profile(model.profiles.size(), 0), total(engine_totals(model)) {}
+
+  static bool fits(const Engines& held, const Engines& more, const Engines& total) {
+    for (auto kind : {&Engines::copy, &Engines::decoders, &Engines::encoders, &Engines::jpegs, &Engines::ofas})
+      if (uint64_t{held.*kind} + more.*kind > total.*kind) return false;
+    return true;
+  }
+  static void add_to(Engines& held, const Engines& more, int sign) {
+    held.copy += static_cast<uint32_t>(sign) * more.copy;
+    held.decoders += static_cast<uint32_t>(sign) * more.decoders;
+    held.encoders += static_cast<uint32_t>(sign) * more.encoders;
+    held.jpegs += static_cast<uint32_t>(sign) * more.jpegs;
+    held.ofas += static_cast<uint32_t>(sign) * more.ofas;
+  }
 
   static uint64_t mask(uint32_t start, uint32_t size) {
     return size >= 64 ? ~uint64_t{0} : ((uint64_t{1} << size) - 1) << start;
@@ -26,6 +42,7 @@ struct Occupancy {
     if (per_profile[profile] >= p.max_count) return false;
     if (instances >= model.max_instances) return false;
     if (compute_slices + p.slices > model.compute_slices) return false;
+    if (!fits(engines, p.engines, total)) return false;
     return (memory_mask & mask(start, p.memory_slices)) == 0;
   }
   void add(const GpuModel& model, uint32_t profile, uint32_t start) {
@@ -34,6 +51,7 @@ struct Occupancy {
     compute_slices += p.slices;
     ++instances;
     ++per_profile[profile];
+    add_to(engines, p.engines, 1);
   }
   void remove(const GpuModel& model, uint32_t profile, uint32_t start) {
     const auto& p = model.profiles[profile];
@@ -41,6 +59,7 @@ struct Occupancy {
     compute_slices -= p.slices;
     --instances;
     --per_profile[profile];
+    add_to(engines, p.engines, -1);
   }
 };
 
@@ -87,7 +106,34 @@ void enumerate(const GpuModel& model, std::span<const Candidate> candidates, siz
   if (!current.empty()) out.push_back(current);
 }
 
+// "1 JPEG, 1 OFA" for the kinds `total` counts.
+std::string engines_text(const Engines& e, const Engines& total) {
+  std::string out;
+  for (const auto& [name, kind] : {std::pair{"copy", &Engines::copy}, {"decoder", &Engines::decoders},
+                                   {"encoder", &Engines::encoders}, {"JPEG", &Engines::jpegs}, {"OFA", &Engines::ofas}})
+    if (total.*kind != std::numeric_limits<uint32_t>::max())
+      out += (out.empty() ? "" : ", ") + std::to_string(e.*kind) + " " + name;
+  return out;
+}
+
 }  // namespace
+
+Engines engine_totals(const GpuModel& model) {
+  constexpr uint32_t kAny = std::numeric_limits<uint32_t>::max();
+  const GpuInstanceProfile* whole = nullptr;
+  for (const auto& p : model.profiles)
+    if (p.slices == model.compute_slices && p.memory_slices == model.memory_slices && !is_media_variant(p)) whole = &p;
+  if (!whole) return {kAny, kAny, kAny, kAny, kAny};
+  // A kind counts where the whole GPU's profile holds at least as many as any
+  // other profile: a smaller figure there is a gap in the sources.
+  auto total = [&](uint32_t Engines::*kind) {
+    for (const auto& p : model.profiles)
+      if (p.engines.*kind > whole->engines.*kind) return kAny;
+    return whole->engines.*kind;
+  };
+  return {total(&Engines::copy), total(&Engines::decoders), total(&Engines::encoders), total(&Engines::jpegs),
+          total(&Engines::ofas)};
+}
 
 bool is_media_variant(const GpuInstanceProfile& profile) {
   return profile.name.find('+') != std::string::npos || profile.name.find("-me") != std::string::npos;
@@ -110,6 +156,11 @@ Result<void> check_layout(const GpuModel& model, std::span<const PlacedInstance>
       return fail(Errc::validation, where + ": needs " + std::to_string(occ.compute_slices + p.slices) + " compute slices, the GPU has " + std::to_string(model.compute_slices));
     if (occ.memory_mask & Occupancy::mask(inst.start, p.memory_slices))
       return fail(Errc::validation, where + ": overlaps another instance's memory slices");
+    if (!Occupancy::fits(occ.engines, p.engines, occ.total))
+      return fail(Errc::validation, where + ": needs engines the other instances hold (the GPU has " +
+                                        engines_text(occ.total, occ.total) + "; they hold " +
+                                        engines_text(occ.engines, occ.total) + ", " + p.name + " needs " +
+                                        engines_text(p.engines, occ.total) + ")");
     occ.add(model, inst.profile, inst.start);
   }
   return {};
@@ -158,9 +209,16 @@ Result<MigLayout> place_counts(const GpuModel& model, const ProfileCounts& count
   auto placed = place_profiles(model, wanted);
   if (!placed) {
     uint32_t slices = 0;
-    for (uint32_t w : wanted) slices += model.profiles[w].slices;
+    Engines engines;
+    for (uint32_t w : wanted) {
+      slices += model.profiles[w].slices;
+      Occupancy::add_to(engines, model.profiles[w].engines, 1);
+    }
+    const Engines total = engine_totals(model);
     std::string detail = slices > model.compute_slices
                              ? "they need " + std::to_string(slices) + " compute slices, the GPU has " + std::to_string(model.compute_slices)
+                         : !Occupancy::fits({}, engines, total)
+                             ? "they need " + engines_text(engines, total) + " engines, the GPU has " + engines_text(total, total)
                              : "no placement of these instances avoids overlapping memory slices";
     std::string set;
     for (const auto& [name, count] : counts) set += (set.empty() ? "" : " + ") + std::to_string(count) + "x" + name;

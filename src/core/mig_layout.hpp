@@ -2,7 +2,10 @@
 // requested multiset of profiles can be placed, and every maximal layout of a
 // GPU model. The rules are the hardware's: placements from the catalog, no
 // two instances on the same memory slice, each profile within its max count,
-// compute slices and the instance count within the GPU's.
+// compute slices and the instance count within the GPU's, and the engines the
+// instances hold (copy, decoder, encoder, JPEG, OFA) within the GPU's: an A30
+// has one JPEG and one OFA engine, so 1g.6gb+me and 2g.12gb+me never run
+// together (MIG User Guide, "Supported MIG Profiles": each profile's engines).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +32,12 @@ using MigLayout = std::vector<PlacedInstance>;
 
 // Profile name -> number of instances, as in a mig-parted `mig-devices` map.
 using ProfileCounts = std::map<std::string, uint32_t>;
+
+// The engines of the whole GPU: each kind's count in the profile spanning it
+// (7g.80gb), which holds every engine. A kind some other profile holds more
+// of (a gap in the sources, as for B200's larger profiles) is not counted:
+// UINT32_MAX, as is every kind of a model without such a profile.
+Engines engine_totals(const GpuModel& model);
 
 // Ok when the instances fit one GPU of `model` together; otherwise an error
 // that names the first rule broken.

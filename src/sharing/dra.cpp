@@ -12,6 +12,19 @@ constexpr const char* kComputeCounter = "compute-slices";
 constexpr const char* kInstancesCounter = "gpu-instances";
 
 std::string memory_slice(uint32_t i) { return "memory-slice-" + std::to_string(i); }
+
+// Engines `e` as counters (NVIDIA's driver's names, partitions.go), of each
+// kind the GPU's totals count (core's engine_totals), so the scheduler
+// refuses what the hardware does, e.g. two media-engine instances on an A30
+// (one JPEG and one OFA engine in all).
+std::vector<Counter> engine_counters(const Engines& e, const Engines& totals) {
+  std::vector<Counter> out;
+  for (const auto& [name, kind] : {std::pair{"copy-engines", &Engines::copy}, {"decoders", &Engines::decoders},
+                                   {"encoders", &Engines::encoders}, {"jpeg-engines", &Engines::jpegs},
+                                   {"ofa-engines", &Engines::ofas}})
+    if (e.*kind > 0 && totals.*kind != std::numeric_limits<uint32_t>::max()) out.push_back({name, e.*kind});
+  return out;
+}
 std::string profile_counter(const GpuInstanceProfile& p) { return "profile-" + profile_token(p.name); }
 
 // How many instances of `p` fit a GPU by slices, compute and the instance
@@ -76,6 +89,7 @@ std::vector<Counter> whole_consumption(const GpuModel& m) {
   std::vector<Counter> out;
   for (uint32_t i = 0; i < m.memory_slices; ++i) out.push_back({memory_slice(i), 1});
   out.push_back({kComputeCounter, m.compute_slices});
+  for (auto& c : engine_counters(engine_totals(m), engine_totals(m))) out.push_back(std::move(c));
   return out;
 }
 
@@ -127,6 +141,7 @@ std::vector<Counter> consumption(const GpuModel& m, const PlacedInstance& instan
     out.push_back({memory_slice(i), 1});
   out.push_back({kComputeCounter, p.slices});
   out.push_back({kInstancesCounter, 1});
+  for (auto& c : engine_counters(p.engines, engine_totals(m))) out.push_back(std::move(c));
   if (own_limit_binds(m, p)) out.push_back({profile_counter(p), 1});
   return out;
 }
@@ -138,6 +153,7 @@ std::optional<CounterSet> counter_set(const Gpu& gpu, const Taken& fixed) {
   for (uint32_t i = 0; i < m.memory_slices; ++i) set.counters.push_back({memory_slice(i), 1});
   set.counters.push_back({kComputeCounter, m.compute_slices});
   set.counters.push_back({kInstancesCounter, m.max_instances});
+  for (auto& c : engine_counters(engine_totals(m), engine_totals(m))) set.counters.push_back(std::move(c));
   for (const auto& p : m.profiles)
     if (own_limit_binds(m, p)) set.counters.push_back({profile_counter(p), p.max_count});
   for (const auto& f : fixed)

@@ -55,7 +55,11 @@ INSTANTIATE_TEST_SUITE_P(
         LayoutCase{"compute over 7", "H100-80GB", {{"4g.40gb", 0}, {"2g.20gb", 4}, {"2g.20gb", 6}}, false, "cannot start"},
         LayoutCase{"A30 two 2g", "A30", {{"2g.12gb", 0}, {"2g.12gb", 2}}, true, ""},
         LayoutCase{"A30 4g plus 1g overlaps", "A30", {{"4g.24gb", 0}, {"1g.6gb", 3}}, false, "needs 5 compute slices"},
-        LayoutCase{"A30 2g plus 1g overlaps", "A30", {{"2g.12gb", 2}, {"1g.6gb", 3}}, false, "overlaps"}));
+        LayoutCase{"A30 2g plus 1g overlaps", "A30", {{"2g.12gb", 2}, {"1g.6gb", 3}}, false, "overlaps"},
+        // The A30 has one JPEG and one OFA engine, and each +me profile holds both.
+        LayoutCase{"A30 two media-engine instances", "A30", {{"1g.6gb+me", 0}, {"2g.12gb+me", 2}}, false,
+                   "needs engines the other instances hold (the GPU has 4 copy, 4 decoder, 0 encoder, 1 JPEG, 1 OFA"},
+        LayoutCase{"A30 one media-engine instance", "A30", {{"1g.6gb+me", 0}, {"1g.6gb", 1}, {"2g.12gb", 2}}, true, ""}));
 
 TEST(PlaceProfiles, ThreeGPlusFourOneGNeedsTheThreeGAtFour) {
   const auto& m = model("A100-SXM4-80GB");
@@ -96,6 +100,11 @@ TEST(PlaceCounts, ErrorsNameTheProblem) {
   auto compute = place_counts(m, {{"4g.40gb", 1}, {"2g.20gb", 2}});
   ASSERT_FALSE(compute);
   EXPECT_NE(compute.error().message.find("8 compute slices"), std::string::npos);
+  auto media = place_counts(model("A30"), {{"1g.6gb+me", 1}, {"2g.12gb+me", 1}});
+  ASSERT_FALSE(media);
+  EXPECT_NE(media.error().message.find("2 JPEG, 2 OFA engines, the GPU has 4 copy, 4 decoder, 0 encoder, 1 JPEG, 1 OFA"),
+            std::string::npos)
+      << media.error().message;
   auto empty = place_counts(m, {});
   ASSERT_TRUE(empty);
   EXPECT_TRUE(empty->empty());

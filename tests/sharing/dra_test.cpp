@@ -43,10 +43,23 @@ std::vector<Device> mig_devices(const Gpu& g, const Taken& taken = {}, Order ord
   return out;
 }
 
+// A rule of NVIDIA's, written here apart from the catalog's engine counts:
+// a GPU has one optical-flow engine, which a media-engine profile ("+me")
+// holds whole, so no two media-engine instances run on one GPU (MIG User
+// Guide, "Supported MIG Profiles": the A30's, A100's and H100's tables give
+// every +me profile the GPU's only OFA; on an A30 also its only JPEG).
+size_t media_instances(const GpuModel& m, const Taken& layout) {
+  size_t n = 0;
+  for (const auto& t : layout)
+    if (m.profiles[t.profile].name.find("+me") != std::string::npos) ++n;
+  return n;
+}
+
 // Walks every set of placements the counters admit, adding candidates in
 // order; at every step the counters and check_layout must agree on whether
-// the next candidate can join. Both are closed under subsets, so agreeing on
-// every extension of every admitted set is agreeing on every set.
+// the next candidate can join, and neither may admit two media-engine
+// instances. Both are closed under subsets, so agreeing on every extension
+// of every admitted set is agreeing on every set.
 struct Walk {
   const Gpu& g;
   const std::vector<Device>& candidates;
@@ -61,6 +74,8 @@ struct Walk {
       const bool hardware = check_layout(*g.model, next).has_value();
       const bool counters = fits(g, c, taken);
       ASSERT_EQ(hardware, counters) << g.model->name << ": " << describe_layout(*g.model, taken) << " + " << c.name;
+      ASSERT_FALSE(hardware && media_instances(*g.model, next) > 1)
+          << g.model->name << ": " << describe_layout(*g.model, next) << " holds two media-engine instances";
       if (!hardware) {
         ++refused;
         continue;
