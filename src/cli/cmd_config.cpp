@@ -7,6 +7,7 @@
 #include "cli/output.hpp"
 #include "config/device_plugin.hpp"
 #include "config/yaml_document.hpp"
+#include "core/text.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -66,7 +67,7 @@ void add_config_command(CLI::App& app, int& exit_code) {
     } else {
       print_diagnostics(diags, std::cerr);
       if (valid) print_summary(*c);
-      else std::cerr << *file << ": invalid: " << diags.error_count() << " errors\n";
+      else std::cerr << *file << ": invalid: " << counted(diags.error_count(), "error") << '\n';
     }
     exit_code = valid ? kExitOk : kExitInvalid;
   });

@@ -10,6 +10,7 @@
 #include "cli/nvml_driver.hpp"
 #include "cli/output.hpp"
 #include "core/file_read.hpp"
+#include "core/text.hpp"
 #include "core/units.hpp"
 #include "cuda_quota/driver_limits.hpp"
 #include "cuda_quota/env.h"
@@ -175,7 +176,7 @@ std::string on_off(bool b) { return b ? "on" : "off"; }
 
 void print_table(const nvml::Inventory& inv, std::ostream& out) {
   out << "driver " << inv.driver_version << ", CUDA " << (inv.cuda_version.empty() ? "?" : inv.cuda_version) << ", "
-      << inv.gpus.size() << " GPUs\n";
+      << counted(inv.gpus.size(), "GPU") << '\n';
   Table gpus({"GPU", "MODEL", "UUID", "PCI", "MEMORY", "USED", "MIG", "MIG-PENDING"});
   for (const auto& g : inv.gpus)
     gpus.add({std::to_string(g.index), g.model.empty() ? g.name : g.model, g.uuid, g.pci.bus_id,

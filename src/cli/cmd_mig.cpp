@@ -75,10 +75,11 @@ int run_validate(const ValidateArgs& args) {
   for (const auto& c : checks) gpus.insert(c.gpu);
   size_t warnings = diags.items().size() - diags.error_count();
   if (valid)
-    std::cout << args.file << ": valid: " << config_count << " configs, " << checks.size() << " entry checks on "
-              << gpus.size() << " GPU models, " << warnings << " warnings\n";
+    std::cout << args.file << ": valid: " << counted(config_count, "config") << ", " << counted(checks.size(), "entry check")
+              << " on " << counted(gpus.size(), "GPU model") << ", " << counted(warnings, "warning") << '\n';
   else
-    std::cerr << args.file << ": invalid: " << diags.error_count() << " errors, " << warnings << " warnings\n";
+    std::cerr << args.file << ": invalid: " << counted(diags.error_count(), "error") << ", " << counted(warnings, "warning")
+              << '\n';
   return valid ? kExitOk : kExitInvalid;
 }
 

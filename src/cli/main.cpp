@@ -3,10 +3,33 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "core/catalog.hpp"
+
+namespace {
+
+// The first word of the command line that is not an option of tessera's own
+// (--log-level VALUE); its index in argv, or 0 when there is none.
+int command_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (a.empty() || a[0] == '-') continue;
+    return i;
+  }
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -15,8 +38,9 @@ int main(int argc, char** argv) {
       "shared replicas to the kubelet, and checks the configs you already have.",
       "tessera"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "tessera " TESSERA_VERSION, "Print tessera's version and exit");
-  app.footer("Run `tessera COMMAND --help` for a command's options. Exit codes: 0 ok, 1 invalid input or failure, 2 usage.");
+  app.set_version_flag("-V,--version", "tessera " TESSERA_VERSION, "Print tessera's version and exit");
+  app.footer("Run `tessera COMMAND --help` (or `tessera help COMMAND`) for a command's options; `tessera version`\n"
+             "prints the version. Exit codes: 0 ok, 1 invalid input or failure, 2 usage.");
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "Log level: trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
@@ -44,8 +68,33 @@ int main(int argc, char** argv) {
   tessera::cli::add_dra_command(app, exit_code);
   tessera::cli::add_alerts_command(app, exit_code);
 
+  // `tessera help [COMMAND]`, `tessera version`, and a word that names no
+  // command said as such, with the nearest names (CLI11 alone answers "A
+  // subcommand is required" without naming the word).
+  std::vector<char*> args(argv, argv + argc);
+  char help_flag[] = "--help";
+  if (const int at = command_word(argc, argv); at > 0) {
+    const std::string word = argv[at];
+    std::vector<std::string> names;
+    for (const auto* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+    if (word == "version") {
+      std::cout << "tessera " TESSERA_VERSION << '\n';
+      return tessera::cli::kExitOk;
+    }
+    if (word == "help") {
+      args.erase(args.begin() + at);  // `help mig` is `mig --help`; `help` alone, `--help`
+      args.push_back(help_flag);
+    } else if (std::find(names.begin(), names.end(), word) == names.end()) {
+      std::string hint;
+      for (const auto& n : tessera::nearest(word, names, 3)) hint += (hint.empty() ? "" : ", ") + n;
+      std::cerr << "tessera: unknown command '" << word << "' (nearest: " << hint
+                << "); run `tessera --help` for the list\n";
+      return tessera::cli::kExitUsage;
+    }
+  }
+
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdio>
+#include <tuple>
 
 namespace tessera {
 namespace {
@@ -95,11 +96,25 @@ std::vector<std::string> Catalog::nearest_names(std::string_view name, size_t co
 }
 
 std::vector<std::string> nearest(std::string_view wanted, std::span<const std::string> names, size_t count) {
-  std::vector<std::pair<size_t, std::string>> scored;
-  for (const auto& n : names) scored.emplace_back(edit_distance(wanted, n), n);
-  std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Names that start with what was typed (case aside) come first, then those
+  // that contain it: "H100" is short for H100-SXM5-80GB, and "H200" for
+  // H200-SXM-141GB rather than GH200-96GB, whatever the edit distance says.
+  auto lower = [](std::string_view s) {
+    std::string out(s);
+    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  const std::string needle = lower(wanted);
+  std::vector<std::tuple<int, size_t, std::string>> scored;
+  for (const auto& n : names) {
+    const size_t at = needle.empty() ? std::string::npos : lower(n).find(needle);
+    scored.emplace_back(at == 0 ? 0 : at != std::string::npos ? 1 : 2, edit_distance(wanted, n), n);
+  }
+  std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
+    return std::tie(std::get<0>(a), std::get<1>(a)) < std::tie(std::get<0>(b), std::get<1>(b));
+  });
   std::vector<std::string> out;
-  for (size_t i = 0; i < scored.size() && i < count; ++i) out.push_back(scored[i].second);
+  for (size_t i = 0; i < scored.size() && i < count; ++i) out.push_back(std::get<2>(scored[i]));
   return out;
 }
 

@@ -115,7 +115,9 @@ std::string format_pci_id(uint32_t pci_id);
 // The generated table (catalog_data.cpp).
 std::vector<GpuModel> builtin_gpu_models();
 
-// Candidates from `names` nearest to `wanted` by edit distance, best first.
+// Candidates from `names` nearest to `wanted`, best first: those starting
+// with it (case aside), then those containing it, then the rest, each group
+// by edit distance.
 std::vector<std::string> nearest(std::string_view wanted, std::span<const std::string> names, size_t count);
 
 }  // namespace tessera

@@ -99,4 +99,8 @@ std::string format_seconds(double seconds) {
   return buf;
 }
 
+std::string counted(size_t n, std::string_view noun) {
+  return std::to_string(n) + " " + std::string(noun) + (n == 1 ? "" : "s");
+}
+
 }  // namespace tessera

@@ -27,6 +27,10 @@ std::string excerpt(std::string_view text, size_t max_chars = kExcerptChars);
 // "'" + excerpt(text) + "'": the one way messages quote a value from the input.
 std::string quote(std::string_view text, size_t max_chars = kExcerptChars);
 
+// A count and its noun: counted(1, "error") -> "1 error", counted(2, "GPU")
+// -> "2 GPUs" (an "s" for every count but 1).
+std::string counted(size_t n, std::string_view noun);
+
 // Seconds as the user gave them: 0.1 -> "0.1 s", 60 -> "60 s", 0.001 -> "0.001 s".
 std::string format_seconds(double seconds);
 

@@ -161,7 +161,8 @@ std::string plan_text(const Problem& p, const FleetPlan& plan) {
   std::ostringstream out;
   out << "fleet plan: " << plan.status;
   if (plan.status != "optimal") out << " (gap " << std::fixed << std::setprecision(3) << plan.gap << ")";
-  out << ", " << p.nodes.size() << " nodes, " << p.gpus.size() << " GPUs, " << p.pods.size() << " GPU pods, in "
+  out << ", " << counted(p.nodes.size(), "node") << ", " << counted(p.gpus.size(), "GPU") << ", "
+      << counted(p.pods.size(), "GPU pod") << ", in "
       << format_seconds(plan.seconds) << "\n\n";
   out << "                 now   plan  bound\n";
   auto row = [&](const char* what, int64_t a, int64_t b, int64_t c) {

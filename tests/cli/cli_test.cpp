@@ -58,6 +58,29 @@ TEST(Cli, NoCommandIsAUsageError) {
   EXPECT_EQ(r.exit_code, 2);
   auto bad = run({kBin, "frobnicate"});
   EXPECT_EQ(bad.exit_code, 2);
+  // A mistyped command is named, with the nearest ones.
+  auto typo = run({kBin, "catlog"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.err.find("unknown command 'catlog' (nearest: catalog"), std::string::npos) << typo.err;
+  typo = run({kBin, "--log-level", "info", "invnetory", "--json"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.err.find("unknown command 'invnetory' (nearest: inventory"), std::string::npos) << typo.err;
+}
+
+// `tessera help [COMMAND]`, `tessera version` and -V, as users try them.
+TEST(Cli, HelpAndVersionAsWords) {
+  auto help = run({kBin, "help"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("Run `tessera COMMAND --help`"), std::string::npos) << help.out;
+  auto mig = run({kBin, "help", "mig"});
+  EXPECT_EQ(mig.exit_code, 0) << mig.err;
+  EXPECT_NE(mig.out.find("validate"), std::string::npos) << mig.out;
+  EXPECT_EQ(mig.out, run({kBin, "mig", "--help"}).out);
+  for (const char* v : {"version", "-V"}) {
+    auto r = run({kBin, v});
+    EXPECT_EQ(r.exit_code, 0) << v << ": " << r.err;
+    EXPECT_TRUE(std::regex_match(r.out, std::regex(R"(tessera \d+\.\d+\.\d+\n)"))) << v << ": " << r.out;
+  }
 }
 
 TEST(Cli, CatalogListsEveryModel) {
@@ -110,6 +133,26 @@ TEST(Cli, ValidateJson) {
   EXPECT_EQ(j["errors"].size(), 0u);
   EXPECT_GT(j["warnings"].size(), 0u);  // B300 / RTX PRO profiles the catalog lacks
   EXPECT_GT(j["checks"].size(), 100u);
+}
+
+// A config written for another GPU, checked on this one: a warning (an
+// error under --strict), never a silent "valid: 0 entry checks".
+TEST(Cli, ValidateSaysWhenTheConfigIsForOtherGpus) {
+  testing::TempDir dir;
+  auto file = dir.write("a100.yaml",
+                        "version: v1\nmig-configs:\n  mixed-inference-a100:\n    - devices: all\n"
+                        "      device-filter: [\"0x20B210DE\"]\n      mig-enabled: true\n      mig-devices: {\"3g.40gb\": 2}\n");
+  auto r = run({kBin, "mig", "validate", "-f", file, "-c", "mixed-inference-a100", "--gpu", "H100-SXM5-80GB"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("no entry of config 'mixed-inference-a100' applies to H100-SXM5-80GB"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("0 entry checks on 0 GPU models, 1 warning\n"), std::string::npos) << r.out;
+  auto strict = run({kBin, "mig", "validate", "-f", file, "-c", "mixed-inference-a100", "--gpu", "H100-SXM5-80GB", "--strict"});
+  EXPECT_EQ(strict.exit_code, 1) << strict.out;
+  EXPECT_NE(strict.err.find("invalid: 1 error, 0 warnings"), std::string::npos) << strict.err;
+  // On its own GPU: checked, no warning.
+  auto a100 = run({kBin, "mig", "validate", "-f", file, "-c", "mixed-inference-a100", "--gpu", "A100-SXM4-80GB"});
+  EXPECT_EQ(a100.exit_code, 0) << a100.err;
+  EXPECT_NE(a100.out.find("1 config, 1 entry check on 1 GPU model, 0 warnings"), std::string::npos) << a100.out;
 }
 
 TEST(Cli, SeedMixedInferenceFailsOnA100WithNearestNames) {

@@ -1,4 +1,5 @@
 #include "core/catalog.hpp"
+#include "core/text.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -114,6 +115,18 @@ TEST(Catalog, NearestNames) {
   auto n = Catalog::builtin().nearest_names("A100-SXM4-80G", 1);
   ASSERT_EQ(n.size(), 1u);
   EXPECT_EQ(n[0], "A100-SXM4-80GB");
+  // A short name suggests the models it is short for, not the nearest by edits (GB200, A30-24GB).
+  auto h100 = Catalog::builtin().nearest_names("H100", 3);
+  ASSERT_EQ(h100.size(), 3u);
+  for (const auto& name : h100) EXPECT_TRUE(name.starts_with("H100-")) << name;
+  EXPECT_EQ(Catalog::builtin().nearest_names("h200", 1), std::vector<std::string>{"H200-SXM-141GB"});
+}
+
+TEST(Text, CountedSaysOneWithoutAnS) {
+  EXPECT_EQ(counted(1, "error"), "1 error");
+  EXPECT_EQ(counted(0, "error"), "0 errors");
+  EXPECT_EQ(counted(2, "GPU"), "2 GPUs");
+  EXPECT_EQ(counted(1, "entry check"), "1 entry check");
 }
 
 TEST(Catalog, PciIdParsing) {
