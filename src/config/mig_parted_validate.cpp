@@ -117,10 +117,14 @@ std::vector<EntryCheck> validate_mig_parted(const MigPartedConfig& config, const
   std::set<std::string> warned_profiles;
   for (const auto& mc : config.configs) {
     if (only && &mc != only) continue;
+    bool applies = false;
     for (size_t i = 0; i < mc.entries.size(); ++i) {
       const auto& entry = mc.entries[i];
       if (options.gpu) {
-        if (entry_applies_to(entry, *options.gpu)) checks.push_back(check_on(mc, i, entry, *options.gpu, true, diags));
+        if (entry_applies_to(entry, *options.gpu)) {
+          applies = true;
+          checks.push_back(check_on(mc, i, entry, *options.gpu, true, diags));
+        }
         continue;
       }
       for (const auto& f : entry.device_filter)
@@ -137,6 +141,12 @@ std::vector<EntryCheck> validate_mig_parted(const MigPartedConfig& config, const
       for (const auto* model : entry_targets(entry, catalog))
         checks.push_back(check_on(mc, i, entry, *model, false, diags));
     }
+    // The config asked for, on the GPU asked for, and no entry selects it:
+    // applied there it would change nothing (`mig apply` refuses it).
+    if (options.gpu && only && !applies)
+      diags.warning(mc.where, "mig-configs." + mc.name,
+                    "no entry of config " + quote(mc.name) + " applies to " + options.gpu->name +
+                        " (their devices and device-filter name other GPUs): applied there it changes nothing");
   }
   return checks;
 }

@@ -91,6 +91,7 @@ Result<NodePlan> plan_node(const std::vector<NodeGpu>& node, const config::MigCo
   out.config_name = config.name;
   std::vector<std::string> errors;
   bool only_busy = true;  // every error is instances in use (Errc::conflict): --force would plan it
+  bool selected_any = false;
   for (const auto& g : node) {
     GpuOutcome o;
     o.gpu = g.state.index;
@@ -111,6 +112,7 @@ Result<NodePlan> plan_node(const std::vector<NodeGpu>& node, const config::MigCo
       out.gpus.push_back(std::move(o));
       continue;
     }
+    selected_any = true;
     if (!g.state.model) {
       only_busy = false;
       errors.push_back(gpu_label(g) + ": the GPU catalog does not know this GPU (PCI id " +
@@ -134,6 +136,17 @@ Result<NodePlan> plan_node(const std::vector<NodeGpu>& node, const config::MigCo
     std::string msg;
     for (const auto& e : errors) msg += (msg.empty() ? "" : "\n") + e;
     return fail(only_busy ? Errc::conflict : Errc::validation, msg);
+  }
+  // mig-parted leaves a GPU no entry selects as it is; a config that selects
+  // none of the node's GPUs is one written for other GPUs (an A100 config on
+  // an H100 node), not a layout the node has: said, never "success".
+  if (!node.empty() && !selected_any) {
+    std::string gpus;
+    for (const auto& g : node)
+      gpus += (gpus.empty() ? "" : ", ") + gpu_label(g) + " (PCI id " + format_pci_id(g.pci_device_id) + ")";
+    return fail(Errc::validation, "config '" + config.name + "' selects none of this node's GPUs: " + gpus +
+                                      "; its entries' devices and device-filter name other GPUs (check with `tessera mig "
+                                      "validate -f FILE -c " + config.name + " --gpu MODEL`)");
   }
   return out;
 }

@@ -153,6 +153,22 @@ TEST(MigApply, BadInputChangesNothing) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(empty + ": error: the file is empty: no version and no mig-configs"), std::string::npos) << r.err;
   EXPECT_FALSE(node.mig_enabled());
+
+  // A config whose only entry names an A100 (device-filter), on an H100 node:
+  // not "nothing to do", and no state written.
+  Node h100("H100-SXM5-80GB");
+  auto a100_only = files.write("a100.yaml",
+                               "version: v1\nmig-configs:\n  mixed-inference-a100:\n"
+                               "    - devices: all\n      device-filter: [\"0x20B210DE\"]\n      mig-enabled: true\n"
+                               "      mig-devices: {\"3g.40gb\": 2}\n");
+  auto state = files.path() + "/state";
+  r = run({kBin, "mig", "apply", "-f", a100_only, "-c", "mixed-inference-a100", "--sim", h100.dir(), "--state-dir", state});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("config 'mixed-inference-a100' selects none of this node's GPUs: GPU 0 (H100-SXM5-80GB) (PCI id "),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("nothing to do"), std::string::npos) << r.out;
+  EXPECT_FALSE(h100.mig_enabled());
 }
 
 }  // namespace
