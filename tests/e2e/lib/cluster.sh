@@ -253,7 +253,7 @@ state = "$n/ctr-state"
 [plugins.'io.containerd.cri.v1.images']
   snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
-    sandbox = "localhost/tessera-e2e/pause:latest"
+    sandbox = "$E2E_PAUSE_IMAGE"
 [plugins.'io.containerd.grpc.v1.cri']
   disable_tcp_service = true
   stream_server_address = "127.0.0.1"

@@ -37,7 +37,7 @@ spec:
   resourceClaims: [{name: gpu, resourceClaimTemplateName: $name}]
   containers:
   - name: cuda
-    image: localhost/tessera-e2e/shell:latest
+    image: $E2E_SHELL_IMAGE
     imagePullPolicy: Never
     command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
     resources: {claims: [{name: gpu}]}

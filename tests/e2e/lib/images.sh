@@ -1,7 +1,7 @@
 # The images the test nodes run, made without a registry and imported into
 # every node's containerd (lib/cluster.sh, E2E_IMAGES):
-#   localhost/tessera-e2e/pause:latest  the pod sandbox: tests/e2e/images/pause.c, static
-#   localhost/tessera-e2e/shell:latest  a POSIX shell, coreutils and glibc: the debootstrap base
+#   localhost/tessera-e2e/pause:e2e     the pod sandbox: tests/e2e/images/pause.c, static
+#   localhost/tessera-e2e/shell:e2e     a POSIX shell, coreutils and glibc: the debootstrap base
 #                                       tessera's image is built on, for test pods (ours and anyone's)
 #   tessera:<appVersion>                deploy/image/build.sh, from the build under test, under the
 #                                       tag the chart's image.tag defaults to ($TESSERA_IMAGE)
@@ -9,6 +9,12 @@
 
 # tessera's image as the chart names it by default: the chart's appVersion.
 TESSERA_IMAGE=docker.io/library/tessera:$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$REPO/deploy/helm/tessera/Chart.yaml")
+
+# The tier's own images carry a tag other than latest, so a pod that names
+# one without an imagePullPolicy gets IfNotPresent (Kubernetes' default for
+# any other tag; latest means Always, which no registry here could answer).
+E2E_PAUSE_IMAGE=localhost/tessera-e2e/pause:e2e
+E2E_SHELL_IMAGE=localhost/tessera-e2e/shell:e2e
 
 # image_args: the build under test's files, as deploy/image/build.sh takes them.
 image_args() {
@@ -32,7 +38,7 @@ images_build() {
   image_args
 
   # The pause image, rebuilt when its source changes.
-  stamp=$(sha256sum "$REPO/tests/e2e/images/pause.c" | cut -c1-12)
+  stamp=$(cat "$REPO/tests/e2e/images/pause.c" <(echo "$E2E_PAUSE_IMAGE") | sha256sum | cut -c1-12)
   local pause=$cache/pause-$stamp.oci.tar
   if [[ ! -f $pause ]]; then
     work=$(mktemp -d)
@@ -40,15 +46,15 @@ images_build() {
     gcc -static -O2 -Wall -Werror -o "$work/root/pause" "$REPO/tests/e2e/images/pause.c" ||
       die "cannot build the pause image's program (gcc -static)"
     tar --numeric-owner -C "$work/root" -cf "$work/layer.tar" .
-    python3 "$REPO/deploy/image/oci_image.py" --name localhost/tessera-e2e/pause:latest --layer "$work/layer.tar" \
+    python3 "$REPO/deploy/image/oci_image.py" --name "$E2E_PAUSE_IMAGE" --layer "$work/layer.tar" \
       --entrypoint '["/pause"]' --output "$pause" >/dev/null
     rm -rf "$work"
   fi
 
   local base shell
   base=$("$REPO/deploy/image/build.sh" --base-only "${args[@]}")
-  shell=$cache/shell-$(basename "$base" .tar).oci.tar
-  [[ -f $shell ]] || python3 "$REPO/deploy/image/oci_image.py" --name localhost/tessera-e2e/shell:latest \
+  shell=$cache/shell-${E2E_SHELL_IMAGE##*:}-$(basename "$base" .tar).oci.tar
+  [[ -f $shell ]] || python3 "$REPO/deploy/image/oci_image.py" --name "$E2E_SHELL_IMAGE" \
     --layer "$base" --cmd '["/bin/sh"]' --output "$shell" >/dev/null
   "$REPO/deploy/image/build.sh" "${args[@]}" --name "$TESSERA_IMAGE" \
     --output "$E2E_STATE/images/tessera.oci.tar"

@@ -80,7 +80,8 @@ expect_allocatable() {  # expect_allocatable SECONDS RESOURCE COUNT
 }
 
 # pod NAME RESOURCE COUNT [NAMESPACE]: a pod on NODE that holds COUNT of
-# RESOURCE and sleeps, on the pod network, in the shell image.
+# RESOURCE and sleeps, on the pod network, in the shell image, named as a
+# user would (no imagePullPolicy: the tag is not latest, so IfNotPresent).
 pod() {
   cat <<EOF
 apiVersion: v1
@@ -92,8 +93,7 @@ spec:
   terminationGracePeriodSeconds: 1
   containers:
   - name: cuda
-    image: localhost/tessera-e2e/shell:latest
-    imagePullPolicy: Never
+    image: $E2E_SHELL_IMAGE
     command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
     resources: {limits: {$2: $3}}
 EOF

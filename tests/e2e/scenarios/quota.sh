@@ -33,7 +33,7 @@ spec:
   terminationGracePeriodSeconds: 1
   containers:
   - name: cuda
-    image: localhost/tessera-e2e/shell:latest
+    image: $E2E_SHELL_IMAGE
     imagePullPolicy: Never
     command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
     env:
