@@ -158,7 +158,7 @@ int run_create(const SimArgs& a) {
 int run_process(const SimArgs& a, bool end) {
   nlohmann::json req = {{"op", end ? "end-process" : "process"}, {"dir", a.dir}, {"pid", a.pid}};
   if (!end) {
-    auto bytes = parse_bytes(a.memory);
+    auto bytes = parse_size(a.memory);
     if (!bytes) {
       std::cerr << "tessera sim process: --memory: " << bytes.error().message << '\n';
       return kExitUsage;

@@ -92,7 +92,7 @@ std::optional<ServiceSpec> parse_service(const YamlNode& node, Diagnostics& diag
       has_memory = true;
       auto text = v.as_string(diags);
       if (!text) continue;
-      auto bytes = parse_bytes(*text);
+      auto bytes = parse_size(*text);
       if (!bytes) {
         diags.error(v.where(), v.path(), bytes.error().message);
       } else if (*bytes == 0 || *bytes > kMaxServiceMemory) {

@@ -43,6 +43,20 @@ Result<uint64_t> parse_bytes(std::string_view text) {
   return static_cast<uint64_t>(std::llround(bytes));
 }
 
+Result<uint64_t> parse_size(std::string_view text) {
+  auto bytes = parse_bytes(text);
+  if (!bytes) return bytes;
+  std::string_view s = text;
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  if (*bytes != 0 && !s.empty() && (std::isdigit(static_cast<unsigned char>(s.back())) || s.back() == '.')) {
+    std::string number(s);
+    while (!number.empty() && std::isspace(static_cast<unsigned char>(number.front()))) number.erase(0, 1);
+    return fail(Errc::invalid_argument, quote(text) + " has no unit: write " + number + "GiB, " + number + "MiB or " +
+                                            number + "B (a bare number would be " + number + " bytes)");
+  }
+  return bytes;
+}
+
 std::string format_bytes(uint64_t bytes) {
   char buf[64];
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

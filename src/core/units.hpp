@@ -13,6 +13,12 @@ namespace tessera {
 // a bare number is bytes. Rejects negatives, overflow and trailing junk.
 [[nodiscard]] Result<uint64_t> parse_bytes(std::string_view text);
 
+// parse_bytes, where a person writes the size by hand (a plan spec's service
+// memory, `sim process --memory`): a bare number is refused, since "40" there
+// is nearly always 40 GiB meant and 40 bytes read. "40B" is bytes; 0 needs
+// no unit.
+[[nodiscard]] Result<uint64_t> parse_size(std::string_view text);
+
 // 85899345920 -> "80 GiB", 1536 MiB -> "1.5 GiB".
 std::string format_bytes(uint64_t bytes);
 

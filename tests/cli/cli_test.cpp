@@ -47,6 +47,17 @@ TEST(Cli, SimTakesTheTypedDirOverTessera_Sim) {
   EXPECT_NE(r.err.find("dir (or TESSERA_SIM) is required"), std::string::npos) << r.err;
 }
 
+// `sim process --memory 10` is refused: it would hold 10 bytes.
+TEST(Cli, SimProcessMemoryNeedsAUnit) {
+  testing::TempDir dir;
+  const std::string node = dir.path() + "/node";
+  ASSERT_EQ(run({kBin, "sim", "create", node, "--gpu", "A100-80GB"}).exit_code, 0);
+  auto r = run({kBin, "sim", "process", node, "--pid", "4242", "--memory", "10", "--gpu", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--memory: '10' has no unit: write 10GiB, 10MiB or 10B"), std::string::npos) << r.err;
+  EXPECT_EQ(run({kBin, "sim", "process", node, "--pid", "4242", "--memory", "10GiB", "--gpu", "0"}).exit_code, 0);
+}
+
 TEST(Cli, VersionNeedsNoCommand) {
   auto r = run({kBin, "--version"});
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -54,6 +54,9 @@ const BadCase kBad[] = {
     {"negative memory", kFleet + "  - {name: a, memory: -2GiB}\n",
      "fleet.yaml:4:23: error: services[0].memory: '-2GiB' is not a byte size: it is negative (examples: 14GiB, "
      "32.5GiB, 512MiB, 80GB)"},
+    {"a bare number", kFleet + "  - {name: a, memory: 40}\n",
+     "fleet.yaml:4:23: error: services[0].memory: '40' has no unit: write 40GiB, 40MiB or 40B (a bare number would be "
+     "40 bytes)"},
     {"zero memory", kFleet + "  - {name: a, memory: 0}\n",
      "fleet.yaml:4:23: error: services[0].memory: '0' is out of range (allowed: above 0 to 64 TiB)"},
     {"absurd memory", kFleet + "  - {name: a, memory: 100TiB}\n",
