@@ -134,6 +134,10 @@ nlohmann::json placement_json(const Placement& p) { return {{"start", p.start}, 
 nlohmann::json to_json(const nvml::Inventory& inv) {
   auto gpus = nlohmann::json::array();
   for (const auto& g : inv.gpus) {
+    if (!g.error.empty()) {  // a GPU that cannot be read: its index and why
+      gpus.push_back({{"index", g.index}, {"error", g.error}});
+      continue;
+    }
     auto gis = nlohmann::json::array();
     for (const auto& gi : g.gpu_instances) {
       auto cis = nlohmann::json::array();
@@ -179,9 +183,14 @@ void print_table(const nvml::Inventory& inv, std::ostream& out) {
       << counted(inv.gpus.size(), "GPU") << '\n';
   Table gpus({"GPU", "MODEL", "UUID", "PCI", "MEMORY", "USED", "MIG", "MIG-PENDING"});
   for (const auto& g : inv.gpus)
-    gpus.add({std::to_string(g.index), g.model.empty() ? g.name : g.model, g.uuid, g.pci.bus_id,
-              format_bytes(g.memory.total), format_bytes(g.memory.used), on_off(g.mig.current), on_off(g.mig.pending)});
+    if (g.error.empty())
+      gpus.add({std::to_string(g.index), g.model.empty() ? g.name : g.model, g.uuid, g.pci.bus_id,
+                format_bytes(g.memory.total), format_bytes(g.memory.used), on_off(g.mig.current), on_off(g.mig.pending)});
+    else
+      gpus.add({std::to_string(g.index), "UNREADABLE", "-", "-", "-", "-", "-", "-"});
   gpus.print(out);
+  for (const auto& g : inv.gpus)
+    if (!g.error.empty()) out << "GPU " << g.index << ": cannot be read: " << g.error << '\n';
   for (const auto& g : inv.gpus)
     for (const auto& note : g.notes) out << "GPU " << g.index << ": not readable: " << note << '\n';
   bool any = false;
@@ -251,11 +260,19 @@ int run_inventory(const InventoryArgs& args) {
     std::cerr << "tessera inventory: " << session.error().message << '\n';
     return kExitInvalid;
   }
-  auto inv = nvml::collect_inventory(*session);
+  // Every GPU that answers, and the ones that do not named with their error:
+  // the moment a GPU falls off the bus is when this command is run.
+  auto inv = nvml::collect_inventory(*session, {.each_gpu = true});
   if (!inv) {
     std::cerr << "tessera inventory: " << inv.error().message() << '\n';
     return kExitInvalid;
   }
+  int status = kExitOk;
+  for (const auto& g : inv->gpus)
+    if (!g.error.empty()) {
+      std::cerr << "tessera inventory: GPU " << g.index << " cannot be read: " << g.error << '\n';
+      status = kExitInvalid;
+    }
   std::vector<Share> shares;
   if (!args.ledger_root.empty()) {
     if (!std::filesystem::is_directory(args.ledger_root)) {
@@ -267,14 +284,15 @@ int run_inventory(const InventoryArgs& args) {
   if (args.json) {
     auto j = to_json(*inv);
     if (args.profiles)
-      for (auto& g : j["gpus"]) g["profiles"] = profiles_json(*session, g["index"].get<uint32_t>());
+      for (auto& g : j["gpus"])
+        if (!g.contains("error")) g["profiles"] = profiles_json(*session, g["index"].get<uint32_t>());
     if (!args.ledger_root.empty()) j["shares"] = shares_json(shares);
     std::cout << j.dump(2) << '\n';
   } else {
     print_table(*inv, std::cout);
     if (!args.ledger_root.empty()) print_shares(shares, std::cout);
   }
-  return kExitOk;
+  return status;
 }
 
 }  // namespace

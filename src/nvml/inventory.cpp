@@ -113,7 +113,7 @@ Result<void> collect_mig_devices(const Device& gpu, GpuRecord& rec) {
 
 }  // namespace
 
-Result<Inventory> collect_inventory(const Session& session) {
+Result<Inventory> collect_inventory(const Session& session, InventoryOptions options) {
   Inventory inv;
   auto driver = session.driver_version();
   if (!driver) return unexpected<Error>(driver.error());
@@ -124,9 +124,15 @@ Result<Inventory> collect_inventory(const Session& session) {
   if (!count) return unexpected<Error>(count.error());
   for (uint32_t i = 0; i < *count; ++i) {
     auto gpu = session.device(i);
-    if (!gpu) return unexpected<Error>(gpu.error());
-    auto rec = collect_gpu(*gpu, i);
-    if (!rec) return unexpected<Error>(rec.error());
+    auto rec = gpu ? collect_gpu(*gpu, i) : Result<GpuRecord>(unexpected<Error>(gpu.error()));
+    if (!rec) {
+      if (!options.each_gpu) return unexpected<Error>(rec.error());
+      GpuRecord lost;
+      lost.index = i;
+      lost.error = rec.error().message();
+      inv.gpus.push_back(std::move(lost));
+      continue;
+    }
     inv.gpus.push_back(std::move(*rec));
   }
   return inv;

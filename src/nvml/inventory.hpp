@@ -47,6 +47,9 @@ struct GpuRecord {
   // the aggregate memory of a MIG-mode GPU, or its instances, for non-root
   // users); the rest of the record is still right.
   std::vector<std::string> notes;
+  // With InventoryOptions::each_gpu: why the GPU could not be read at all
+  // (NVML_ERROR_GPU_IS_LOST after it fell off the bus); only `index` is set.
+  std::string error;
 };
 
 struct Inventory {
@@ -55,6 +58,13 @@ struct Inventory {
   std::vector<GpuRecord> gpus;
 };
 
-[[nodiscard]] Result<Inventory> collect_inventory(const Session& session);
+struct InventoryOptions {
+  // A GPU that cannot be read is recorded with its error (GpuRecord::error)
+  // and the others still read, for a person looking at a failing node. Off:
+  // the first such error is the result, for what acts on the inventory.
+  bool each_gpu = false;
+};
+
+[[nodiscard]] Result<Inventory> collect_inventory(const Session& session, InventoryOptions options = {});
 
 }  // namespace tessera::nvml

@@ -210,5 +210,25 @@ TEST(SimCli, RefusesBadInput) {
   EXPECT_EQ(nlohmann::json::parse(show.out)["gpus"].size(), 1u);
 }
 
+// One GPU fell off the bus (XID 79, then GPU_IS_LOST): the inventory still shows the others,
+// names the lost one and why, and exits 1.
+TEST(InventoryCli, AGpuThatFellOffTheBusIsNamedAndTheOthersShown) {
+  SimNode node("A100-80GB", 2);
+  ASSERT_EQ(run({kBin, "sim", "event", node.dir(), "--gpu", "1", "--lost"}).exit_code, 0);
+  auto table = run({kBin, "inventory", "--sim", node.dir()});
+  EXPECT_EQ(table.exit_code, 1);
+  EXPECT_NE(table.err.find("tessera inventory: GPU 1 cannot be read: "), std::string::npos) << table.err;
+  EXPECT_NE(table.err.find("GPU_IS_LOST"), std::string::npos) << table.err;
+  EXPECT_NE(table.out.find("A100-SXM4-80GB"), std::string::npos) << table.out;  // GPU 0's row
+  EXPECT_NE(table.out.find("UNREADABLE"), std::string::npos) << table.out;
+  auto json = run({kBin, "inventory", "--sim", node.dir(), "--json"});
+  EXPECT_EQ(json.exit_code, 1);
+  auto j = nlohmann::json::parse(json.out);
+  ASSERT_EQ(j["gpus"].size(), 2u);
+  EXPECT_TRUE(j["gpus"][0]["uuid"].get<std::string>().starts_with("GPU-"));
+  EXPECT_EQ(j["gpus"][1]["index"], 1);
+  EXPECT_NE(j["gpus"][1]["error"].get<std::string>().find("GPU_IS_LOST"), std::string::npos) << json.out;
+}
+
 }  // namespace
 }  // namespace tessera
