@@ -67,8 +67,12 @@ class SliceMap {
 
   // Whether a new instance of `p` at `start` is allowed now. The hardware's
   // rules: a start the profile may take, free memory slices, enough compute
-  // slices left, the profile's and the GPU's instance limits.
+  // slices left, the profile's and the GPU's instance limits, and the GPU's
+  // optical-flow engine, held whole by the instance of a media-engine
+  // profile (MIG User Guide, "Supported MIG Profiles": one OFA per GPU, so an
+  // A30's 1g.6gb+me and 2g.12gb+me never run together).
   bool fits(const hw::GiProfile& p, uint32_t start) const {
+    if (ofas_used_ + p.engines.ofas > whole_gpu_ofas()) return false;
     bool allowed = std::any_of(p.placements.begin(), p.placements.end(),
                                [&](const Placement& pl) { return pl.start == start; });
     if (!allowed || start + p.memory_slices > taken_.size()) return false;
@@ -92,11 +96,22 @@ class SliceMap {
     compute_used_ += p.slices;
     ++instances_;
     ++count_[p.profile_id];
+    ofas_used_ += p.engines.ofas;
   }
 
  private:
+  // The GPU's optical-flow engines: what the instance spanning all of its
+  // compute slices holds (the whole GPU has them all).
+  uint32_t whole_gpu_ofas() const {
+    uint32_t total = 0;
+    for (const auto& q : model_.profiles)
+      if (q.slices == model_.compute_slices) total = std::max(total, q.engines.ofas);
+    return total;
+  }
+
   const hw::Gpu& model_;
   std::vector<bool> taken_;
+  uint32_t ofas_used_ = 0;
   uint32_t compute_used_ = 0;
   uint32_t instances_ = 0;
   std::map<uint32_t, uint32_t> count_;

@@ -78,6 +78,9 @@ std::vector<Case> a30_cases() {
       {m, "four 1g", {{k1Slice, 0, 1, OK_}, {k1Slice, 1, 1, OK_}, {k1Slice, 2, 1, OK_}, {k1Slice, 3, 1, OK_}, {k1Slice, 4, 1, BAD}}},
       {m, "one media-engine 1g", {{k1SliceMe, 0, 1, OK_}, {k1SliceMe, 1, 1, FULL}}},
       {m, "one media-engine 2g", {{k2SliceMe, 0, 2, OK_}, {k2SliceMe, 2, 2, FULL}, {k2Slice, 2, 2, OK_}}},
+      // One JPEG and one OFA engine in all: a media-engine 1g and 2g never together.
+      {m, "one media-engine instance of any size", {{k1SliceMe, 0, 1, OK_}, {k2SliceMe, 2, 2, FULL}, {k1Slice, 1, 1, OK_}}},
+      {m, "the media-engine 2g first", {{k2SliceMe, 2, 2, OK_}, {k1SliceMe, 0, 1, FULL}, {k2Slice, 0, 2, OK_}}},
       {m, "no 3g on A30", {{k3Slice, 0, 4, NVML_ERROR_NOT_SUPPORTED}}},
   };
 }
