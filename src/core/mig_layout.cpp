@@ -2,7 +2,6 @@
 #include "core/text.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <numeric>
 
 namespace tessera {
@@ -20,16 +19,9 @@ struct Occupancy {
   explicit Occupancy(const GpuModel& model) : per_profile(model.profiles.size(), 0), total(engine_totals(model)) {}
 
   static bool fits(const Engines& held, const Engines& more, const Engines& total) {
-    for (auto kind : {&Engines::copy, &Engines::decoders, &Engines::encoders, &Engines::jpegs, &Engines::ofas})
+    for (auto kind : kEngineKinds)
       if (uint64_t{held.*kind} + more.*kind > total.*kind) return false;
     return true;
-  }
-  static void add_to(Engines& held, const Engines& more, int sign) {
-    held.copy += static_cast<uint32_t>(sign) * more.copy;
-    held.decoders += static_cast<uint32_t>(sign) * more.decoders;
-    held.encoders += static_cast<uint32_t>(sign) * more.encoders;
-    held.jpegs += static_cast<uint32_t>(sign) * more.jpegs;
-    held.ofas += static_cast<uint32_t>(sign) * more.ofas;
   }
 
   static uint64_t mask(uint32_t start, uint32_t size) {
@@ -51,7 +43,7 @@ struct Occupancy {
     compute_slices += p.slices;
     ++instances;
     ++per_profile[profile];
-    add_to(engines, p.engines, 1);
+    for (auto kind : kEngineKinds) engines.*kind += p.engines.*kind;
   }
   void remove(const GpuModel& model, uint32_t profile, uint32_t start) {
     const auto& p = model.profiles[profile];
@@ -59,7 +51,7 @@ struct Occupancy {
     compute_slices -= p.slices;
     --instances;
     --per_profile[profile];
-    add_to(engines, p.engines, -1);
+    for (auto kind : kEngineKinds) engines.*kind -= p.engines.*kind;
   }
 };
 
@@ -111,7 +103,7 @@ std::string engines_text(const Engines& e, const Engines& total) {
   std::string out;
   for (const auto& [name, kind] : {std::pair{"copy", &Engines::copy}, {"decoder", &Engines::decoders},
                                    {"encoder", &Engines::encoders}, {"JPEG", &Engines::jpegs}, {"OFA", &Engines::ofas}})
-    if (total.*kind != std::numeric_limits<uint32_t>::max())
+    if (total.*kind != kUncountedEngines)
       out += (out.empty() ? "" : ", ") + std::to_string(e.*kind) + " " + name;
   return out;
 }
@@ -119,20 +111,19 @@ std::string engines_text(const Engines& e, const Engines& total) {
 }  // namespace
 
 Engines engine_totals(const GpuModel& model) {
-  constexpr uint32_t kAny = std::numeric_limits<uint32_t>::max();
   const GpuInstanceProfile* whole = nullptr;
   for (const auto& p : model.profiles)
     if (p.slices == model.compute_slices && p.memory_slices == model.memory_slices && !is_media_variant(p)) whole = &p;
-  if (!whole) return {kAny, kAny, kAny, kAny, kAny};
-  // A kind counts where the whole GPU's profile holds at least as many as any
-  // other profile: a smaller figure there is a gap in the sources.
-  auto total = [&](uint32_t Engines::*kind) {
-    for (const auto& p : model.profiles)
-      if (p.engines.*kind > whole->engines.*kind) return kAny;
-    return whole->engines.*kind;
-  };
-  return {total(&Engines::copy), total(&Engines::decoders), total(&Engines::encoders), total(&Engines::jpegs),
-          total(&Engines::ofas)};
+  Engines totals;
+  for (auto kind : kEngineKinds) {
+    // A kind counts where the whole GPU's profile holds at least as many as
+    // any other profile: a smaller figure there is a gap in the sources.
+    const bool gap = !whole || std::any_of(model.profiles.begin(), model.profiles.end(), [&](const GpuInstanceProfile& p) {
+                       return p.engines.*kind > whole->engines.*kind;
+                     });
+    totals.*kind = gap ? kUncountedEngines : whole->engines.*kind;
+  }
+  return totals;
 }
 
 bool is_media_variant(const GpuInstanceProfile& profile) {
@@ -212,7 +203,7 @@ Result<MigLayout> place_counts(const GpuModel& model, const ProfileCounts& count
     Engines engines;
     for (uint32_t w : wanted) {
       slices += model.profiles[w].slices;
-      Occupancy::add_to(engines, model.profiles[w].engines, 1);
+      for (auto kind : kEngineKinds) engines.*kind += model.profiles[w].engines.*kind;
     }
     const Engines total = engine_totals(model);
     std::string detail = slices > model.compute_slices

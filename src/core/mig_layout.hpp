@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <span>
@@ -33,10 +34,16 @@ using MigLayout = std::vector<PlacedInstance>;
 // Profile name -> number of instances, as in a mig-parted `mig-devices` map.
 using ProfileCounts = std::map<std::string, uint32_t>;
 
+// Every kind of engine, as a member of Engines.
+inline constexpr uint32_t Engines::*kEngineKinds[] = {&Engines::copy, &Engines::decoders, &Engines::encoders,
+                                                      &Engines::jpegs, &Engines::ofas};
+// The total engine_totals gives a kind it does not count.
+inline constexpr uint32_t kUncountedEngines = std::numeric_limits<uint32_t>::max();
+
 // The engines of the whole GPU: each kind's count in the profile spanning it
 // (7g.80gb), which holds every engine. A kind some other profile holds more
 // of (a gap in the sources, as for B200's larger profiles) is not counted:
-// UINT32_MAX, as is every kind of a model without such a profile.
+// kUncountedEngines, as is every kind of a model without such a profile.
 Engines engine_totals(const GpuModel& model);
 
 // Ok when the instances fit one GPU of `model` together; otherwise an error

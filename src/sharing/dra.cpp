@@ -22,7 +22,7 @@ std::vector<Counter> engine_counters(const Engines& e, const Engines& totals) {
   for (const auto& [name, kind] : {std::pair{"copy-engines", &Engines::copy}, {"decoders", &Engines::decoders},
                                    {"encoders", &Engines::encoders}, {"jpeg-engines", &Engines::jpegs},
                                    {"ofa-engines", &Engines::ofas}})
-    if (e.*kind > 0 && totals.*kind != std::numeric_limits<uint32_t>::max()) out.push_back({name, e.*kind});
+    if (e.*kind > 0 && totals.*kind != kUncountedEngines) out.push_back({name, e.*kind});
   return out;
 }
 std::string profile_counter(const GpuInstanceProfile& p) { return "profile-" + profile_token(p.name); }
@@ -89,7 +89,8 @@ std::vector<Counter> whole_consumption(const GpuModel& m) {
   std::vector<Counter> out;
   for (uint32_t i = 0; i < m.memory_slices; ++i) out.push_back({memory_slice(i), 1});
   out.push_back({kComputeCounter, m.compute_slices});
-  for (auto& c : engine_counters(engine_totals(m), engine_totals(m))) out.push_back(std::move(c));
+  const Engines totals = engine_totals(m);
+  for (auto& c : engine_counters(totals, totals)) out.push_back(std::move(c));
   return out;
 }
 
@@ -153,7 +154,8 @@ std::optional<CounterSet> counter_set(const Gpu& gpu, const Taken& fixed) {
   for (uint32_t i = 0; i < m.memory_slices; ++i) set.counters.push_back({memory_slice(i), 1});
   set.counters.push_back({kComputeCounter, m.compute_slices});
   set.counters.push_back({kInstancesCounter, m.max_instances});
-  for (auto& c : engine_counters(engine_totals(m), engine_totals(m))) set.counters.push_back(std::move(c));
+  const Engines totals = engine_totals(m);
+  for (auto& c : engine_counters(totals, totals)) set.counters.push_back(std::move(c));
   for (const auto& p : m.profiles)
     if (own_limit_binds(m, p)) set.counters.push_back({profile_counter(p), p.max_count});
   for (const auto& f : fixed)
