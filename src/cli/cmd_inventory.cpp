@@ -188,9 +188,7 @@ void print_table(const nvml::Inventory& inv, std::ostream& out) {
                 format_bytes(g.memory.total), format_bytes(g.memory.used), on_off(g.mig.current), on_off(g.mig.pending)});
     else
       gpus.add({std::to_string(g.index), "UNREADABLE", "-", "-", "-", "-", "-", "-"});
-  gpus.print(out);
-  for (const auto& g : inv.gpus)
-    if (!g.error.empty()) out << "GPU " << g.index << ": cannot be read: " << g.error << '\n';
+  gpus.print(out);  // why a GPU is UNREADABLE: run_inventory says it on stderr
   for (const auto& g : inv.gpus)
     for (const auto& note : g.notes) out << "GPU " << g.index << ": not readable: " << note << '\n';
   bool any = false;

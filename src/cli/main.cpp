@@ -11,6 +11,7 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "core/catalog.hpp"
+#include "core/text.hpp"
 
 namespace {
 
@@ -85,9 +86,7 @@ int main(int argc, char** argv) {
       args.erase(args.begin() + at);  // `help mig` is `mig --help`; `help` alone, `--help`
       args.push_back(help_flag);
     } else if (std::find(names.begin(), names.end(), word) == names.end()) {
-      std::string hint;
-      for (const auto& n : tessera::nearest(word, names, 3)) hint += (hint.empty() ? "" : ", ") + n;
-      std::cerr << "tessera: unknown command '" << word << "' (nearest: " << hint
+      std::cerr << "tessera: unknown command '" << word << "' (nearest: " << tessera::join(tessera::nearest(word, names, 3))
                 << "); run `tessera --help` for the list\n";
       return tessera::cli::kExitUsage;
     }
