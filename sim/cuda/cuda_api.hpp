@@ -49,6 +49,9 @@ typedef struct CUmod_st* CUmodule;                     // opaque
 typedef struct CUgraph_st* CUgraph;                    // opaque
 typedef struct CUgraphNode_st* CUgraphNode;            // opaque
 typedef struct CUgraphExec_st* CUgraphExec;            // opaque
+typedef struct CUlib_st* CUlibrary;                    // opaque
+typedef struct CUkern_st* CUkernel;                    // opaque
+typedef int CUlibraryOption;                           // [CH] CUlibraryOption (an enum); not modelled
 typedef int CUjit_option;                              // [CH] CUjit_option (an enum); options are not modelled
 
 // [CH] the two special stream handles besides NULL (0).
@@ -141,6 +144,16 @@ enum CUmemAllocationGranularity_flags : int {
 struct CUmemLocation {
   CUmemLocationType type;
   int id;
+};
+// [CH] CUmemAccess_flags and CUmemAccessDesc (cuMemSetAccess).
+enum CUmemAccess_flags : int {
+  CU_MEM_ACCESS_FLAGS_PROT_NONE = 0x0,
+  CU_MEM_ACCESS_FLAGS_PROT_READ = 0x1,
+  CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3,
+};
+struct CUmemAccessDesc {
+  CUmemLocation location;
+  CUmemAccess_flags flags;
 };
 struct CUmemAllocationProp {
   CUmemAllocationType type;
@@ -476,6 +489,12 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, std::size_t size);                   
 CUresult cuMemMap(CUdeviceptr ptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags);                                      // 10020
 CUresult cuMemUnmap(CUdeviceptr ptr, std::size_t size);                           // 10020
+CUresult cuMemSetAccess(CUdeviceptr ptr, std::size_t size, const CUmemAccessDesc* desc, std::size_t count);  // 10020
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr);  // 11000
+CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType, unsigned long long flags);  // 10020
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
+                                        CUmemAllocationHandleType shHandleType);  // 10020
 
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev);         // 11020
 CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev);                    // 11020
@@ -503,6 +522,14 @@ CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int nu
                             void** optionValues);                          // 2010
 CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin);    // 2000
 CUresult cuModuleUnload(CUmodule hmod);                                    // 2000
+CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions, void** jitOptionsValues,
+                           unsigned int numJitOptions, CUlibraryOption* libraryOptions, void** libraryOptionValues,
+                           unsigned int numLibraryOptions);  // 12000
+CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* fileName, CUjit_option* jitOptions,
+                               void** jitOptionsValues, unsigned int numJitOptions, CUlibraryOption* libraryOptions,
+                               void** libraryOptionValues, unsigned int numLibraryOptions);  // 12000
+CUresult cuLibraryUnload(CUlibrary library);  // 12000
+CUresult cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library, const char* name);  // 12000
 CUresult cuStreamCreate(CUstream* phStream, unsigned int Flags);           // 2000
 CUresult cuStreamDestroy(CUstream hStream);                                // 2000
 CUresult cuStreamDestroy_v2(CUstream hStream);                             // 4000
@@ -563,5 +590,5 @@ inline constexpr int kSimDriverVersion = 13000;
 // The layouts above, as [CH] gives them on LP64 Linux.
 static_assert(sizeof(CUDA_ARRAY_DESCRIPTOR) == 24 && sizeof(CUDA_ARRAY_DESCRIPTOR_v1) == 16);
 static_assert(sizeof(CUDA_ARRAY3D_DESCRIPTOR) == 40 && sizeof(CUDA_ARRAY3D_DESCRIPTOR_v1) == 24);
-static_assert(sizeof(CUmemAllocationProp) == 32 && sizeof(CUmemPoolProps) == 88);
+static_assert(sizeof(CUmemAllocationProp) == 32 && sizeof(CUmemPoolProps) == 88 && sizeof(CUmemAccessDesc) == 12);
 static_assert(sizeof(CUDA_MEM_ALLOC_NODE_PARAMS) == 120 && sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS) == 32);

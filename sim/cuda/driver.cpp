@@ -3,7 +3,9 @@
 #include "calls.hpp"
 
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -475,29 +477,41 @@ CUresult Driver::synchronize() {
 
 // ---- virtual memory management
 
-CUresult Driver::vmm_create(CUdevice dev, bool device_memory, std::uint64_t bytes, CUmemGenericAllocationHandle& out) {
+CUresult Driver::vmm_create(CUdevice dev, bool device_memory, std::uint64_t bytes, int handle_types,
+                            CUmemGenericAllocationHandle& out) {
   if (device_memory)
     if (CUresult r = charge(dev, static_cast<std::int64_t>(bytes), nullptr); r != CUDA_SUCCESS) return r;
+  const std::uint64_t id = next_physical_++;
+  physical_[id] = Physical{dev, device_memory, bytes, handle_types, 1, 0};
   out = next_handle_++;  // never reused
-  physical_[out] = Physical{dev, device_memory, bytes, false, 0};
+  handles_[out] = HandleRef{id, 1};
   return CUDA_SUCCESS;
 }
 
-// [CH] cuMemRelease / cuMemUnmap: the memory is freed when the handle is
-// released and no mapping of it is left.
-CUresult Driver::physical_maybe_free(std::map<CUmemGenericAllocationHandle, Physical>::iterator it) {
-  if (!it->second.released || it->second.mappings != 0) return CUDA_SUCCESS;
-  Physical ph = it->second;
+HandleRef* Driver::live_handle(CUmemGenericAllocationHandle h) {
+  auto it = handles_.find(h);
+  return it == handles_.end() || it->second.refs == 0 ? nullptr : &it->second;
+}
+
+// [CH] cuMemRelease / cuMemUnmap: the memory is freed when every reference to
+// it is released and no mapping of it is left; its handles go with it.
+CUresult Driver::physical_maybe_free(std::uint64_t id) {
+  auto it = physical_.find(id);
+  if (it == physical_.end() || it->second.refs != 0 || it->second.mappings != 0) return CUDA_SUCCESS;
+  const Physical ph = it->second;
   physical_.erase(it);
+  std::erase_if(handles_, [&](const auto& h) { return h.second.physical == id; });
   if (!ph.device_memory) return CUDA_SUCCESS;
   return charge(ph.device, -static_cast<std::int64_t>(ph.bytes), nullptr);
 }
 
 CUresult Driver::vmm_release(CUmemGenericAllocationHandle h) {
-  auto it = physical_.find(h);
-  if (it == physical_.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;  // sim ([CH]: undefined)
-  it->second.released = true;
-  return physical_maybe_free(it);
+  HandleRef* ref = live_handle(h);
+  if (!ref) return CUDA_ERROR_INVALID_VALUE;  // sim ([CH]: undefined)
+  --ref->refs;
+  const std::uint64_t id = ref->physical;
+  --physical_[id].refs;
+  return physical_maybe_free(id);
 }
 
 CUresult Driver::vmm_reserve(std::uint64_t size, std::uint64_t alignment, CUdeviceptr& out) {
@@ -520,8 +534,9 @@ CUresult Driver::vmm_address_free(CUdeviceptr p, std::uint64_t size) {
 }
 
 CUresult Driver::vmm_map(CUdeviceptr p, std::uint64_t size, CUmemGenericAllocationHandle h) {
-  auto ph = physical_.find(h);
-  if (ph == physical_.end() || ph->second.released) return CUDA_ERROR_INVALID_VALUE;
+  const HandleRef* ref = live_handle(h);
+  if (!ref) return CUDA_ERROR_INVALID_VALUE;
+  auto ph = physical_.find(ref->physical);
   if (size > ph->second.bytes) return CUDA_ERROR_INVALID_VALUE;  // [CH] offset + size within the allocation
   // [CH] the range must lie in one reservation and not be mapped already.
   auto r = reservations_.upper_bound(p);
@@ -534,7 +549,7 @@ CUresult Driver::vmm_map(CUdeviceptr p, std::uint64_t size, CUmemGenericAllocati
     auto prev = std::prev(next);
     if (prev->first + prev->second.size > p) return CUDA_ERROR_INVALID_VALUE;
   }
-  mappings_[p] = Mapping{size, h};
+  mappings_[p] = Mapping{size, h, 0};
   ++ph->second.mappings;
   return CUDA_SUCCESS;
 }
@@ -554,13 +569,98 @@ CUresult Driver::vmm_unmap(CUdeviceptr p, std::uint64_t size) {
   }
   CUresult result = CUDA_SUCCESS;
   for (auto m = first; m != it;) {
-    auto ph = physical_.find(m->second.handle);
+    auto h = handles_.find(m->second.handle);
     m = mappings_.erase(m);
-    if (ph == physical_.end()) continue;
-    --ph->second.mappings;
-    if (CUresult r = physical_maybe_free(ph); r != CUDA_SUCCESS) result = r;
+    if (h == handles_.end()) continue;
+    const std::uint64_t id = h->second.physical;
+    --physical_[id].mappings;
+    if (CUresult r = physical_maybe_free(id); r != CUDA_SUCCESS) result = r;
   }
   return result;
+}
+
+// [CH] cuMemSetAccess: the range must be mapped, every byte of it; each
+// descriptor names a device location and PROT_NONE, PROT_READ or
+// PROT_READWRITE. sim: the range is one or more whole adjacent mappings.
+CUresult Driver::vmm_set_access(CUdeviceptr p, std::uint64_t size, const CUmemAccessDesc* desc, std::size_t count) {
+  if (!desc || count == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  int flags = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    const int id = desc[i].location.id;
+    if (id < 0 || static_cast<std::size_t>(id) >= devices.size()) return CUDA_ERROR_INVALID_DEVICE;
+    const int f = desc[i].flags;
+    if (f != CU_MEM_ACCESS_FLAGS_PROT_NONE && f != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+        f != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+      return CUDA_ERROR_INVALID_VALUE;
+    flags |= f;
+  }
+  auto it = mappings_.upper_bound(p);
+  if (it == mappings_.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  if (it->first != p) return CUDA_ERROR_INVALID_VALUE;
+  const CUdeviceptr end = p + size;
+  std::vector<Mapping*> covered;
+  for (CUdeviceptr at = p; at < end; ++it) {
+    if (it == mappings_.end() || it->first != at || it->second.size > end - at) return CUDA_ERROR_INVALID_VALUE;
+    covered.push_back(&it->second);
+    at += it->second.size;
+  }
+  for (Mapping* m : covered) m->access = flags;
+  return CUDA_SUCCESS;
+}
+
+// [CH] cuMemRetainAllocationHandle: any address inside a mapping gives the
+// handle used to map it, with one more reference to release.
+CUresult Driver::vmm_retain(CUdeviceptr addr, CUmemGenericAllocationHandle& out) {
+  auto it = mappings_.upper_bound(addr);
+  if (it == mappings_.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  if (addr - it->first >= it->second.size) return CUDA_ERROR_INVALID_VALUE;
+  auto h = handles_.find(it->second.handle);
+  if (h == handles_.end()) return CUDA_ERROR_INVALID_VALUE;
+  ++h->second.refs;
+  ++physical_[h->second.physical].refs;
+  out = h->first;
+  return CUDA_SUCCESS;
+}
+
+// [CH] cuMemExportToShareableHandle: only a handle type the allocation asked
+// for at creation. sim: POSIX file descriptors only, and an import only in the
+// exporting process (the descriptor is a memfd naming the process and the
+// allocation); another process gets CUDA_ERROR_NOT_SUPPORTED, which [CH]
+// gives for "memory the current process cannot support".
+CUresult Driver::vmm_export(CUmemGenericAllocationHandle h, CUmemAllocationHandleType type, int& fd) {
+  const HandleRef* ref = live_handle(h);
+  if (!ref) return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  if (!(physical_[ref->physical].handle_types & type)) return CUDA_ERROR_INVALID_VALUE;
+  const int memfd = ::memfd_create("tessera-sim-vmm", MFD_CLOEXEC);
+  if (memfd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  char text[64];
+  const int n = std::snprintf(text, sizeof text, "%ld %llu\n", static_cast<long>(::getpid()),
+                              static_cast<unsigned long long>(ref->physical));
+  if (::pwrite(memfd, text, static_cast<std::size_t>(n), 0) != n) {
+    ::close(memfd);
+    return CUDA_ERROR_UNKNOWN;
+  }
+  fd = memfd;
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::vmm_import(int fd, CUmemGenericAllocationHandle& out) {
+  char text[64] = {};
+  const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+  long pid = 0;
+  unsigned long long id = 0;
+  if (n <= 0 || std::sscanf(text, "%ld %llu", &pid, &id) != 2) return CUDA_ERROR_INVALID_VALUE;
+  if (pid != static_cast<long>(::getpid())) return CUDA_ERROR_NOT_SUPPORTED;
+  auto ph = physical_.find(id);
+  if (ph == physical_.end()) return CUDA_ERROR_INVALID_VALUE;
+  ++ph->second.refs;
+  out = next_handle_++;  // [CH]: not necessarily the exporter's handle value
+  handles_[out] = HandleRef{id, 1};
+  return CUDA_SUCCESS;
 }
 
 // ---- arrays
@@ -614,6 +714,8 @@ void Driver::reset_after_fork() {
   default_pool_.clear();
   current_pool_.clear();
   physical_.clear();
+  handles_.clear();
+  libraries_.clear();
   reservations_.clear();
   mappings_.clear();
   arrays_.clear();

@@ -116,18 +116,38 @@ struct Allocation {
   Pool* pool = nullptr;
 };
 
-// cuMemCreate's physical memory (exports_vmm.cpp).
+// cuMemCreate's physical memory (exports_vmm.cpp): alive while a handle
+// holds a reference to it or a mapping uses it.
 struct Physical {
   CUdevice device = 0;
   bool device_memory = false;  // charged: a CU_MEM_LOCATION_TYPE_DEVICE location
   std::uint64_t bytes = 0;
-  bool released = false;
+  int handle_types = 0;  // CUmemAllocationProp.requestedHandleTypes
+  unsigned refs = 0;     // references held through its handles (create, retain, import)
   unsigned mappings = 0;
+};
+
+// A CUmemGenericAllocationHandle: one allocation, and the references taken
+// through this handle value (cuMemCreate or an import: 1; each
+// cuMemRetainAllocationHandle: +1; each cuMemRelease: -1). A handle with no
+// reference left stays known while its memory is mapped, so that a retain of
+// a mapped address answers "the same handle value used to map the memory".
+struct HandleRef {
+  std::uint64_t physical = 0;
+  unsigned refs = 0;
 };
 
 struct Mapping {
   std::uint64_t size = 0;
   CUmemGenericAllocationHandle handle = 0;
+  int access = 0;  // CUmemAccess_flags last set for the mapping (cuMemSetAccess)
+};
+
+// A library (cuLibraryLoad*): context-independent; sim: loaded at once into
+// each context of the process that is live then (as CUDA_MODULE_LOADING=EAGER
+// does for current contexts), one module per context.
+struct Library {
+  std::vector<std::uintptr_t> modules;
 };
 
 // A CUDA array or mipmapped array (exports_array.cpp): context-bound.
@@ -193,12 +213,17 @@ class Driver {
   CUresult pool_destroy(Pool* p);
 
   // Virtual memory management.
-  CUresult vmm_create(CUdevice dev, bool device_memory, std::uint64_t bytes, CUmemGenericAllocationHandle& out);
+  CUresult vmm_create(CUdevice dev, bool device_memory, std::uint64_t bytes, int handle_types,
+                      CUmemGenericAllocationHandle& out);
   CUresult vmm_release(CUmemGenericAllocationHandle h);
   CUresult vmm_reserve(std::uint64_t size, std::uint64_t alignment, CUdeviceptr& out);
   CUresult vmm_address_free(CUdeviceptr p, std::uint64_t size);
   CUresult vmm_map(CUdeviceptr p, std::uint64_t size, CUmemGenericAllocationHandle h);
   CUresult vmm_unmap(CUdeviceptr p, std::uint64_t size);
+  CUresult vmm_set_access(CUdeviceptr p, std::uint64_t size, const CUmemAccessDesc* desc, std::size_t count);
+  CUresult vmm_retain(CUdeviceptr addr, CUmemGenericAllocationHandle& out);
+  CUresult vmm_export(CUmemGenericAllocationHandle h, CUmemAllocationHandleType type, int& fd);
+  CUresult vmm_import(int fd, CUmemGenericAllocationHandle& out);
 
   // Arrays; `handle` is the CUarray or CUmipmappedArray value.
   CUresult array_create(Context* ctx, std::uint64_t bytes, bool mipmapped, std::uintptr_t& handle);
@@ -210,6 +235,9 @@ class Driver {
   void destroy_stream(Stream* s) { live_streams_.erase(s); }
   CUresult module_load(Context* ctx, std::uintptr_t& handle);
   CUresult module_unload(std::uintptr_t handle);
+  CUresult library_load(std::uintptr_t& handle);
+  CUresult library_unload(std::uintptr_t handle);
+  bool is_library(std::uintptr_t handle) const { return libraries_.contains(handle); }
   Graph* create_graph();
   Graph* graph(void* handle) const;  // NULL unless live
   void destroy_graph(Graph* g);
@@ -234,7 +262,8 @@ class Driver {
  private:
   CUresult charge(CUdevice dev, std::int64_t delta, Usage* u);
   CUresult pool_release_to(Pool* p, std::uint64_t keep);
-  CUresult physical_maybe_free(std::map<CUmemGenericAllocationHandle, Physical>::iterator it);
+  CUresult physical_maybe_free(std::uint64_t id);
+  HandleRef* live_handle(CUmemGenericAllocationHandle h);  // NULL unless it holds a reference
   CUdeviceptr take_addresses(std::uint64_t bytes, std::uint64_t alignment);
   CUresult graph_map(GraphExec* e);
   bool graph_free(CUdeviceptr p, CUresult& result);  // a graph allocation's free; false when not one
@@ -266,8 +295,12 @@ class Driver {
   std::vector<std::unique_ptr<Pool>> pools_;  // never freed: a stale handle never aliases a new one
   std::set<Pool*> live_pools_;                // created and not yet gone (destroyed ones wait here for their frees)
   std::vector<Pool*> default_pool_, current_pool_;  // per device
-  std::map<CUmemGenericAllocationHandle, Physical> physical_;
+  std::map<std::uint64_t, Physical> physical_;
+  std::uint64_t next_physical_ = 1;
+  std::map<CUmemGenericAllocationHandle, HandleRef> handles_;
   CUmemGenericAllocationHandle next_handle_ = 0x1000;
+  std::map<std::uintptr_t, Library> libraries_;
+  std::uintptr_t next_library_ = 0xc0000000;
   std::map<CUdeviceptr, std::uint64_t> reservations_;  // base → size
   std::map<CUdeviceptr, Mapping> mappings_;
   std::map<std::uintptr_t, ArrayRecord> arrays_;

@@ -46,6 +46,36 @@ CUresult Driver::module_load(Context* ctx, std::uintptr_t& handle) {
   return CUDA_SUCCESS;
 }
 
+// [CH] "cuLibraryLoadData ... context-independent": sim: one module in each
+// live context of the process (none when there is none), unloaded with the
+// library or with its context.
+CUresult Driver::library_load(std::uintptr_t& handle) {
+  Library lib;
+  for (Context* c : live_) {
+    std::uintptr_t m = 0;
+    if (CUresult r = module_load(c, m); r != CUDA_SUCCESS) {
+      for (std::uintptr_t loaded : lib.modules) module_unload(loaded);
+      return r;
+    }
+    lib.modules.push_back(m);
+  }
+  handle = next_library_;
+  next_library_ += 64;  // never reused
+  libraries_[handle] = std::move(lib);
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::library_unload(std::uintptr_t handle) {
+  auto it = libraries_.find(handle);
+  if (it == libraries_.end()) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult result = CUDA_SUCCESS;
+  for (std::uintptr_t m : it->second.modules)
+    if (modules_.contains(m))
+      if (CUresult r = module_unload(m); r != CUDA_SUCCESS) result = r;
+  libraries_.erase(it);
+  return result;
+}
+
 CUresult Driver::module_unload(std::uintptr_t handle) {
   auto it = modules_.find(handle);
   if (it == modules_.end()) return CUDA_ERROR_INVALID_HANDLE;
@@ -384,6 +414,65 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuModuleLoadFatBinary(CUmodule* module, const v
 TESSERA_CUDA_SIM_EXPORT CUresult cuModuleUnload(CUmodule hmod) {
   TESSERA_CUDA_SIM_COUNT();
   return initialized([&](Driver& d) { return d.module_unload(reinterpret_cast<std::uintptr_t>(hmod)); });
+}
+
+// [CH] cuLibraryLoad*: the options' counts need their arrays; a file that
+// cannot be opened is FILE_NOT_FOUND. No current context is needed.
+namespace {
+CUresult library_load(CUlibrary* library, bool have_code, CUjit_option* jitOptions, void** jitOptionsValues,
+                      unsigned numJitOptions, CUlibraryOption* libraryOptions, void** libraryOptionValues,
+                      unsigned numLibraryOptions) {
+  return initialized([&](Driver& d) {
+    if (!library || !have_code) return CUDA_ERROR_INVALID_VALUE;
+    if ((numJitOptions && (!jitOptions || !jitOptionsValues)) ||
+        (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
+      return CUDA_ERROR_INVALID_VALUE;
+    std::uintptr_t h = 0;
+    if (CUresult r = d.library_load(h); r != CUDA_SUCCESS) return r;
+    *library = reinterpret_cast<CUlibrary>(h);
+    return CUDA_SUCCESS;
+  });
+}
+}  // namespace
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions,
+                                                   void** jitOptionsValues, unsigned int numJitOptions,
+                                                   CUlibraryOption* libraryOptions, void** libraryOptionValues,
+                                                   unsigned int numLibraryOptions) {
+  TESSERA_CUDA_SIM_COUNT();
+  return library_load(library, code != nullptr, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
+                      libraryOptionValues, numLibraryOptions);
+}
+TESSERA_CUDA_SIM_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* fileName,
+                                                       CUjit_option* jitOptions, void** jitOptionsValues,
+                                                       unsigned int numJitOptions, CUlibraryOption* libraryOptions,
+                                                       void** libraryOptionValues, unsigned int numLibraryOptions) {
+  TESSERA_CUDA_SIM_COUNT();
+  struct stat st {};
+  if (fileName && ::stat(fileName, &st) != 0) {
+    CUresult r = initialized([](Driver&) { return CUDA_SUCCESS; });
+    return r != CUDA_SUCCESS ? r : CUDA_ERROR_FILE_NOT_FOUND;
+  }
+  return library_load(library, fileName != nullptr, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
+                      libraryOptionValues, numLibraryOptions);
+}
+TESSERA_CUDA_SIM_EXPORT CUresult cuLibraryUnload(CUlibrary library) {
+  TESSERA_CUDA_SIM_COUNT();
+  return initialized([&](Driver& d) { return d.library_unload(reinterpret_cast<std::uintptr_t>(library)); });
+}
+// sim: any non-empty name is a kernel of the library (the code is not read);
+// the kernel handle is the library's plus the name's hash, never 0.
+TESSERA_CUDA_SIM_EXPORT CUresult cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library, const char* name) {
+  TESSERA_CUDA_SIM_COUNT();
+  return initialized([&](Driver& d) {
+    if (!pKernel || !name || !*name) return CUDA_ERROR_INVALID_VALUE;
+    const auto lib = reinterpret_cast<std::uintptr_t>(library);
+    if (!d.is_library(lib)) return CUDA_ERROR_INVALID_HANDLE;
+    std::uintptr_t hash = 1469598103934665603ULL;
+    for (const char* c = name; *c; ++c) hash = (hash ^ static_cast<unsigned char>(*c)) * 1099511628211ULL;
+    *pKernel = reinterpret_cast<CUkernel>(lib ^ (hash << 6) ^ 1);
+    return CUDA_SUCCESS;
+  });
 }
 
 // [CH] a stream of the current context; Flags DEFAULT or NON_BLOCKING.

@@ -1,8 +1,11 @@
 // Virtual memory management ([CH] "Virtual Memory Management"; design §1):
 // cuMemCreate makes physical memory, charged only for a device location;
 // cuMemAddressReserve takes addresses, charged nothing; cuMemMap/cuMemUnmap
-// count each handle's mappings; the memory is freed when the handle is
-// released and its last mapping unmapped. None of it belongs to a context.
+// count each allocation's mappings; a handle is a reference to its
+// allocation (cuMemRetainAllocationHandle adds one through the handle that
+// mapped an address, cuMemImportFromShareableHandle makes a new handle with
+// its own), and the memory is freed when every reference is released and its
+// last mapping unmapped. None of it belongs to a context.
 #include <unistd.h>
 
 #include "entry.hpp"
@@ -63,7 +66,7 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handl
     if (!handle || flags != 0 || size == 0 || size % kGranule != 0) return CUDA_ERROR_INVALID_VALUE;
     bool device_memory = false;
     if (CUresult r = check_prop(d, prop, device_memory); r != CUDA_SUCCESS) return r;
-    return d.vmm_create(prop->location.id, device_memory, size, *handle);
+    return d.vmm_create(prop->location.id, device_memory, size, prop->requestedHandleTypes, *handle);
   });
 }
 
@@ -107,5 +110,48 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, std::size_t size) {
   return initialized([&](Driver& d) {
     if (size == 0) return CUDA_ERROR_INVALID_VALUE;
     return d.vmm_unmap(ptr, size);
+  });
+}
+
+// [CH] cuMemSetAccess: PyTorch's expandable segments call it after every map.
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, std::size_t size, const CUmemAccessDesc* desc,
+                                                std::size_t count) {
+  TESSERA_CUDA_SIM_COUNT();
+  return initialized([&](Driver& d) { return d.vmm_set_access(ptr, size, desc, count); });
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  TESSERA_CUDA_SIM_COUNT();
+  return initialized([&](Driver& d) {
+    if (!handle) return CUDA_ERROR_INVALID_VALUE;
+    return d.vmm_retain(reinterpret_cast<CUdeviceptr>(addr), *handle);
+  });
+}
+
+// [CH] flags must be zero; for a POSIX file descriptor, shareableHandle points to an int.
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemExportToShareableHandle(void* shareableHandle,
+                                                              CUmemGenericAllocationHandle handle,
+                                                              CUmemAllocationHandleType handleType,
+                                                              unsigned long long flags) {
+  TESSERA_CUDA_SIM_COUNT();
+  return initialized([&](Driver& d) {
+    if (!shareableHandle || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    int fd = -1;
+    if (CUresult r = d.vmm_export(handle, handleType, fd); r != CUDA_SUCCESS) return r;
+    *static_cast<int*>(shareableHandle) = fd;
+    return CUDA_SUCCESS;
+  });
+}
+
+// [CH] for a POSIX file descriptor, osHandle is the descriptor itself, cast to a pointer.
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
+                                                                CUmemAllocationHandleType shHandleType) {
+  TESSERA_CUDA_SIM_COUNT();
+  return initialized([&](Driver& d) {
+    if (!handle) return CUDA_ERROR_INVALID_VALUE;
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+    const auto fd = reinterpret_cast<std::intptr_t>(osHandle);
+    if (fd < 0 || fd > INT32_MAX) return CUDA_ERROR_INVALID_VALUE;
+    return d.vmm_import(static_cast<int>(fd), *handle);
   });
 }

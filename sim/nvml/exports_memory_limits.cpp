@@ -3,15 +3,16 @@
 // 13.4). The rules, from NVIDIA's NVML API reference and the MPS
 // documentation (release 620, "MPS v3 Memory Partitioning"): whole GPUs
 // only, MIG device handles are not supported; a cgroup is named by the full
-// path of its cgroup v2 directory; setting is privileged, reading is not; no
-// limit reads as NOT_FOUND; soft 0 with hard NVML_DEVICE_MEMORY_LIMIT_MAX
-// clears. The simulator's own choices where NVIDIA says nothing: a driver
-// older than R615 answers NOT_SUPPORTED (a real one lacks the symbols), a
-// relative path or a soft limit above the hard one is INVALID_ARGUMENT, a path
-// that is not a directory is NOT_FOUND, except that a limit recorded for a
-// cgroup since removed can still be cleared (the driver keeps a partition's
-// limits after its cgroup goes until they are cleared). The simulator records
-// limits; it does not count a partition's usage (currentUsed reads 0).
+// path of its cgroup v2 directory; setting is privileged, reading is not;
+// "no limit" is soft 0 with hard NVML_DEVICE_MEMORY_LIMIT_MAX: setting that
+// clears a limit, and a cgroup without one reads as that. The simulator's own
+// choices where NVIDIA says nothing: a driver older than R615 answers
+// NOT_SUPPORTED (a real one lacks the symbols), a relative path or a soft
+// limit above the hard one is INVALID_ARGUMENT, a path that is not a
+// directory is NOT_FOUND, except that a limit recorded for a cgroup since
+// removed can still be cleared (the driver keeps a partition's limits after
+// its cgroup goes until they are cleared). The simulator records limits; it
+// does not count a partition's usage (currentUsed reads 0).
 #include <sys/stat.h>
 
 #include <cstdlib>
@@ -79,6 +80,10 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(nvmlDevice_t device
         limits->currentUsed = 0;
         return NVML_SUCCESS;
       }
-    return NVML_ERROR_NOT_FOUND;
+    // No limit: soft 0 and hard NVML_DEVICE_MEMORY_LIMIT_MAX, the values that clear one.
+    limits->softLimit = 0;
+    limits->hardLimit = NVML_DEVICE_MEMORY_LIMIT_MAX;
+    limits->currentUsed = 0;
+    return NVML_SUCCESS;
   });
 }

@@ -80,8 +80,10 @@ Result<std::optional<MemoryLimits>> Device::memory_limits(const std::string& cgr
   nvmlGetMemoryLimits_v1_t raw{};
   raw.nameSpace = cgroup.c_str();
   auto r = api_->nvmlDeviceGetMemoryLimits_v1(handle_, &raw);
+  // No limit reads as soft 0 / hard NVML_DEVICE_MEMORY_LIMIT_MAX (NVML API reference); NOT_FOUND is taken too.
   if (r == NVML_ERROR_NOT_FOUND) return std::optional<MemoryLimits>{};
   if (r != NVML_SUCCESS) return fail(r, "nvmlDeviceGetMemoryLimits_v1", describe() + ", cgroup " + cgroup);
+  if (raw.softLimit == 0 && raw.hardLimit == NVML_DEVICE_MEMORY_LIMIT_MAX) return std::optional<MemoryLimits>{};
   return std::optional<MemoryLimits>{MemoryLimits{raw.softLimit, raw.hardLimit, raw.currentUsed}};
 }
 
