@@ -35,6 +35,10 @@ typedef struct CUgraphExec_st* CUgraphExec;
 typedef struct CUexecAffinityParam_st CUexecAffinityParam;  // cuCtxCreate_v3's parameters (never read)
 typedef struct CUctxCreateParams_st CUctxCreateParams;      // cuCtxCreate_v4's parameters (never read)
 typedef int CUjit_option;
+typedef struct CUlib_st* CUlibrary;
+typedef int CUlibraryOption;  // [CH] an enum; the options are passed through, never read
+typedef int CUmemAllocationHandleType;
+inline constexpr CUmemAllocationHandleType CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1;  // [CH]
 typedef std::uint64_t cuuint64_t;
 struct CUuuid {
   unsigned char bytes[16];
@@ -167,6 +171,11 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
 CUresult cuMemMap(CUdeviceptr ptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags);
 CUresult cuMemUnmap(CUdeviceptr ptr, std::size_t size);
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr);
+CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType, unsigned long long flags);
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
+                                        CUmemAllocationHandleType shHandleType);
 CUresult cuArrayCreate(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR_v1* pAllocateArray);
 CUresult cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* pAllocateArray);
 CUresult cuArray3DCreate(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1* pAllocateArray);
@@ -190,6 +199,13 @@ CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int nu
                             void** optionValues);
 CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin);
 CUresult cuModuleUnload(CUmodule hmod);
+CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions, void** jitOptionsValues,
+                           unsigned int numJitOptions, CUlibraryOption* libraryOptions, void** libraryOptionValues,
+                           unsigned int numLibraryOptions);
+CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* fileName, CUjit_option* jitOptions,
+                               void** jitOptionsValues, unsigned int numJitOptions, CUlibraryOption* libraryOptions,
+                               void** libraryOptionValues, unsigned int numLibraryOptions);
+CUresult cuLibraryUnload(CUlibrary library);
 CUresult cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode, char* logBuffer,
                             std::size_t bufferSize);
 CUresult cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode, char* logBuffer,

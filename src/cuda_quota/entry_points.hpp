@@ -36,6 +36,9 @@
   X(cuMemRelease, "cuMemRelease", 10020, false)                    \
   X(cuMemMap, "cuMemMap", 10020, false)                            \
   X(cuMemUnmap, "cuMemUnmap", 10020, false)                        \
+  X(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle", 11000, false) \
+  X(cuMemExportToShareableHandle, "cuMemExportToShareableHandle", 10020, false) \
+  X(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", 10020, false) \
   X(cuArrayCreate, "cuArrayCreate", 2000, false)                   \
   X(cuArrayCreate_v2, "cuArrayCreate", 3020, false)                \
   X(cuArray3DCreate, "cuArray3DCreate", 2000, false)               \
@@ -57,6 +60,9 @@
   X(cuModuleLoadDataEx, "cuModuleLoadDataEx", 2010, false)         \
   X(cuModuleLoadFatBinary, "cuModuleLoadFatBinary", 2000, false)   \
   X(cuModuleUnload, "cuModuleUnload", 2000, false)                 \
+  X(cuLibraryLoadData, "cuLibraryLoadData", 12000, false)          \
+  X(cuLibraryLoadFromFile, "cuLibraryLoadFromFile", 12000, false)  \
+  X(cuLibraryUnload, "cuLibraryUnload", 12000, false)              \
   X(cuGraphInstantiate, "cuGraphInstantiate", 10000, false)        \
   X(cuGraphInstantiate_v2, "cuGraphInstantiate", 11000, false)     \
   X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040, false) \

@@ -219,6 +219,18 @@ std::uint64_t Ledger::usage(std::uint32_t device) const {
   return load(header_->charged[device]);
 }
 
+bool Ledger::context_size(std::uint32_t device, std::uint64_t& bytes) const {
+  if (header_ == nullptr || device >= device_count_) return false;
+  const std::uint64_t v = load(header_->context_bytes[device]);
+  bytes = v & ~layout::kContextMeasured;
+  return (v & layout::kContextMeasured) != 0;
+}
+
+void Ledger::note_context_size(std::uint32_t device, std::uint64_t bytes) {
+  if (header_ == nullptr || device >= device_count_ || (bytes & layout::kContextMeasured)) return;
+  store(header_->context_bytes[device], bytes | layout::kContextMeasured);
+}
+
 bool Ledger::refuse(const char* problem, const char* fix) {
   // Truncation is acceptable here (a message, cut at its buffer), but GCC's
   // -O2 analysis warns about it; checking the result keeps the intent visible.

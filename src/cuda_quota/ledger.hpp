@@ -83,7 +83,14 @@ struct Header {
   alignas(64) std::uint64_t charged[kMaxDevices];
   std::uint64_t repairs;  // times a dead lock owner's state was repaired
   alignas(64) pthread_mutex_t mutex;
+  // A context's own memory on each device as a process of the container
+  // measured it, with kContextMeasured set (0: not yet); read and written
+  // atomically, without the mutex. Zero in a file an older library made,
+  // which reads as "not yet".
+  alignas(64) std::uint64_t context_bytes[kMaxDevices];
 };
+
+inline constexpr std::uint64_t kContextMeasured = 1ULL << 63;
 
 inline constexpr std::uint32_t kSlotFree = 0;
 inline constexpr std::uint32_t kSlotLive = 1;
@@ -224,6 +231,10 @@ class Ledger {
   Outcome uncharge(std::uint32_t device, std::uint64_t bytes);
   // The device's charged bytes, read live without the lock; 0 when out of range.
   std::uint64_t usage(std::uint32_t device) const;
+  // What one CUDA context takes on `device`, as measured by a process of the
+  // container (false: never measured); a measurement replaces the last one.
+  bool context_size(std::uint32_t device, std::uint64_t& bytes) const;
+  void note_context_size(std::uint32_t device, std::uint64_t bytes);
   Audit audit(std::uint32_t device);
 
   // Test hook: takes the mutex and adds `bytes` to the device's charged figure

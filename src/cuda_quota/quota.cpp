@@ -891,6 +891,14 @@ std::uint64_t first_context_charge(int index) {
   return index >= 0 && index < e.count ? e.devices[index].context : 0;
 }
 
+bool measured_context_size(int index, std::uint64_t& bytes) {
+  return index >= 0 && ready() && g_ledger.context_size(static_cast<std::uint32_t>(index), bytes);
+}
+
+void note_context_size(int index, std::uint64_t bytes) {
+  if (index >= 0 && ready()) g_ledger.note_context_size(static_cast<std::uint32_t>(index), bytes);
+}
+
 CUdevice ordinal_of(int index) {
   if (index < 0 || index >= static_cast<int>(kMaxDevices) || !ready()) return -1;
   return g_ready.ordinal_of[index];

@@ -62,12 +62,12 @@ std::uint64_t usage(int index);
 // mipmapped arrays, VMM mappings (key = mapped address; `handle` names the
 // VMM handle), contexts (their own memory), modules and executable graphs
 // live in separate key spaces.
-enum class Space : std::uint8_t { pointer = 1, handle, array, mapping, pool, context, module, graph };
+enum class Space : std::uint8_t { pointer = 1, handle, array, mapping, pool, context, module, graph, library, shared };
 enum class Kind : std::uint8_t {
   context_bound,  // freed by cuCtxDestroy / primary reset: cuMemAlloc, pitch, managed, arrays, modules,
                   // the context's own memory
   pool,           // stream-ordered: charged as its pool's growth
-  vmm,            // cuMemCreate: freed at release plus last unmap
+  vmm,            // cuMemCreate: freed when its last reference is released and its last mapping unmapped
   mapping,
   pool_state,     // a pool's charged reservation
   graph,          // an executable graph's allocation nodes on one device (bytes; `released`: mapped)
@@ -77,11 +77,15 @@ struct Record {
   Space space{};
   Kind kind{};
   std::int16_t index = -1;  // ledger device
-  bool released = false;    // vmm: cuMemRelease done
+  bool released = false;    // graph: mapped
   std::uint32_t maps = 0;   // vmm: live mappings
+  std::uint32_t refs = 0;   // vmm: references held through its handles (create, retain, import)
   std::uint64_t key = 0;
   std::uint64_t bytes = 0;
-  std::uint64_t handle = 0;  // mapping: the VMM handle; pool allocation: its pool
+  // mapping: the allocation's VMM handle; pool allocation: its pool; vmm: 0
+  // for the handle that created it, else (an imported handle) that one; a
+  // shared (exported) handle: the allocation's handle.
+  std::uint64_t handle = 0;
   CUcontext ctx = nullptr;
 };
 
@@ -115,6 +119,11 @@ const char* context_refusal();
 // What a process's first context on ledger device `index` is charged when no
 // context exists to measure it with (the limits file's `context=`; 0: none).
 std::uint64_t first_context_charge(int index);
+// What one context takes on ledger device `index` as a process of the
+// container measured it (the ledger keeps it; false: never measured), and
+// recording a measurement.
+bool measured_context_size(int index, std::uint64_t& bytes);
+void note_context_size(int index, std::uint64_t bytes);
 // The CUDA ordinal of ledger device `index`; -1 when it is not visible.
 CUdevice ordinal_of(int index);
 // The number of ledger devices (0 when the library is off).

@@ -4,6 +4,7 @@
 // to the driver's function for that same variant (REAL). With the library off
 // (no quota in the environment) every wrapper only forwards.
 #include <pthread.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <climits>
@@ -101,6 +102,11 @@ struct Pool {
   int index = -1;
   CUdevice ordinal = -1;
   std::uint64_t charged = 0;
+  std::uint32_t live = 0;  // allocations made from it and not yet freed
+  // cuMemPoolDestroy'd with allocations outstanding: [CH] "the resources
+  // associated with the pool will be released automatically once there are
+  // no more outstanding allocations", so the charge stays until the last free.
+  bool destroyed = false;
 };
 constexpr int kMaxPools = 256;
 Pool g_pools[kMaxPools];
@@ -121,11 +127,11 @@ std::uint64_t reserved(CUmemoryPool pool, bool& ok) {
 Pool* pool_entry(CUmemoryPool pool, CUdevice ordinal, int index) {
   Pool* spare = nullptr;
   for (auto& p : g_pools) {
-    if (p.pool == pool) return &p;
+    if (p.pool == pool && !p.destroyed) return &p;
     if (!p.pool && !spare) spare = &p;
   }
   if (!spare) return nullptr;
-  *spare = Pool{pool, index, ordinal, 0};
+  *spare = Pool{pool, index, ordinal, 0, 0, false};
   return spare;
 }
 
@@ -161,7 +167,25 @@ bool settle(Pool& p) {
 void refresh_pools(int index, CUmemoryPool pool = nullptr) {
   pthread_mutex_lock(&g_pool_mu);
   for (auto& p : g_pools)
-    if (p.pool && (pool ? p.pool == pool : (index < 0 || p.index == index))) settle(p);
+    if (p.pool && !p.destroyed && (pool ? p.pool == pool : (index < 0 || p.index == index))) settle(p);
+  pthread_mutex_unlock(&g_pool_mu);
+}
+
+// One allocation of `pool` was freed: a live pool's reservation is read
+// again; a destroyed pool's charge goes with its last allocation.
+void pool_freed(CUmemoryPool pool) {
+  pthread_mutex_lock(&g_pool_mu);
+  for (auto& p : g_pools) {
+    if (p.pool != pool || (p.destroyed && p.live == 0)) continue;
+    if (p.live > 0) --p.live;
+    if (!p.destroyed) {
+      settle(p);
+    } else if (p.live == 0) {
+      uncharge(p.index, p.charged);
+      p = Pool{};
+    }
+    break;
+  }
   pthread_mutex_unlock(&g_pool_mu);
 }
 
@@ -170,7 +194,7 @@ void refresh_pools(int index, CUmemoryPool pool = nullptr) {
 bool pool_device(CUmemoryPool pool, CUdevice& ordinal) {
   pthread_mutex_lock(&g_pool_mu);
   for (auto& p : g_pools)
-    if (p.pool == pool) {
+    if (p.pool == pool && !p.destroyed) {
       ordinal = p.ordinal;
       pthread_mutex_unlock(&g_pool_mu);
       return true;
@@ -290,7 +314,7 @@ CUresult pool_allocate(CUmemoryPool pool, CUdevice ordinal, std::size_t bytes, C
     pre = reserve;
   } else {
     for (auto& other : g_pools)
-      if (other.pool && other.index == dev.index) settle(other);
+      if (other.pool && !other.destroyed && other.index == dev.index) settle(other);
     if (try_charge(dev, reserve)) {
       pre = reserve;
     } else if (!fits_in_pool(pool, bytes) && !capturing(stream)) {
@@ -309,6 +333,7 @@ CUresult pool_allocate(CUmemoryPool pool, CUdevice ordinal, std::size_t bytes, C
     *dptr = 0;
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  if (r == CUDA_SUCCESS && dptr) ++p->live;
   pthread_mutex_unlock(&g_pool_mu);
   if (r == CUDA_SUCCESS && dptr) {
     Record rec;
@@ -542,7 +567,7 @@ CUresult free_pointer(CUdeviceptr p, Call&& call) {
     insert(rec);
     return r;
   }
-  if (rec.kind == Kind::pool) refresh_pools(rec.index, reinterpret_cast<CUmemoryPool>(rec.handle));
+  if (rec.kind == Kind::pool) pool_freed(reinterpret_cast<CUmemoryPool>(rec.handle));
   else uncharge(rec.index, rec.bytes);
   return r;
 }
@@ -663,8 +688,12 @@ void after_primary_reset(CUdevice ordinal) {
 // (cuMemGetInfo_v2 through a context of the same device that exists before
 // the call: the calling thread's, the device's active primary one, or one
 // this process created), returned with the context. A process's first
-// context on a device has no such context to measure with: it is charged the
-// limits file's `context=` figure for that device, where the node gives one.
+// context on a device has no such context to measure with. It is charged
+// what one context of that device takes, measured once per container: the
+// ledger keeps the last measurement any process made (every measured
+// context records one); the first process measures it with a scratch context
+// created and destroyed through the new one. Where that cannot be measured,
+// the limits file's `context=` figure for the device (the node's default).
 
 using MemGetInfo = CUresult (*)(std::size_t*, std::size_t*);
 using PrimaryGetState = CUresult (*)(CUdevice, unsigned*, int*);
@@ -715,6 +744,40 @@ bool free_on(CUdevice ordinal, std::uint64_t& out) {
   return false;
 }
 
+// One context's own memory on `ordinal`, seen through `ctx` (a live context of
+// that device) across creating and destroying a scratch context with the
+// driver's own functions. False when it cannot be measured, or when the
+// container's ledger moved meanwhile (another process of the container
+// allocated or freed: the drop would be partly theirs).
+bool probe_context(int index, CUdevice ordinal, CUcontext ctx, std::uint64_t& bytes) {
+  const auto create = REAL(cuCtxCreate_v2);
+  const auto destroy = REAL(cuCtxDestroy_v2);
+  std::uint64_t before = 0, after = 0;
+  const std::uint64_t charged = usage(index);
+  if (!create || !destroy || !free_through(ctx, false, before)) return false;
+  CUcontext scratch = nullptr;
+  if (create(&scratch, 0, ordinal) != CUDA_SUCCESS) return false;
+  const bool ok = free_through(ctx, false, after);
+  destroy(scratch);  // [CH] a destroyed current context is popped: the caller's stack is as it was
+  if (!ok || usage(index) != charged) return false;
+  bytes = before > after ? before - after : 0;
+  return true;
+}
+
+// What a process's first context on ledger device `index` is charged: the
+// container's measurement; else two probes that agree (a neighbour outside
+// the container allocating during one of them makes them differ), kept for
+// every later process; else the node's figure.
+std::uint64_t first_context_bytes(int index, CUdevice ordinal, CUcontext ctx) {
+  std::uint64_t bytes = 0, again = 0;
+  if (measured_context_size(index, bytes)) return bytes;
+  if (probe_context(index, ordinal, ctx, bytes) && probe_context(index, ordinal, ctx, again) && bytes == again) {
+    note_context_size(index, bytes);
+    return bytes;
+  }
+  return first_context_charge(index);
+}
+
 void log_refusal(const char* why) {
   static std::atomic<int> logged{0};
   if (logged.fetch_add(1) < 10) log(Level::error, "context refused: %s", why);
@@ -745,8 +808,11 @@ CUresult create_context(CUdevice ordinal, bool primary, CUcontext* pctx, Call&& 
   else note_context(ctx, ordinal);
   if (dev.index < 0) return r;
   std::uint64_t bytes = 0, after = 0;
-  if (!measured) bytes = first_context_charge(dev.index);
-  else if (free_through(ctx, !primary, after)) bytes = before > after ? before - after : 0;
+  if (!measured) {
+    bytes = first_context_bytes(dev.index, ordinal, ctx);
+  } else if (free_through(ctx, !primary, after)) {
+    bytes = before > after ? before - after : 0;
+  }
   if (bytes == 0) return r;
   if (!charge(dev, bytes, bytes)) {
     if (primary) {
@@ -767,27 +833,55 @@ CUresult create_context(CUdevice ordinal, bool primary, CUcontext* pctx, Call&& 
   return r;
 }
 
-// cuModuleLoad*: a module's code and data, measured across the load.
-template <class Call>
-CUresult load_module(CUmodule* module, Call&& call) {
+// cuModuleLoad* and cuLibraryLoad*: the code and data they place on the
+// device, measured across the load through the current context (a library
+// loads into every context of the process, so the drop counts them all) and
+// returned at unload or with that context. A library loaded with no context
+// current is not charged: its modules reach contexts lazily, at a kernel's
+// first use (docs/design-memory-quotas.md §7).
+template <class Handle, class Unload, class Call>
+CUresult load_code(Space space, Handle* out, Unload unload, Call&& call) {
   CUdevice ordinal = 0;
   CUcontext ctx = nullptr;
   const Device dev = charged_device(ordinal, ctx);
   std::uint64_t before = 0, after = 0;
-  if (!dev.known || !module || !free_through(ctx, true, before)) return call();
+  if (!dev.known || !out || !free_through(ctx, true, before)) return call();
   const CUresult r = call();
   if (r != CUDA_SUCCESS || !free_through(ctx, true, after) || after >= before) return r;
   const std::uint64_t bytes = before - after;
   if (!charge(dev, bytes, bytes)) {
-    if (auto unload = REAL(cuModuleUnload)) unload(*module);
-    *module = nullptr;
+    if (unload) unload(*out);
+    *out = nullptr;
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  Record rec = record_of(Space::module, Kind::context_bound, ctx);
+  Record rec = record_of(space, Kind::context_bound, ctx);
   rec.index = static_cast<std::int16_t>(dev.index);
-  rec.key = reinterpret_cast<std::uint64_t>(*module);
+  rec.key = reinterpret_cast<std::uint64_t>(*out);
   rec.bytes = bytes;
   insert(rec);
+  return r;
+}
+
+template <class Call>
+CUresult load_module(CUmodule* module, Call&& call) {
+  return load_code(Space::module, module, REAL(cuModuleUnload), call);
+}
+
+template <class Call>
+CUresult load_library(CUlibrary* library, Call&& call) {
+  return load_code(Space::library, library, REAL(cuLibraryUnload), call);
+}
+
+// An unload of code this process loaded returns what its load was charged.
+template <class Handle>
+CUresult unload_code(Space space, CUresult (*driver)(Handle), Handle h) {
+  if (!driver) return missing();
+  Record rec;
+  const bool ours = enabled() && take(space, reinterpret_cast<std::uint64_t>(h), rec);
+  const CUresult r = driver(h);
+  if (!ours) return r;
+  if (r != CUDA_SUCCESS) insert(rec);
+  else uncharge(rec.index, rec.bytes);
   return r;
 }
 
@@ -798,17 +892,55 @@ bool pick_mappings(const Record& r, const void* arg) {
   return r.space == Space::mapping && r.key >= range[0] && r.key - range[0] < range[1];
 }
 
-// Drops one mapping or the release of a VMM handle; uncharges at the last.
+// The record of the allocation a VMM handle refers to: its own, or for an
+// imported handle the record of the handle that created the allocation.
+bool vmm_allocation(std::uint64_t handle, Record& out) {
+  if (!find(Space::handle, handle, out)) return false;
+  return out.handle == 0 || find(Space::handle, out.handle, out);
+}
+
+bool pick_owned(const Record& r, const void* owner) {
+  return (r.space == Space::handle || r.space == Space::shared) && r.handle == *static_cast<const std::uint64_t*>(owner);
+}
+
+// Drops one mapping or one reference (a cuMemRelease of any handle of the
+// allocation); uncharges when neither is left, the memory the driver frees
+// then ([CH] cuMemRelease: "the memory is freed once all outstanding
+// references and mappings are gone").
 void vmm_drop(std::uint64_t handle, bool release) {
   Record rec;
-  if (!find(Space::handle, handle, rec)) return;
-  if (release) rec.released = true;
-  else if (rec.maps > 0) --rec.maps;
-  if (rec.released && rec.maps == 0) {
-    if (take(Space::handle, handle, rec)) uncharge(rec.index, rec.bytes);
-  } else {
-    update(rec);
+  if (!vmm_allocation(handle, rec)) return;
+  if (release) {
+    if (rec.refs > 0) --rec.refs;
+  } else if (rec.maps > 0) {
+    --rec.maps;
   }
+  if (rec.refs > 0 || rec.maps > 0) {
+    update(rec);
+    return;
+  }
+  const std::uint64_t owner = rec.key;
+  if (take(Space::handle, owner, rec)) uncharge(rec.index, rec.bytes);
+  Record gone[16];
+  while (take_if(pick_owned, &owner, gone, 16) == 16) {
+  }
+}
+
+// One more reference to the allocation `handle` refers to (a retain or an import).
+void vmm_reference(std::uint64_t handle) {
+  Record rec;
+  if (!vmm_allocation(handle, rec)) return;
+  ++rec.refs;
+  update(rec);
+}
+
+// What identifies an exported POSIX file descriptor across dup and fd-number
+// reuse: its open file's device and inode.
+bool shared_key(int fd, std::uint64_t& key) {
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) return false;
+  key = (static_cast<std::uint64_t>(st.st_dev) << 40) ^ static_cast<std::uint64_t>(st.st_ino);
+  return true;
 }
 
 // NVML in the same process reports the slice too (design §3).
@@ -1034,16 +1166,33 @@ EXPORT CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
   return load_module(module, [&] { return driver(module, fatCubin); });
 }
 
-EXPORT CUresult cuModuleUnload(CUmodule hmod) {
-  auto driver = REAL(cuModuleUnload);
+EXPORT CUresult cuModuleUnload(CUmodule hmod) { return unload_code(Space::module, REAL(cuModuleUnload), hmod); }
+
+EXPORT CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions,
+                                  void** jitOptionsValues, unsigned int numJitOptions, CUlibraryOption* libraryOptions,
+                                  void** libraryOptionValues, unsigned int numLibraryOptions) {
+  auto driver = REAL(cuLibraryLoadData);
   if (!driver) return missing();
-  Record rec;
-  const bool ours = enabled() && take(Space::module, reinterpret_cast<std::uint64_t>(hmod), rec);
-  const CUresult r = driver(hmod);
-  if (!ours) return r;
-  if (r != CUDA_SUCCESS) insert(rec);
-  else uncharge(rec.index, rec.bytes);
-  return r;
+  return load_library(library, [&] {
+    return driver(library, code, jitOptions, jitOptionsValues, numJitOptions, libraryOptions, libraryOptionValues,
+                  numLibraryOptions);
+  });
+}
+
+EXPORT CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* fileName, CUjit_option* jitOptions,
+                                      void** jitOptionsValues, unsigned int numJitOptions,
+                                      CUlibraryOption* libraryOptions, void** libraryOptionValues,
+                                      unsigned int numLibraryOptions) {
+  auto driver = REAL(cuLibraryLoadFromFile);
+  if (!driver) return missing();
+  return load_library(library, [&] {
+    return driver(library, fileName, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
+                  libraryOptionValues, numLibraryOptions);
+  });
+}
+
+EXPORT CUresult cuLibraryUnload(CUlibrary library) {
+  return unload_code(Space::library, REAL(cuLibraryUnload), library);
 }
 
 EXPORT CUresult cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode, char* logBuffer,
@@ -1185,7 +1334,9 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t si
   if (!enabled() || !handle || !prop || size == 0 || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return call();
   const Device dev = device(prop->location.id);
   if (!dev.known) return call();
-  return charge_and_call(dev, size, size, record_of(Space::handle, Kind::vmm), call, [&] { return *handle; });
+  Record rec = record_of(Space::handle, Kind::vmm);
+  rec.refs = 1;
+  return charge_and_call(dev, size, size, rec, call, [&] { return *handle; });
 }
 
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
@@ -1200,7 +1351,7 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, std::size_t size, std::size_t offset, 
   if (!driver) return missing();
   const CUresult r = driver(ptr, size, offset, handle, flags);
   Record vmm;
-  if (r != CUDA_SUCCESS || !enabled() || !find(Space::handle, handle, vmm)) return r;
+  if (r != CUDA_SUCCESS || !enabled() || !vmm_allocation(handle, vmm)) return r;
   ++vmm.maps;
   update(vmm);
   Record map;
@@ -1208,9 +1359,57 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, std::size_t size, std::size_t offset, 
   map.kind = Kind::mapping;
   map.key = ptr;
   map.bytes = size;
-  map.handle = handle;
+  map.handle = vmm.key;
   insert(map);
   return r;
+}
+
+// [CH] "the handle is guaranteed to be the same handle value used to map the
+// memory" and "must be released with corresponding number of calls to
+// cuMemRelease": one more reference, which keeps the memory (and its charge).
+EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  return forward(REAL(cuMemRetainAllocationHandle), [&] {
+    if (enabled() && handle) vmm_reference(*handle);
+  }, handle, addr);
+}
+
+// An exported descriptor is remembered, so that importing it in this process
+// is known to be a reference to the same charged allocation.
+EXPORT CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocationHandle handle,
+                                             CUmemAllocationHandleType handleType, unsigned long long flags) {
+  return forward(REAL(cuMemExportToShareableHandle), [&] {
+    Record vmm, rec = record_of(Space::shared, Kind::vmm);
+    if (!enabled() || !shareableHandle || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+        !vmm_allocation(handle, vmm) || !shared_key(*static_cast<int*>(shareableHandle), rec.key))
+      return;
+    rec.index = vmm.index;
+    rec.handle = vmm.key;
+    insert(rec);
+  }, shareableHandle, handle, handleType, flags);
+}
+
+// An import of a descriptor this process exported is one more reference to an
+// allocation already charged: the new handle is recorded as pointing at it.
+// Descriptors from other processes stay with their exporter's charge
+// (docs/design-memory-quotas.md, "What holds what").
+EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
+                                               CUmemAllocationHandleType shHandleType) {
+  return forward(REAL(cuMemImportFromShareableHandle), [&] {
+    Record shared, vmm;
+    std::uint64_t key = 0;
+    if (!enabled() || !handle || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+        !shared_key(static_cast<int>(reinterpret_cast<std::intptr_t>(osHandle)), key) ||
+        !find(Space::shared, key, shared) || !vmm_allocation(shared.handle, vmm))
+      return;
+    if (*handle != vmm.key) {
+      Record alias = record_of(Space::handle, Kind::vmm);
+      alias.index = vmm.index;
+      alias.key = *handle;
+      alias.handle = vmm.key;
+      insert(alias);
+    }
+    vmm_reference(vmm.key);
+  }, handle, osHandle, shHandleType);
 }
 
 EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, std::size_t size) {
@@ -1354,9 +1553,13 @@ EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   if (r != CUDA_SUCCESS || !enabled()) return r;
   pthread_mutex_lock(&g_pool_mu);
   for (auto& p : g_pools)
-    if (p.pool == pool) {
-      uncharge(p.index, p.charged);
-      p = Pool{};
+    if (p.pool == pool && !p.destroyed) {
+      if (p.live > 0) {
+        p.destroyed = true;  // charged until its last allocation is freed
+      } else {
+        uncharge(p.index, p.charged);
+        p = Pool{};
+      }
     }
   pthread_mutex_unlock(&g_pool_mu);
   return r;

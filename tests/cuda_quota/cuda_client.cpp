@@ -30,6 +30,12 @@
 //   module  module-unload:i                    cuModuleLoadData of an image; unload
 //   usage:D                                    as usage, for device D (a word instead of D: device 0)
 //   write:PATH  replace:PATH                   open PATH for writing; rename a new file over it: errno (0: done)
+//   mempool  pool-alloc:N:p  pool-destroy:p    cuMemPoolCreate on device 0; an allocation from pool p; destroy it
+//   create:N:fd                                cuMemCreate asking for POSIX file descriptor handles
+//   retain:v  export:i  import:f               cuMemRetainAllocationHandle of mapped address v; export
+//                                              handle i as a descriptor; import descriptor f (all recorded)
+//   set-access:v:N                             cuMemSetAccess(v, N): device 0 read-write (expandable segments)
+//   library  library-unload:i  kernel:i:NAME   cuLibraryLoadData of an image; unload; cuLibraryGetKernel
 // Types are declared here from [CH] cuda.h facts (design §1); nothing is linked.
 #include <dlfcn.h>
 #include <errno.h>
@@ -69,6 +75,10 @@ struct AllocProp {
   Location location;
   void* win32;
   unsigned char flags[8];
+};
+struct AccessDesc {  // [CH] CUmemAccessDesc, 12 bytes
+  Location location;
+  int flags;
 };
 struct PoolProps {  // [CH] CUmemPoolProps, 88 bytes
   int alloc_type, handle_types;
@@ -313,9 +323,60 @@ int main(int argc, char** argv) {
       std::printf("%s %d\n", step.c_str(), r);
     } else if (op == "sync") {
       std::printf("%s %d\n", step.c_str(), get<CUresult (*)(Handle)>("cuStreamSynchronize", 2000)(nullptr));
+    } else if (op == "mempool") {
+      PoolProps props{};
+      props.alloc_type = 1;      // [CH] CU_MEM_ALLOCATION_TYPE_PINNED
+      props.location = {1, 0};  // [CH] CU_MEM_LOCATION_TYPE_DEVICE, device 0
+      Handle pool = nullptr;
+      r = get<CUresult (*)(Handle*, const PoolProps*)>("cuMemPoolCreate", 11020)(&pool, &props);
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(reinterpret_cast<u64>(pool)) : SIZE_MAX);
+    } else if (op == "pool-alloc") {
+      CUdeviceptr p = 0;
+      r = get<CUresult (*)(CUdeviceptr*, std::size_t, Handle, Handle)>("cuMemAllocFromPoolAsync", 11020)(
+          &p, num(args, 1), reinterpret_cast<Handle>(handle(num(args, 2))), nullptr);
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(p) : SIZE_MAX);
+    } else if (op == "pool-destroy") {
+      r = get<CUresult (*)(Handle)>("cuMemPoolDestroy", 11020)(reinterpret_cast<Handle>(handle(num(args, 1))));
+      std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "retain") {
+      u64 h = 0;
+      r = get<CUresult (*)(u64*, void*)>("cuMemRetainAllocationHandle", 11000)(
+          &h, reinterpret_cast<void*>(handle(num(args, 1))));
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(h) : SIZE_MAX);
+    } else if (op == "export") {
+      int fd = -1;
+      r = get<CUresult (*)(void*, u64, int, u64)>("cuMemExportToShareableHandle", 10020)(&fd, handle(num(args, 1)), 1, 0);
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(static_cast<u64>(fd)) : SIZE_MAX);
+    } else if (op == "import") {
+      u64 h = 0;
+      const auto fd = static_cast<std::intptr_t>(handle(num(args, 1)));
+      r = get<CUresult (*)(u64*, void*, int)>("cuMemImportFromShareableHandle", 10020)(
+          &h, reinterpret_cast<void*>(fd), 1);
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(h) : SIZE_MAX);
+    } else if (op == "set-access") {
+      const AccessDesc desc{{1, 0}, 3};  // [CH] device 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+      r = get<CUresult (*)(CUdeviceptr, std::size_t, const AccessDesc*, std::size_t)>("cuMemSetAccess", 10020)(
+          handle(num(args, 1)), num(args, 2), &desc, 1);
+      std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "library") {
+      Handle lib = nullptr;
+      static const char kImage[] = "//\n// tessera test library\n.version 8.0\n";
+      r = get<CUresult (*)(Handle*, const void*, void*, void**, unsigned, void*, void**, unsigned)>("cuLibraryLoadData",
+                                                                                                 12000)(
+          &lib, kImage, nullptr, nullptr, 0, nullptr, nullptr, 0);
+      std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(reinterpret_cast<u64>(lib)) : SIZE_MAX);
+    } else if (op == "library-unload") {
+      r = get<CUresult (*)(Handle)>("cuLibraryUnload", 12000)(reinterpret_cast<Handle>(handle(num(args, 1))));
+      std::printf("%s %d\n", step.c_str(), r);
+    } else if (op == "kernel") {
+      Handle kernel = nullptr;
+      r = get<CUresult (*)(Handle*, Handle, const char*)>("cuLibraryGetKernel", 12000)(
+          &kernel, reinterpret_cast<Handle>(handle(num(args, 1))), args.size() > 2 ? args[2].c_str() : "");
+      std::printf("%s %d\n", step.c_str(), r);
     } else if (op == "create") {
       AllocProp prop{};
       prop.type = 1;  // [CH] CU_MEM_ALLOCATION_TYPE_PINNED
+      prop.handle_types = args.size() > 2 && args[2] == "fd" ? 1 : 0;  // [CH] CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
       prop.location = {args.size() > 2 && args[2] == "host" ? 2 : 1, 0};  // [CH] DEVICE 1, HOST 2
       u64 h = 0;
       r = get<CUresult (*)(u64*, std::size_t, const AllocProp*, u64)>("cuMemCreate", 10020)(&h, num(args, 1), &prop, 0);

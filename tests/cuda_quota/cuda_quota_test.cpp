@@ -625,23 +625,157 @@ TEST(CudaQuota, CapturedAllocationsAreChargedWhenTheirGraphIsUploaded) {
   EXPECT_EQ(value(r, "usage", 0), 30 * kMiB);
 }
 
-// Without a limits file the first context cannot be charged (nothing to
-// measure it with, no figure given), but every later context and every
-// module is measured.
-TEST(CudaQuota, LaterContextsAndModulesAreMeasuredFromTheDriversFreeMemory) {
+// A process's first context has nothing to measure it through: the library
+// measures one context of the device with a scratch context, once per
+// container (the ledger keeps the figure for every later process); later
+// contexts and every module are measured from the driver's free memory.
+TEST(CudaQuota, EveryContextAndModuleIsMeasuredFromTheDriversFreeMemory) {
   Container c(1 * kGiB);
   c.set("TESSERA_SIM_CUDA_CONTEXT_BYTES=300M");
   c.set("TESSERA_SIM_CUDA_MODULE_BYTES=100M");
-  const auto r = c.client({"init", "info", "ctx-create", "info:two", "module", "info:module", "alloc:" + bytes(700 * kMiB),
+  const auto r = c.client({"init", "info", "ctx-create", "info:two", "module", "info:module", "alloc:" + bytes(400 * kMiB),
                            "ctx-destroy:0", "info:destroyed", "usage"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(value(r, "info", 0), 1 * kGiB);
+  EXPECT_EQ(value(r, "info", 0), 1 * kGiB - 300 * kMiB) << "the primary context counts";
   EXPECT_EQ(code(r, "ctx-create"), kOk);
-  EXPECT_EQ(value(r, "info:two", 0), 1 * kGiB - 300 * kMiB);
-  EXPECT_EQ(value(r, "info:module", 0), 1 * kGiB - 400 * kMiB);
-  EXPECT_EQ(code(r, "alloc:" + bytes(700 * kMiB)), kOutOfMemory);
-  EXPECT_EQ(value(r, "info:destroyed", 0), 1 * kGiB) << "the context took its module with it";
+  EXPECT_EQ(value(r, "info:two", 0), 1 * kGiB - 600 * kMiB);
+  EXPECT_EQ(value(r, "info:module", 0), 1 * kGiB - 700 * kMiB);
+  EXPECT_EQ(code(r, "alloc:" + bytes(400 * kMiB)), kOutOfMemory);
+  EXPECT_EQ(value(r, "info:destroyed", 0), 1 * kGiB - 300 * kMiB) << "the context took its module with it";
   EXPECT_EQ(value(r, "usage", 0), 300 * kMiB) << "the primary context is all the device holds";
+}
+
+// The probe: a 2 GiB quota on a simulated A100 with 512 MiB contexts.
+// The first context is in the quota's view; a second process of the container
+// is charged the figure the first measured (its own scratch context is not
+// needed: the simulator's peak shows one context fewer).
+TEST(CudaQuota, TheFirstContextOfEachProcessCountsInTheQuota) {
+  Container c(2 * kGiB, std::string(kUuid) + ":80G");
+  c.set("TESSERA_SIM_CUDA_CONTEXT_BYTES=512M");
+  auto first = c.start({"init", "info", "await:" + c.path("second-done")}, "first");
+  ASSERT_TRUE(first->wait_for_output("info 0 " + std::to_string(2 * kGiB - 512 * kMiB), 10000)) << first->output();
+  const auto r = c.client({"init", "info", "alloc:" + bytes(1 * kGiB + 1), "alloc:" + bytes(1 * kGiB - 1), "usage"});
+  c.touch("second-done");
+  EXPECT_EQ(first->wait(10000), 0) << first->output();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(value(r, "info", 0), 1 * kGiB) << "two contexts of 512 MiB charged to the container";
+  EXPECT_EQ(code(r, "alloc:" + bytes(1 * kGiB + 1)), kOutOfMemory);
+  EXPECT_EQ(code(r, "alloc:" + bytes(1 * kGiB - 1)), kOk);
+  EXPECT_LE(value(r, "usage", 1), 2 * kGiB) << "the device holds no more than the quota";
+  EXPECT_LE(value(r, "usage", 2), 2 * kGiB + 512 * kMiB) << "one scratch context in the container's life, no more";
+}
+
+// Without any measurement (a driver that cannot make a scratch context) the
+// node's `context=` figure is charged: see the limits-file cases.
+
+// [CH] a destroyed pool keeps its memory until its last allocation is freed:
+// five rounds of (create a pool, 800 MiB from it, destroy it) must not pass
+// the quota, and the charge goes with the last free.
+TEST(CudaQuota, ADestroyedPoolKeepsItsChargeUntilItsLastAllocationIsFreed) {
+  Container c(2 * kGiB);
+  c.set("TESSERA_SIM_CUDA_CONTEXT_BYTES=512M");
+  const std::string mb800 = bytes(800 * kMiB);
+  // Handles: pool 0, its allocation 1; later pools 2..5 (their allocations refused).
+  std::vector<std::string> steps{"init", "mempool", "pool-alloc:" + mb800 + ":0", "pool-destroy:0"};
+  for (int round = 1; round < 5; ++round) {
+    const std::string p = std::to_string(round + 1);
+    steps.insert(steps.end(), {"mempool", "pool-alloc:" + mb800 + ":" + p, "pool-destroy:" + p});
+  }
+  steps.insert(steps.end(), {"usage:looped", "info:looped", "freeasync:1", "sync", "info:freed", "usage"});
+  const auto r = c.client(steps);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "pool-alloc:" + mb800 + ":0"), kOk);
+  EXPECT_EQ(code(r, "pool-destroy:0"), kOk) << "a pool with an outstanding allocation is destroyed at once";
+  for (int round = 1; round < 5; ++round)
+    EXPECT_EQ(code(r, "pool-alloc:" + mb800 + ":" + std::to_string(round + 1)), kOutOfMemory) << "round " << round;
+  EXPECT_LE(value(r, "usage:looped", 0), 2 * kGiB) << "the driver holds no more than the quota";
+  EXPECT_EQ(value(r, "usage:looped", 0), 512 * kMiB + 800 * kMiB);
+  EXPECT_EQ(value(r, "info:looped", 0), 2 * kGiB - 512 * kMiB - 800 * kMiB);
+  EXPECT_EQ(value(r, "info:freed", 0), 2 * kGiB - 512 * kMiB) << "the last free took the pool's charge";
+  EXPECT_EQ(value(r, "usage", 0), 512 * kMiB);
+}
+
+// [CH] cuMemRetainAllocationHandle is a reference: the memory lives (and is
+// charged) after its creating handle is released and its mapping unmapped,
+// until the retained handle is released too.
+TEST(CudaQuota, RetainedVirtualMemoryStaysChargedUntilItsLastReference) {
+  Container c(2 * kGiB);
+  c.set("TESSERA_SIM_CUDA_CONTEXT_BYTES=512M");
+  const std::string mb800 = bytes(800 * kMiB);
+  // Handles: 0 the allocation, 1 its mapped address, 2 the retained handle, 3 its new mapping.
+  std::vector<std::string> steps{"init", "create:" + mb800, "map:0:" + mb800, "release:0", "retain:1", "unmap:1:" + mb800,
+                                 "info:retained", "map:2:" + mb800};
+  for (int round = 1; round < 5; ++round) steps.push_back("create:" + mb800 + ":" + std::to_string(round));
+  steps.insert(steps.end(), {"usage:looped", "unmap:3:" + mb800, "info:mapped-once", "release:2", "info:released",
+                             "usage"});
+  const auto r = c.client(steps);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "retain:1"), kOk);
+  EXPECT_EQ(code(r, "unmap:1:" + mb800), kOk);
+  EXPECT_EQ(value(r, "info:retained", 0), 2 * kGiB - 512 * kMiB - 800 * kMiB) << "the retained handle keeps it";
+  EXPECT_EQ(code(r, "map:2:" + mb800), kOk);
+  for (int round = 1; round < 5; ++round)
+    EXPECT_EQ(code(r, "create:" + mb800 + ":" + std::to_string(round)), kOutOfMemory) << "round " << round;
+  EXPECT_LE(value(r, "usage:looped", 0), 2 * kGiB);
+  EXPECT_EQ(value(r, "info:mapped-once", 0), 2 * kGiB - 512 * kMiB - 800 * kMiB);
+  EXPECT_EQ(value(r, "info:released", 0), 2 * kGiB - 512 * kMiB) << "no reference and no mapping: returned";
+  EXPECT_EQ(value(r, "usage", 0), 512 * kMiB) << "the simulator freed it too";
+}
+
+// An import of a descriptor the process exported is another reference to the
+// same charged allocation, not new memory and not a way around the charge.
+TEST(CudaQuota, AnImportedHandleIsAReferenceToTheChargedAllocation) {
+  Container c(2 * kGiB);
+  c.set("TESSERA_SIM_CUDA_CONTEXT_BYTES=512M");
+  const std::string mb800 = bytes(800 * kMiB);
+  // Handles: 0 the allocation, 1 its descriptor, 2 the imported handle, 3 its mapping.
+  const auto r = c.client({"init", "create:" + mb800 + ":fd", "export:0", "import:1", "release:0", "map:2:" + mb800,
+                           "info:imported", "create:" + mb800, "usage:held", "unmap:3:" + mb800, "release:2",
+                           "info:released", "usage"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "export:0"), kOk);
+  EXPECT_EQ(code(r, "import:1"), kOk);
+  EXPECT_EQ(code(r, "map:2:" + mb800), kOk) << "the imported handle maps the allocation";
+  EXPECT_EQ(value(r, "info:imported", 0), 2 * kGiB - 512 * kMiB - 800 * kMiB);
+  EXPECT_EQ(code(r, "create:" + mb800), kOutOfMemory);
+  EXPECT_EQ(value(r, "usage:held", 0), 512 * kMiB + 800 * kMiB);
+  EXPECT_EQ(value(r, "info:released", 0), 2 * kGiB - 512 * kMiB);
+  EXPECT_EQ(value(r, "usage", 0), 512 * kMiB);
+}
+
+// What PyTorch's expandable segments do (create, reserve, map, set access,
+// unmap, release) runs the same with and without the library.
+TEST(CudaQuota, ExpandableSegmentsRunWithAndWithoutTheLibrary) {
+  for (const bool with : {true, false}) {
+    Container c(1 * kGiB);
+    if (!with) c.set("-LD_PRELOAD");
+    const std::string mb64 = bytes(64 * kMiB);
+    const auto r = c.client({"init", "create:" + mb64, "map:0:" + mb64, "set-access:1:" + mb64, "usage:mapped",
+                             "unmap:1:" + mb64, "release:0", "usage"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const std::string& step : std::vector<std::string>{"create:" + mb64, "map:0:" + mb64, "set-access:1:" + mb64,
+                                                            "unmap:1:" + mb64, "release:0"})
+      EXPECT_EQ(code(r, step), kOk) << step << (with ? " with" : " without") << " the library";
+    EXPECT_EQ(value(r, "usage:mapped", 0), 64 * kMiB);
+    EXPECT_EQ(value(r, "usage", 0), 0u);
+  }
+}
+
+// cuLibraryLoadData (how CUDA 12+ runtimes load their kernels) is measured
+// like a module and returned at cuLibraryUnload.
+TEST(CudaQuota, LibrariesAreChargedLikeModules) {
+  Container c(1 * kGiB);
+  c.set("TESSERA_SIM_CUDA_MODULE_BYTES=100M");
+  const auto r = c.client({"init", "library", "kernel:0:forward", "info:loaded", "alloc:" + bytes(1 * kGiB - 50 * kMiB),
+                           "library-unload:0", "info:unloaded", "usage"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "library"), kOk);
+  EXPECT_EQ(code(r, "kernel:0:forward"), kOk);
+  EXPECT_EQ(value(r, "info:loaded", 0), 1 * kGiB - 100 * kMiB);
+  EXPECT_EQ(code(r, "alloc:" + bytes(1 * kGiB - 50 * kMiB)), kOutOfMemory);
+  EXPECT_EQ(code(r, "library-unload:0"), kOk);
+  EXPECT_EQ(value(r, "info:unloaded", 0), 1 * kGiB);
+  EXPECT_EQ(value(r, "usage", 0), 0u);
 }
 
 }  // namespace
