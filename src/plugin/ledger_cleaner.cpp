@@ -79,6 +79,27 @@ bool is_ledger_key(const std::string& name) {
   return true;
 }
 
+// Whether a live process holds the ledger in directory `dir_fd`: each one
+// holds an open-file-description lock on its slot's byte of `ledger`
+// (src/cuda_quota/ledger.hpp), which the kernel drops when it dies. Only the
+// lock table is asked; the file's contents are never read.
+bool ledger_in_use(int dir_fd) {
+  const int fd = ::openat(dir_fd, "ledger", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  struct stat st {};
+  bool held = false;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    struct flock probe {};
+    probe.l_type = F_WRLCK;
+    probe.l_whence = SEEK_SET;
+    probe.l_start = 0;
+    probe.l_len = 0;  // the whole file
+    held = ::fcntl(fd, F_OFD_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
+  }
+  ::close(fd);
+  return held;
+}
+
 LedgerSweep remove_stale_ledgers(const std::string& root, const std::set<std::string>& held,
                                  std::chrono::system_clock::time_point now, std::chrono::seconds grace,
                                  const std::string& cdi_spec_dir) {
@@ -110,6 +131,11 @@ LedgerSweep remove_stale_ledgers(const std::string& root, const std::set<std::st
       continue;
     }
     const int fd = ::openat(root_fd, key.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && ledger_in_use(fd)) {  // a process the kubelet does not list (an init container) still holds it
+      ::close(fd);
+      out.in_use.push_back(key);
+      continue;
+    }
     std::string why;
     if (fd < 0) why = std::strerror(errno);
     else if (empty_directory(fd, 2, why) && ::unlinkat(root_fd, key.c_str(), AT_REMOVEDIR) != 0) why = std::strerror(errno);
@@ -157,6 +183,9 @@ void LedgerSweeper::loop() {
     } else {
       for (const auto& key : sweep->removed)
         spdlog::info("removed the quota ledger {}/{}: no container holds it", options_.root, key);
+      for (const auto& key : sweep->in_use)
+        spdlog::debug("kept the quota ledger {}/{}: the kubelet lists no container for it (an init container?), "
+                      "but a live process holds it", options_.root, key);
       for (const auto& e : sweep->errors) error += (error.empty() ? "cannot remove stale quota ledgers: " : "; ") + e;
     }
     if (!error.empty() && error != last_error) spdlog::warn("{}", error);

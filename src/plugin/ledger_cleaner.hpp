@@ -2,9 +2,12 @@
 // <ledger root>/<key> directories whose key no container the kubelet lists
 // (pod-resources) holds, once they are old enough that an Allocate the
 // kubelet has not recorded yet cannot be theirs. The decision rests on the
-// directory names the plugin made and on pod-resources only: nothing a
-// container writes into its mounts (its ledger's contents) is read, so no
-// container can make the plugin act on another's files.
+// directory names the plugin made, on pod-resources and on the kernel's lock
+// table: a ledger a live process holds (its slot lock) is kept, because
+// pod-resources omits non-restartable init containers. Nothing a container
+// writes into its mounts (its ledger's contents) is read, so no container can
+// make the plugin act on another's files; a container can only keep its own
+// ledger, as it does by running.
 #pragma once
 
 #include <chrono>
@@ -31,11 +34,13 @@ bool is_ledger_key(const std::string& name);
 struct LedgerSweep {
   std::vector<std::string> removed;  // keys
   std::vector<std::string> young;    // stale keys left for now: changed within `grace`
+  std::vector<std::string> in_use;   // unlisted keys a live process still holds (its slot lock)
   std::vector<std::string> errors;   // "<path>: <why>"
 };
 
 // Removes each directory of `root` named like a ledger key that `held` does
-// not list and that was last changed (mtime) more than `grace` before `now`,
+// not list, whose ledger no live process holds, and that was last changed
+// (mtime) more than `grace` before `now`,
 // with its files; symlinks are never followed (one is removed as a link, and
 // a directory is entered only by a descriptor opened without following).
 // Anything else in `root` (the preload list, other names) is left alone.

@@ -3,7 +3,9 @@
 #include "plugin/ledger_cleaner.hpp"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <utime.h>
 
 #include <algorithm>
@@ -94,6 +96,35 @@ TEST(LedgerCleaner, RemovesOnlyOldLedgersNoContainerHolds) {
 
 // A removed ledger takes its memory hook's CDI spec with it; a held one's,
 // and any other file in the spec directory, stay.
+// pod-resources omits non-restartable init containers: a ledger no listed
+// container holds is kept while a live process holds its slot lock (an
+// open-file-description lock on the ledger, as the quota library takes), and
+// removed once the lock is gone.
+TEST(LedgerCleaner, KeepsALedgerALiveProcessHolds) {
+  tessera::testing::TempDir root;
+  const std::vector<std::string> ids{"GPU-0::3"};
+  const std::string key = sharing::ledger_key("nvidia.com/gpu", ids);
+  const std::string dir = make_ledger_dir(root.path(), key, 3600s);
+  const int fd = ::open((dir + "/ledger").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  struct flock slot {};
+  slot.l_type = F_WRLCK;
+  slot.l_whence = SEEK_SET;
+  slot.l_start = 5;  // slot 5's byte
+  slot.l_len = 1;
+  ASSERT_EQ(::fcntl(fd, F_OFD_SETLK, &slot), 0);
+  const auto now = std::chrono::system_clock::now();
+  auto kept = remove_stale_ledgers(root.path(), {}, now, 600s);
+  EXPECT_EQ(kept.in_use, std::vector<std::string>{key});
+  EXPECT_TRUE(kept.removed.empty());
+  EXPECT_TRUE(fs::exists(dir + "/ledger"));
+  ::close(fd);  // the process is gone: the kernel drops its lock
+  auto swept = remove_stale_ledgers(root.path(), {}, now, 600s);
+  EXPECT_EQ(swept.removed, std::vector<std::string>{key});
+  EXPECT_TRUE(swept.in_use.empty());
+  EXPECT_FALSE(fs::exists(dir));
+}
+
 TEST(LedgerCleaner, ARemovedLedgerTakesItsMemoryHookSpec) {
   tessera::testing::TempDir root, specs;
   std::vector<std::string> a{"GPU-0000::0"}, b{"GPU-0000::1"};
