@@ -17,6 +17,14 @@
 #   resource.k8s.io resourceslices and resourceclaims bound to the pod's
 #   service account; no node agent, device plugin, exporter, mig apply,
 #   ConfigMap, node-scope policy or tessera-mps-host;
+# - the share-isolation ValidatingAdmissionPolicy (admission.*, which no
+#   kustomize render has: left out of the comparison): rendered, with its
+#   binding, exactly where the values hand out shares, for exactly the
+#   resource names the device-plugin config's sharing advertises (or
+#   admission.shareResources), failurePolicy Fail, the binding's
+#   validationActions and the namespaces it leaves out (render_checks.py
+#   admission); none where nothing is shared or admission.enabled=false;
+#   refused where the API server lists no ValidatingAdmissionPolicy kind;
 # - every render goes through check_manifests.sh's checks (flags, mounts,
 #   privileges, RBAC, the configs validated by tessera itself);
 # - values that make no sense are refused with a message;
@@ -144,6 +152,13 @@ cases=(
   "dra+cdi|-||--set dra.enabled=true --set cdi.enabled=true --set cdi.specDir=/etc/cdi --set driver.root=/run/nvidia/driver --set-json extraArgs=[\"--resync\",\"10\"]"
   "dra+mps|overlays/dra+dra-mps||--set dra.enabled=true --set mps.enabled=true"
   # No NVIDIA runtime at all (driver.source host): CDI implied, the driver from the host.
+  # The share-isolation policy: off (the config shares nothing, so it is
+  # rendered nowhere and the render is the overlay's exactly), Warn with more
+  # namespaces left out, and shares named in the values.
+  "plugin+time-slicing+admission-off|overlays/time-slicing||--set-file devicePluginConfig=@/overlays/time-slicing/device-plugin-config.yaml --set admission.enabled=false"
+  "plugin+mps+admission-warn|overlays/mps||--set mps.enabled=true --set-json admission.validationActions=[\"Warn\",\"Audit\"] --set-json admission.excludeNamespaces=[\"kube-system\",\"gpu-operator\"]"
+  "plugin+admission-resources|base||--set-json admission.shareResources=[\"nvidia.com/gpu\",\"nvidia.com/mig-*\"] --set admission.allowLocalhostSeccomp=true"
+  "dra+memory-shares+admission-no-claims|-||--set dra.enabled=true --set dra.memoryShares=true --set admission.resourceClaims=false"
   "plugin+host|-||--set driver.source=host --set metrics.enabled=true"
   "node+migManager+mps+host|-||--set mode=node --set migManager.enabled=true --set mps.enabled=true --set driver.source=host --set driver.root=/run/nvidia/driver"
   "dra+mps+host|-||--set dra.enabled=true --set mps.enabled=true --set driver.source=host"
@@ -165,7 +180,8 @@ problems = []
 def want(what, got, expected):
     if got != expected:
         problems.append("%s: %s, not %s" % (what, json.dumps(got), json.dumps(expected)))
-kinds = sorted("%s/%s" % (d["kind"], d["metadata"]["name"]) for d in docs)
+# The share-isolation policy (dra.memoryShares): the admission check's.
+kinds = sorted("%s/%s" % (d["kind"], d["metadata"]["name"]) for d in docs if not d["metadata"]["name"].endswith("-share-isolation"))
 want("objects", kinds, sorted(["Namespace/tessera", "ServiceAccount/tessera", "ClusterRole/tessera-node-agent",
      "ClusterRoleBinding/tessera-node-agent", "ClusterRole/tessera-dra-driver", "ClusterRoleBinding/tessera-dra-driver",
      "DaemonSet/tessera", "DeviceClass/gpu.nvidia.com", "DeviceClass/mig.nvidia.com"]))
@@ -213,6 +229,28 @@ if not problems:
 sys.exit(1 if problems else 0)
 PY
 }
+# check_admission NAME RENDER: the share-isolation policy each case renders
+# (render_checks.py admission): NAME ACTIONS NAMESPACES SHARES CLAIMS, or off.
+check_admission() {
+  local expected=(off)
+  case $1 in
+    plugin+mps|node+mps|node+mps+metrics|node+migManager+mps+metrics+cdi|node+migManager+mps+host)
+      expected=(tessera-share-isolation '["Deny"]' '["tessera","kube-system"]' '["nvidia.com/gpu.shared"]' false) ;;
+    plugin+time-slicing|node+migManager+config-maps)
+      expected=(tessera-share-isolation '["Deny"]' '["tessera","kube-system"]' '["nvidia.com/gpu"]' false) ;;
+    names) expected=(gpu-share-share-isolation '["Deny"]' '["tessera","kube-system"]' '["nvidia.com/gpu.shared"]' false) ;;
+    plugin+mps+admission-warn)
+      expected=(tessera-share-isolation '["Warn","Audit"]' '["tessera","kube-system","gpu-operator"]' '["nvidia.com/gpu.shared"]' false) ;;
+    plugin+admission-resources)
+      expected=(tessera-share-isolation '["Deny"]' '["tessera","kube-system"]' '["nvidia.com/gpu","nvidia.com/mig-*"]' false) ;;
+    # DRA memory shares: every claim has a quota.
+    dra+values|dra+memory-shares)
+      expected=(tessera-share-isolation '["Deny"]' '["tessera","kube-system"]' '[]' true) ;;
+  esac
+  python3 "$checks" admission "$2" "${expected[@]}"
+}
+helm_only=(--helm-only ValidatingAdmissionPolicy/tessera-share-isolation
+           --helm-only ValidatingAdmissionPolicyBinding/tessera-share-isolation)
 renders=()
 for c in "${cases[@]}"; do
   IFS='|' read -r name spec drop values <<<"$c"
@@ -239,15 +277,17 @@ for c in "${cases[@]}"; do
     IFS=, read -r -a kinds <<<"$drop"
     for k in ${kinds[@]+"${kinds[@]}"}; do drops+=(--drop "$k"); done
     echo "  compared with kustomize's $spec${drop:+ less its $drop}:"
-    python3 "$checks" compare "$out" "$kustomized" ${drops[@]+"${drops[@]}"} ||
+    python3 "$checks" compare "$out" "$kustomized" ${drops[@]+"${drops[@]}"} "${helm_only[@]}" ||
       bad "$name: helm's render differs from kustomize's $spec"
   fi
+  check_admission "$name" "$out" || bad "$name: the share-isolation policy"
   case $name in
     # The DRA driver: CDI specs always, no device-plugin config (check_dra).
     dra|dra+node) check_dra "$out" gpu.nvidia.com /var/run/cdi || bad "$name: DRA driver" ;;
     dra+values) check_dra "$out" gpu.example.com /var/run/cdi --driver-name gpu.example.com --order by-start \
       --memory-shares --no-mig-mode-switch || bad "$name: DRA driver" ;;
-    dra+memory-shares) check_dra "$out" gpu.nvidia.com /var/run/cdi --memory-shares || bad "$name: DRA driver" ;;
+    dra+memory-shares|dra+memory-shares+admission-no-claims)
+      check_dra "$out" gpu.nvidia.com /var/run/cdi --memory-shares || bad "$name: DRA driver" ;;
     dra+cdi) check_dra "$out" gpu.nvidia.com /etc/cdi --driver-root /run/nvidia/driver \
       --container-driver-root /driver-root --resync 10 || bad "$name: DRA driver" ;;
     plugin+cdi) python3 "$checks" cdi "$out" on /var/run/cdi / '["cdi-cri"]' || bad "$name: CDI" ;;
@@ -311,6 +351,14 @@ refusals=(
   "at '/dra/order': value must be one of 'tessera', 'by-start'|--set dra.enabled=true --set dra.order=first-fit"
   "at '/dra/driverName': 'gpu_nvidia' does not match pattern|--set dra.enabled=true --set dra.driverName=gpu_nvidia"
   "additional properties 'memoryshares' not allowed|--set dra.enabled=true --set dra.memoryshares=true"
+  # The share-isolation policy: an API server whose kinds helm lists (a live
+  # cluster; here --api-versions) without ValidatingAdmissionPolicy, and
+  # values the binding or the CEL cannot take.
+  "set admission.enabled=false to install without the share-isolation policy|--set mps.enabled=true --api-versions v1/Pod"
+  "Deny and Warn do not go together|--set mps.enabled=true --set-json admission.validationActions=[\"Deny\",\"Warn\"]"
+  "at '/admission/validationActions/0': value must be one of 'Deny', 'Warn', 'Audit'|--set-json admission.validationActions=[\"Block\"]"
+  "at '/admission/shareResources/0': 'gpu' does not match pattern|--set-json admission.shareResources=[\"gpu\"]"
+  "at '/admission/shareResources/0': 'nvidia.com/gpu\'' does not match pattern|--set-json admission.shareResources=[\"nvidia.com/gpu'\"]"
 )
 for r in "${refusals[@]}"; do
   IFS='|' read -r message values <<<"$r"
@@ -325,6 +373,16 @@ for r in "${refusals[@]}"; do
     echo "refused: $values ($message)"
   fi
 done
+
+# The same API server listing the kind: rendered.
+if run_helm template tessera "$chart" --kube-version "$KUBE_VERSION" --set mps.enabled=true --api-versions v1/Pod \
+     --api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy >"$work/helm-apis.yaml"; then
+  echo "accepted: --set mps.enabled=true with the API server's kinds, ValidatingAdmissionPolicy among them"
+  check_admission plugin+mps "$work/helm-apis.yaml" || bad "the share-isolation policy with the API server's kinds"
+else
+  cat "$work/helm.err"
+  bad "helm template with the API server's kinds, ValidatingAdmissionPolicy among them, failed"
+fi
 
 # The renders through check_manifests.sh's checks.
 echo "check_manifests.sh on ${#renders[@]} helm renders:"

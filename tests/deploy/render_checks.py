@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Checks of the Helm chart's renders, for check_helm.sh.
 
-  render_checks.py compare HELM.yaml KUSTOMIZE.yaml [--drop KIND]...
+  render_checks.py compare HELM.yaml KUSTOMIZE.yaml [--drop KIND]... [--helm-only KIND/NAME]...
       The two renders hold the same objects, field by field, after
       normalising: the labels Helm's conventions add (helm.sh/chart,
       app.kubernetes.io/managed-by, instance, version) are dropped, as are
       kustomize's ConfigMap name hash suffixes (in names and references), and
       the lists Kubernetes gives no order (volumes, volumeMounts, env, ports,
       tolerations) are compared by their key. --drop KIND: the kustomize
-      render's objects of that kind are not expected. Every other difference
-      is printed with the object and the field.
+      render's objects of that kind are not expected. --helm-only KIND/NAME:
+      that object of the chart's, which no kustomize render has, is left out
+      (the admission check looks at it). Every other difference is printed
+      with the object and the field.
   render_checks.py cdi RENDER on SPEC_DIR DRIVER_ROOT STRATEGY_JSON
   render_checks.py cdi RENDER off
       With CDI: the tessera container's command has --cdi-spec-dir SPEC_DIR
@@ -27,6 +29,17 @@
       --mig-configmap), role bindings, selectors (DaemonSets, Deployment,
       Service, ServiceMonitor), the alerting rules' job (the Service's name),
       the admission policy's service account and binding.
+  render_checks.py admission RENDER off
+  render_checks.py admission RENDER NAME ACTIONS_JSON NAMESPACES_JSON SHARES_JSON CLAIMS
+      The share-isolation ValidatingAdmissionPolicy (templates/admission.yaml):
+      off, no policy or binding named *-share-isolation. Else exactly one
+      policy NAME and its binding: failurePolicy Fail, pods on CREATE and
+      UPDATE, a matchCondition that looks for exactly the resource names
+      SHARES_JSON (a list; names ending in * as prefixes) and, with CLAIMS
+      true, for resource claims; a validation whose message and
+      messageExpression name the policy and RuntimeDefault; the binding's
+      validationActions ACTIONS_JSON and its namespaceSelector leaving out
+      exactly NAMESPACES_JSON.
   render_checks.py objects RENDER KIND/NAME...
       The render holds exactly these objects (KIND/NAME, in any order).
   render_checks.py configs RENDER VALUES.yaml
@@ -144,9 +157,11 @@ def diff(h, k, path, out):
         out.append("%s: helm's %s, kustomize's %s" % (path, short(h), short(k)))
 
 
-def compare(helm_file, kustomize_file, drop):
+def compare(helm_file, kustomize_file, drop, helm_only=()):
     helm = {}
     for d in load(helm_file):
+        if "%s/%s" % (d.get("kind"), d.get("metadata", {}).get("name")) in helm_only:
+            continue
         d = normalise(d)
         helm[ident(d)] = d
     kust = {}
@@ -415,18 +430,87 @@ def names(render, fullname, name):
             jobs = {j for s in strings(rule["spec"]) for j in re.findall(r'job="([^"]+)"', s)}
             if jobs != {svc["metadata"]["name"]}:
                 problems.append("%s names the jobs %s, not the Service's %s" % (ident(rule), sorted(jobs), svc["metadata"]["name"]))
+    namespaces = {ns_of(d) for d in docs if ns_of(d)}
     for pol in by.get("ValidatingAdmissionPolicy", {}).values():
         users = {u for s in strings(pol["spec"]) for u in re.findall(r"system:serviceaccount:([^:\"' ]+):([^\"' ]+)", s)}
         sas = {(ns_of(sa), n) for n, sa in by.get("ServiceAccount", {}).items()}
-        if not users or not users <= sas:
+        if pol["metadata"]["name"].endswith("-share-isolation"):
+            # It names no service account; what it refers to is the namespace it leaves out.
+            if users:
+                problems.append("%s names the service accounts %s" % (ident(pol), sorted(users)))
+            if not all(s.startswith(("%s:" % pol["metadata"]["name"], "'%s:" % pol["metadata"]["name"]))
+                       for v in pol["spec"]["validations"] for s in (v["message"], v["messageExpression"])):
+                problems.append("%s: its messages do not start with its own name" % ident(pol))
+        elif not users or not users <= sas:
             problems.append("%s names the service accounts %s, rendered: %s" % (ident(pol), sorted(users), sorted(sas)))
     for b in by.get("ValidatingAdmissionPolicyBinding", {}).values():
         has("ValidatingAdmissionPolicy", b["spec"]["policyName"], ident(b))
+        selector = (b["spec"].get("matchResources") or {}).get("namespaceSelector")
+        if selector is not None:
+            left_out = {v for e in selector.get("matchExpressions", []) if e["key"] == "kubernetes.io/metadata.name"
+                        and e["operator"] == "NotIn" for v in e["values"]}
+            if not namespaces <= left_out:
+                problems.append("%s holds the chart's own namespace %s to its policy (leaves out %s)" % (
+                    ident(b), sorted(namespaces - left_out), sorted(left_out)))
     for p in problems:
         print("  names: " + p)
     if not problems:
         print("  names: %d objects named %s-..., labels %s-..., every reference between them resolves" % (
             sum(1 for d in docs if d["kind"] not in ("Namespace", "DeviceClass")), fullname, name))
+    return 1 if problems else 0
+
+
+def admission(render, name, *rest):
+    docs = load(render)
+    ours = [d for d in docs if d["kind"] in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+            and d["metadata"]["name"].endswith("-share-isolation")]
+    if name == "off":
+        if ours:
+            print("  admission: %s rendered, expected none" % ", ".join(ident(d) for d in ours))
+            return 1
+        print("  admission: no share-isolation policy")
+        return 0
+    actions, namespaces, shares = (json.loads(a) for a in rest[:3])
+    claims = rest[3] == "true"
+    problems = []
+    def want(what, got, expected):
+        if got != expected:
+            problems.append("%s: %s, not %s" % (what, json.dumps(got), json.dumps(expected)))
+    want("objects", sorted("%s/%s" % (d["kind"], d["metadata"]["name"]) for d in ours),
+         ["ValidatingAdmissionPolicy/" + name, "ValidatingAdmissionPolicyBinding/" + name])
+    pol = next((d for d in ours if d["kind"] == "ValidatingAdmissionPolicy"), None)
+    binding = next((d for d in ours if d["kind"] == "ValidatingAdmissionPolicyBinding"), None)
+    if pol is None or binding is None:
+        for p in problems:
+            print("  admission: " + p)
+        return 1
+    spec = pol["spec"]
+    want("failurePolicy", spec.get("failurePolicy"), "Fail")
+    want("resourceRules", spec["matchConstraints"]["resourceRules"],
+         [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}])
+    holds = next((m["expression"] for m in spec.get("matchConditions", []) if m["name"] == "holds-a-tessera-share"), "")
+    names = re.findall(r"r in \[([^]]*)\]", holds)
+    got = sorted(set(n.strip(" '") for n in names[0].split(",")) if names else set())
+    got += sorted(set(p + "*" for p in re.findall(r"r\.startsWith\('([^']*)'\)", holds)))
+    want("the share names its matchCondition looks for", sorted(got), sorted(shares))
+    want("its matchCondition looks at resource claims", "spec.resourceClaims" in holds, claims)
+    for v in spec["validations"]:
+        for field in ("message", "messageExpression"):
+            if not (name + ":" in v.get(field, "") and "RuntimeDefault" in v.get(field, "")
+                    and "allowPrivilegeEscalation: false" in v.get(field, "")):
+                problems.append("validation %s does not name %s, RuntimeDefault and allowPrivilegeEscalation: false: %s"
+                                % (field, name, short(v.get(field))))
+    want("binding's policyName", binding["spec"]["policyName"], name)
+    want("binding's validationActions", binding["spec"]["validationActions"], actions)
+    exprs = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    want("binding's namespaceSelector", exprs,
+         [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": namespaces}])
+    for p in problems:
+        print("  admission: " + p)
+    if not problems:
+        print("  admission: %s (failurePolicy Fail, pods CREATE/UPDATE) for %s%s; binding %s, every namespace but %s" % (
+            name, ", ".join(shares) or "no resource", " and resource claims" if claims else "",
+            json.dumps(actions), ", ".join(namespaces)))
     return 1 if problems else 0
 
 
@@ -474,7 +558,10 @@ def main(argv):
     cmd, args = argv[1], argv[2:]
     if cmd == "compare":
         drop = [args[i + 1] for i, a in enumerate(args) if a == "--drop"]
-        return compare(args[0], args[1], drop)
+        helm_only = [args[i + 1] for i, a in enumerate(args) if a == "--helm-only"]
+        return compare(args[0], args[1], drop, helm_only)
+    if cmd == "admission":
+        return admission(*args)
     if cmd == "cdi":
         return cdi(*args)
     if cmd == "custom":

@@ -8,6 +8,8 @@
 # dra_claim_pod NAME SELECTOR-EXPRESSION [CLASS] [MEMORY]: a pod with a claim
 # of its own (a ResourceClaimTemplate NAME) for one device of CLASS
 # (mig.nvidia.com) that the CEL expression selects; MEMORY asks for a share.
+# Confined as the chart's share-isolation policy asks of every pod with a
+# claim under dra.memoryShares.
 dra_claim_pod() {
   local name=$1 expr=$2 class=${3:-mig.nvidia.com} memory=${4:-} capacity=""
   [[ -z $memory ]] || capacity="
@@ -34,12 +36,14 @@ spec:
   nodeSelector: {kubernetes.io/hostname: $NODE}
   automountServiceAccountToken: false
   terminationGracePeriodSeconds: 1
+  securityContext: {seccompProfile: {type: RuntimeDefault}}
   resourceClaims: [{name: gpu, resourceClaimTemplateName: $name}]
   containers:
   - name: cuda
     image: $E2E_SHELL_IMAGE
     imagePullPolicy: Never
     command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
+    securityContext: {allowPrivilegeEscalation: false}
     resources: {claims: [{name: gpu}]}
 EOF
 }

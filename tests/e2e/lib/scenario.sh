@@ -82,6 +82,9 @@ expect_allocatable() {  # expect_allocatable SECONDS RESOURCE COUNT
 # pod NAME RESOURCE COUNT [NAMESPACE]: a pod on NODE that holds COUNT of
 # RESOURCE and sleeps, on the pod network, in the shell image, named as a
 # user would (no imagePullPolicy: the tag is not latest, so IfNotPresent).
+# Confined as the chart's share-isolation policy asks of a pod holding a
+# share (the RuntimeDefault seccomp profile, allowPrivilegeEscalation: false):
+# the two securityContext lines, which the admission scenario drops.
 pod() {
   cat <<EOF
 apiVersion: v1
@@ -91,10 +94,12 @@ spec:
   nodeSelector: {kubernetes.io/hostname: $NODE}
   automountServiceAccountToken: false
   terminationGracePeriodSeconds: 1
+  securityContext: {seccompProfile: {type: RuntimeDefault}}
   containers:
   - name: cuda
     image: $E2E_SHELL_IMAGE
     command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
+    securityContext: {allowPrivilegeEscalation: false}
     resources: {limits: {$2: $3}}
 EOF
 }

@@ -34,12 +34,14 @@ spec:
   automountServiceAccountToken: false
   terminationGracePeriodSeconds: 1
   restartPolicy: Never
+  securityContext: {seccompProfile: {type: RuntimeDefault}}
   resourceClaims: [{name: gpu, resourceClaimTemplateName: mps-small}]
   containers:
   - name: cuda
     image: $TESSERA_IMAGE
     imagePullPolicy: Never
     command: ["$IMAGE_MPS_CONTROL", "--tessera-sim-client"]
+    securityContext: {allowPrivilegeEscalation: false}
     resources: {claims: [{name: gpu}]}
 EOF
   wait_for 90 "pod mps-small Running" is_running mps-small

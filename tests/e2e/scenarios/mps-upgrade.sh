@@ -10,7 +10,9 @@
 # kubelet's own log times its shares Unhealthy (under 100 ms after the kill)
 # and Healthy again once tessera-mps-host has restarted it.
 KUBELET_LOG=
-mps_client_pod() {  # mps_client_pod NAME RESOURCE: one MPS share, held by the simulator's CUDA client
+# mps_client_pod NAME RESOURCE: one MPS share, held by the simulator's CUDA
+# client; confined as the chart's share-isolation policy asks.
+mps_client_pod() {
   cat <<EOF
 apiVersion: v1
 kind: Pod
@@ -21,11 +23,13 @@ spec:
   terminationGracePeriodSeconds: 1
   # A client that loses its daemon exits 1: the pod fails rather than restarts.
   restartPolicy: Never
+  securityContext: {seccompProfile: {type: RuntimeDefault}}
   containers:
   - name: cuda
     image: $TESSERA_IMAGE
     imagePullPolicy: Never
     command: ["$IMAGE_MPS_CONTROL", "--tessera-sim-client"]
+    securityContext: {allowPrivilegeEscalation: false}
     resources: {limits: {$2: 1}}
 EOF
 }

@@ -18,7 +18,8 @@
 # client and the simulated driver (libcuda.so.1, on LD_LIBRARY_PATH) from a
 # host directory, the simulator's per-device accounting in another that every
 # such pod shares. The simulated driver tells live processes by PID and start
-# time, so these pods share the host's PID namespace.
+# time, so these pods share the host's PID namespace. Confined as the chart's
+# share-isolation policy asks (RuntimeDefault, allowPrivilegeEscalation: false).
 quota_pod() {  # quota_pod NAME [LD_PRELOAD]: it sleeps; LD_PRELOAD, if given, is set in its spec
   local preload=
   [[ -z ${2:-} ]] || preload="    - {name: LD_PRELOAD, value: \"$2\"}"
@@ -31,11 +32,13 @@ spec:
   hostPID: true
   automountServiceAccountToken: false
   terminationGracePeriodSeconds: 1
+  securityContext: {seccompProfile: {type: RuntimeDefault}}
   containers:
   - name: cuda
     image: $E2E_SHELL_IMAGE
     imagePullPolicy: Never
     command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
+    securityContext: {allowPrivilegeEscalation: false}
     env:
     - {name: LD_LIBRARY_PATH, value: /opt/tessera-e2e/lib}
     - {name: TESSERA_SIM_CUDA_DIR, value: /run/tessera-sim-cuda}

@@ -177,6 +177,47 @@ sets one: the config is then parsed and written again (its comments lost).
 {{- (get $config "flags" | default dict).mpsRoot | default "/run/nvidia/mps" -}}
 {{- end -}}
 
+{{/*
+The extended resources that are tessera shares, as JSON: admission.shareResources,
+or unset the names the device-plugin config's sharing advertises, as tessera
+reads it (src/sharing/resources.cpp): sharing.mps's resources if it has any,
+else sharing.timeSlicing's; each name and rename under nvidia.com/ (NVIDIA's
+NewResourceName), advertised as its rename, else name.shared with
+renameByDefault, else its name. None for the DRA driver (no device-plugin
+config: its shares are claims, admission.resourceClaims).
+*/}}
+{{- define "tessera.shareResources" -}}
+{{- $names := list -}}
+{{- if not (kindIs "invalid" .Values.admission.shareResources) -}}
+{{- range .Values.admission.shareResources }}{{ $names = append $names (toString .) }}{{ end -}}
+{{- else if not .Values.dra.enabled -}}
+{{- $config := include "tessera.parse" (list "devicePluginConfig" (include "tessera.devicePluginConfigSource" .)) | fromJson -}}
+{{- $sharing := get $config "sharing" | default dict -}}
+{{- $spec := get $sharing "mps" | default dict -}}
+{{- if not (get $spec "resources") }}{{ $spec = get $sharing "timeSlicing" | default dict }}{{ end -}}
+{{- range (get $spec "resources" | default list) -}}
+{{- $name := toString .name -}}
+{{- if .rename }}{{ $name = toString .rename }}{{ end -}}
+{{- if not (hasPrefix "nvidia.com/" $name) }}{{ $name = printf "nvidia.com/%s" $name }}{{ end -}}
+{{- if and (not .rename) (get $spec "renameByDefault") }}{{ $name = printf "%s.shared" $name }}{{ end -}}
+{{- $names = append $names $name -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (uniq $names) -}}
+{{- end -}}
+
+{{/* Pods with resource claims hold shares: admission.resourceClaims, or unset the DRA driver's memory shares. */}}
+{{- define "tessera.shareClaims" -}}
+{{- if kindIs "invalid" .Values.admission.resourceClaims -}}
+{{- if and .Values.dra.enabled .Values.dra.memoryShares }}true{{ end -}}
+{{- else if .Values.admission.resourceClaims }}true{{ end -}}
+{{- end -}}
+
+{{/* The share-isolation policy is rendered: admission.enabled, and something is a share. */}}
+{{- define "tessera.admission" -}}
+{{- if and .Values.admission.enabled (or (include "tessera.shareResources" . | fromJsonArray) (include "tessera.shareClaims" .)) }}true{{ end -}}
+{{- end -}}
+
 {{/* What the values may not combine to; rendered (as nothing) by the DaemonSet. */}}
 {{- define "tessera.validate" -}}
 {{- if not (has .Values.mode (list "plugin" "node")) -}}
