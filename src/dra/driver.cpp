@@ -693,7 +693,7 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref) {
       // The client's pipe directory (its daemon's) and /dev/shm, where MPS
       // clients and servers meet (the device plugin's layout, docs/design-mps.md).
       edits.env.push_back("CUDA_MPS_PIPE_DIRECTORY=/mps/pipe");
-      edits.mounts.push_back({base + "/pipe", "/mps/pipe", false});
+      edits.mounts.push_back({base + "/pipe", "/mps/pipe", true});  // read-only: connect, never bind a daemon there
       edits.mounts.push_back({options_.mps_root + "/shm", "/dev/shm", false});
       // NVIDIA's MpsConfig: a per-device limit (by UUID or by index among the
       // claim's devices) over the default; a memory share's size otherwise.

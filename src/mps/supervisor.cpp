@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -45,6 +48,31 @@ std::string local_time_now() {
 }
 
 namespace {
+
+// The process listening on a unix socket in directory `dir` (the control
+// daemon's; NVIDIA names it `control`): SO_PEERCRED of a connection to each
+// socket there gives the credentials of the process that called listen on
+// it. -1 when no socket there answers.
+pid_t listener_pid(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (!entry.is_socket(ec)) continue;
+    const std::string path = entry.path().string();
+    sockaddr_un addr{};
+    if (path.size() >= sizeof addr.sun_path) continue;
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    const bool answered = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                          ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0;
+    ::close(fd);
+    if (answered) return cred.pid;
+  }
+  return -1;
+}
 
 // "20096M", "20096 MB", "2G", "1073741824": a size in bytes (units are powers
 // of 1024, as in CUDA_MPS_PINNED_DEVICE_MEM_LIMIT); nullopt when it is none.
@@ -327,12 +355,25 @@ class Supervisor::Worker {
       if (ec) return down(want, "cannot create " + dir + ": " + ec.message());
       if (::access(dir.c_str(), W_OK) != 0) return down(want, dir + " is not writable");
     }
-    // A daemon answering here already is not this supervisor's child: it is
-    // neither adopted (its death could not be seen) nor killed (its pid is not
-    // known from anything but files its clients can write).
-    if (auto other = command(options_.control, want.dirs, "get_default_active_thread_percentage"); other)
-      return down(want, "a control daemon this supervisor did not start answers in " + want.dirs.pipe +
-                            "; it is never killed from here: stop it, or choose another mpsRoot");
+    // A daemon answering here already is not this supervisor's child (a
+    // tenant's squatter, or one left by a tessera that was SIGKILLed): it is
+    // neither adopted (its death could not be seen) nor killed (it may be
+    // anyone's), but it loses the directory: every file in it goes, so this
+    // supervisor's own daemon takes the socket path clients connect to.
+    std::string displaced;
+    if (auto other = command(options_.control, want.dirs, "get_default_active_thread_percentage"); other) {
+      const pid_t foreign = listener_pid(want.dirs.pipe);
+      displaced = "a control daemon this supervisor did not start answered in " + want.dirs.pipe + " (pid " +
+                  (foreign > 0 ? std::to_string(foreign) : std::string("unknown")) +
+                  "); its files there were removed and it was not killed";
+      std::error_code ec;
+      for (const auto& entry : std::filesystem::directory_iterator(want.dirs.pipe, ec)) {
+        std::filesystem::remove_all(entry.path(), ec);
+        if (ec) return down(want, displaced + ", but " + entry.path().string() + " cannot be removed: " + ec.message());
+      }
+      if (ec) return down(want, displaced + ", but " + want.dirs.pipe + " cannot be read: " + ec.message());
+      spdlog::warn("mps: GPU {}: {}", want.uuid, displaced);
+    }
     auto started = start_foreground(options_.control, want.dirs, want.uuid);
     if (!started) return down(want, started.error().message);
     child_ = std::move(*started);
@@ -351,6 +392,8 @@ class Supervisor::Worker {
         if (said.find("already running") != std::string::npos)
           why += " (a control daemon this supervisor did not start serves " + want.dirs.pipe +
                  "; it is never killed from here: stop it, or choose another mpsRoot)";
+        else if (!displaced.empty())
+          why = displaced + "; " + why;
         return down(want, why);
       }
       if (answer.error().code == Errc::timeout || Clock::now() >= deadline)
@@ -378,7 +421,7 @@ class Supervisor::Worker {
       s.retry_in_ms = 0;
       s.limits = *limits;
       s.clients = 0;
-      s.note.clear();
+      s.note = displaced;
     });
     spdlog::info("MPS daemon for {} ({}) is up: pid {}, pipe directory {}, limits {}{}", want.uuid, want.resource, pid,
                  want.dirs.pipe, *limits, failures ? " (after " + std::to_string(failures) + " failures)" : "");

@@ -222,7 +222,9 @@ Result<ContainerAllocation> allocate(const Resource& resource, std::span<const s
     std::string dir = sanitize_for_path(resource.name);
     const MpsDaemon daemon = mps_daemon(settings.mps_root, resource, *devices.front());
     out.envs["CUDA_MPS_PIPE_DIRECTORY"] = "/mps/" + dir + "/pipe";
-    out.mounts.push_back({daemon.pipe_dir, "/mps/" + dir + "/pipe", false});
+    // Read-only: a client connects to the daemon's socket there, but no
+    // process of the container can bind a daemon of its own in its place.
+    out.mounts.push_back({daemon.pipe_dir, "/mps/" + dir + "/pipe", true});
     out.mounts.push_back({settings.mps_root + "/shm", "/dev/shm", false});
     // Per-client limits (CUDA MPS documentation: "<device>=<limit>" by ordinal
     // among the client's visible devices; active thread percentage as an integer).

@@ -85,6 +85,8 @@ TEST(Allocate, MpsSharePinsMemoryAndThreads) {
   EXPECT_EQ(a->envs.at("TESSERA_DEVICE_MEMORY_LIMIT_0"), std::to_string((40192ull << 20) / 4));
   ASSERT_EQ(a->mounts.size(), 6u);  // then the quota library's four
   EXPECT_EQ(a->mounts[0].host_path, "/run/nvidia/mps/MIG-c/pipe");  // the device's own daemon
+  EXPECT_TRUE(a->mounts[0].read_only) << "clients connect there; none may bind a daemon of its own";
+  EXPECT_FALSE(a->mounts[1].read_only);
   EXPECT_EQ(a->mounts[1].container_path, "/dev/shm");
 }
 

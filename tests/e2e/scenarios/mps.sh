@@ -5,7 +5,9 @@
 # node's mpsRoot with CUDA_VISIBLE_DEVICES = the GPU's UUID and one share's
 # limits (the simulator's state file records what it was told); pods get
 # replicas whose environment names the daemon's pipe directory and the same
-# limits, with that directory mounted. A GPU whose daemon is SIGKILLed (and
+# limits, with that directory mounted read-only (a client connects to the
+# daemon's socket; no process of the pod can create a file there, so none can
+# bind a daemon of its own in its place). A GPU whose daemon is SIGKILLed (and
 # again whenever the host restarts it, until the Node shows the drop: a single
 # kill can be mended between two node-status updates) loses its replicas from
 # the Node's allocatable; they come back once the daemon is let live and the
@@ -88,8 +90,11 @@ scenario_mps() {
     [[ $(env_var "$env" CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) == "$(want "$percent")" ]] ||
       fail "$p: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE='$(env_var "$env" CUDA_MPS_ACTIVE_THREAD_PERCENTAGE)', expected $(want "$percent")"
     mounts=$(container_mounts "$p")
-    grep -qxF "/run/nvidia/mps/$uuid/pipe $pipe rw" <<<"$mounts" ||
-      fail "$p: no mount of $uuid's pipe directory /run/nvidia/mps/$uuid/pipe at $pipe; mounts: $mounts"
+    grep -qxF "/run/nvidia/mps/$uuid/pipe $pipe ro" <<<"$mounts" ||
+      fail "$p: no read-only mount of $uuid's pipe directory /run/nvidia/mps/$uuid/pipe at $pipe; mounts: $mounts"
+    # A tenant cannot bind a daemon of its own there (nor leave any file).
+    ! kc exec "$p" -c cuda -- sh -c ": > $pipe/control.squat" 2>/dev/null ||
+      fail "$p: a process of the pod created a file in its daemon's pipe directory $pipe"
     grep -qxF "/run/nvidia/mps/shm /dev/shm rw" <<<"$mounts" ||
       fail "$p: no mount of /run/nvidia/mps/shm at /dev/shm; mounts: $mounts"
     ! grep -q "/run/nvidia/tessera" <<<"$mounts" || fail "$p: the mps-host socket's directory is mounted in a tenant: $mounts"
@@ -97,7 +102,7 @@ scenario_mps() {
     [[ $(kc exec "$p" -c cuda -- cat "$pipe/nvidia-cuda-mps-control.pid") == "${pid_of_gpu[$uuid]}" ]] ||
       fail "$p: $pipe/nvidia-cuda-mps-control.pid in the pod does not name $uuid's daemon (${pid_of_gpu[$uuid]})"
     gpu_of[$p]=$uuid
-    echo "  $p: $uuid, CUDA_MPS_PIPE_DIRECTORY=$pipe (its daemon's, mounted), CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=${mib}M, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$percent"
+    echo "  $p: $uuid, CUDA_MPS_PIPE_DIRECTORY=$pipe (its daemon's, mounted read-only), CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=${mib}M, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$percent"
   done
 
   # The daemon of mps-0's GPU dies, and keeps dying until the Node shows it.
