@@ -506,7 +506,11 @@ TEST(CudaQuota, ProcessesKilledAtRandomInstantsNeitherWedgeNorLeakTheQuota) {
   std::vector<std::unique_ptr<Process>> loopers;
   for (int i = 0; i < 12; ++i)
     loopers.push_back(c.start({"init", "loop:100000000:" + bytes(90 * kMiB)}, "looper" + std::to_string(i)));
-  usleep(200000);
+  // Killed while they allocate, not before: the simulator's high-water mark
+  // shows allocations have begun (polled, with a bound, never a fixed sleep).
+  auto allocating = [&] { return value(c.client({"init", "usage"}), "usage", 2) >= 90 * kMiB; };
+  for (int polls = 0; polls < 1000 && !allocating(); ++polls) usleep(10000);
+  ASSERT_TRUE(allocating()) << "no looper allocated within 10 s";
   for (auto& p : loopers) {
     usleep(std::uniform_int_distribution<useconds_t>(1000, 30000)(random));
     p->signal(SIGKILL);

@@ -145,7 +145,10 @@ TEST_F(MpsHost, DaemonsOutliveTheirClientAndTheNextOneAdoptsThem) {
     EXPECT_EQ(state(gpu)["default_device_pinned_mem_limits"]["0"]["value"], "20357M");
     first.shutdown();  // the plugin stops, or is upgraded
   }
-  std::this_thread::sleep_for(300ms);
+  // The host has seen the client go (its connection closed): the daemons outlive it.
+  const auto gone_by = Clock::now() + 5s;
+  while ((*host)->connections() != 0 && Clock::now() < gone_by) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ((*host)->connections(), 0u) << "the host never saw its client go";
   EXPECT_TRUE(running(gpu_pid) && running(mig_pid)) << "the daemons outlive the client";
   EXPECT_TRUE((*host)->supervisor().healthy(kGpu));
   const size_t commands_before = state(gpu)["commands"].size();
