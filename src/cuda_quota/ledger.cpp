@@ -219,16 +219,35 @@ std::uint64_t Ledger::usage(std::uint32_t device) const {
   return load(header_->charged[device]);
 }
 
-bool Ledger::context_size(std::uint32_t device, std::uint64_t& bytes) const {
-  if (header_ == nullptr || device >= device_count_) return false;
-  const std::uint64_t v = load(header_->context_bytes[device]);
-  bytes = v & ~layout::kContextMeasured;
-  return (v & layout::kContextMeasured) != 0;
+Ledger::ContextSize Ledger::context_size(std::uint32_t device, std::uint64_t& bytes, std::uint64_t stale_ms) {
+  if (header_ == nullptr || device >= device_count_) return ContextSize::wait;
+  std::atomic_ref<std::uint64_t> word(header_->context_bytes[device]);
+  std::uint64_t v = word.load(std::memory_order_acquire);
+  if (v & layout::kContextMeasured) {
+    bytes = v & ~layout::kContextMeasured;
+    return ContextSize::measured;
+  }
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const std::uint64_t now_ms = static_cast<std::uint64_t>(ts.tv_sec) * 1000 + static_cast<std::uint64_t>(ts.tv_nsec) / 1000000;
+  if ((v & layout::kContextProbing) && now_ms - (v & ~layout::kContextProbing) < stale_ms) return ContextSize::wait;
+  const std::uint64_t claim = layout::kContextProbing | (now_ms & ~(layout::kContextMeasured | layout::kContextProbing));
+  return word.compare_exchange_strong(v, claim, std::memory_order_acq_rel) ? ContextSize::probe : ContextSize::wait;
 }
 
 void Ledger::note_context_size(std::uint32_t device, std::uint64_t bytes) {
-  if (header_ == nullptr || device >= device_count_ || (bytes & layout::kContextMeasured)) return;
-  store(header_->context_bytes[device], bytes | layout::kContextMeasured);
+  if (header_ == nullptr || device >= device_count_ || (bytes & (layout::kContextMeasured | layout::kContextProbing)))
+    return;
+  std::atomic_ref<std::uint64_t>(header_->context_bytes[device])
+      .store(bytes | layout::kContextMeasured, std::memory_order_release);
+}
+
+void Ledger::abandon_context_probe(std::uint32_t device) {
+  if (header_ == nullptr || device >= device_count_) return;
+  std::atomic_ref<std::uint64_t> word(header_->context_bytes[device]);
+  std::uint64_t v = word.load(std::memory_order_acquire);
+  if ((v & layout::kContextProbing) && !(v & layout::kContextMeasured))
+    word.compare_exchange_strong(v, 0, std::memory_order_acq_rel);
 }
 
 bool Ledger::refuse(const char* problem, const char* fix) {

@@ -84,13 +84,15 @@ struct Header {
   std::uint64_t repairs;  // times a dead lock owner's state was repaired
   alignas(64) pthread_mutex_t mutex;
   // A context's own memory on each device as a process of the container
-  // measured it, with kContextMeasured set (0: not yet); read and written
-  // atomically, without the mutex. Zero in a file an older library made,
-  // which reads as "not yet".
+  // measured it, with kContextMeasured set; 0: not yet; kContextProbing with a
+  // CLOCK_MONOTONIC millisecond: a process is measuring it since then. Read,
+  // written and claimed atomically, without the mutex. Zero in a file an
+  // older library made, which reads as "not yet".
   alignas(64) std::uint64_t context_bytes[kMaxDevices];
 };
 
 inline constexpr std::uint64_t kContextMeasured = 1ULL << 63;
+inline constexpr std::uint64_t kContextProbing = 1ULL << 62;
 
 inline constexpr std::uint32_t kSlotFree = 0;
 inline constexpr std::uint32_t kSlotLive = 1;
@@ -232,9 +234,14 @@ class Ledger {
   // The device's charged bytes, read live without the lock; 0 when out of range.
   std::uint64_t usage(std::uint32_t device) const;
   // What one CUDA context takes on `device`, as measured by a process of the
-  // container (false: never measured); a measurement replaces the last one.
-  bool context_size(std::uint32_t device, std::uint64_t& bytes) const;
+  // container: `measured` (with `bytes`); `probe`: this process has claimed
+  // the measurement and must end it with note_context_size or
+  // abandon_context_probe; `wait`: another process is measuring (a claim
+  // older than `stale_ms` is taken over, its process presumed dead).
+  enum class ContextSize { measured, probe, wait };
+  ContextSize context_size(std::uint32_t device, std::uint64_t& bytes, std::uint64_t stale_ms = 2000);
   void note_context_size(std::uint32_t device, std::uint64_t bytes);
+  void abandon_context_probe(std::uint32_t device);
   Audit audit(std::uint32_t device);
 
   // Test hook: takes the mutex and adds `bytes` to the device's charged figure

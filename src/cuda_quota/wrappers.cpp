@@ -5,6 +5,7 @@
 // (no quota in the environment) every wrapper only forwards.
 #include <pthread.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <atomic>
 #include <climits>
@@ -765,15 +766,36 @@ bool probe_context(int index, CUdevice ordinal, CUcontext ctx, std::uint64_t& by
 }
 
 // What a process's first context on ledger device `index` is charged: the
-// container's measurement; else two probes that agree (a neighbour outside
-// the container allocating during one of them makes them differ), kept for
-// every later process; else the node's figure.
+// container's measurement. Without one, one process measures (the others
+// of the container wait for it, up to about 4 s, so that a burst of starts is
+// neither charged nothing nor measured 64 times at once): two probes that
+// agree (a neighbour outside the container allocating during one of them
+// makes them differ; up to three tries), kept for every later process. Where
+// it cannot be measured, the node's figure.
 std::uint64_t first_context_bytes(int index, CUdevice ordinal, CUcontext ctx) {
   std::uint64_t bytes = 0, again = 0;
-  if (measured_context_size(index, bytes)) return bytes;
-  if (probe_context(index, ordinal, ctx, bytes) && probe_context(index, ordinal, ctx, again) && bytes == again) {
-    note_context_size(index, bytes);
-    return bytes;
+  long pause_ns = 100000;  // between looks: 0.1 ms, doubling to 2 ms (no wake-up storm while the prober runs)
+  for (int looks = 0; looks < 2000; ++looks) {
+    switch (measured_context_size(index, bytes)) {
+      case ContextSize::measured:
+        return bytes;
+      case ContextSize::probe:
+        for (int tries = 0; tries < 3; ++tries)
+          if (probe_context(index, ordinal, ctx, bytes) && probe_context(index, ordinal, ctx, again) && bytes == again) {
+            note_context_size(index, bytes);
+            return bytes;
+          }
+        abandon_context_probe(index);
+        return first_context_charge(index);
+      case ContextSize::wait: {
+        const timespec pause{0, pause_ns};
+        nanosleep(&pause, nullptr);
+        pause_ns = pause_ns < 1000000 ? pause_ns * 2 : 2000000;
+        continue;
+      }
+      case ContextSize::unknown:
+        return first_context_charge(index);
+    }
   }
   return first_context_charge(index);
 }

@@ -127,6 +127,32 @@ std::string make_ledger(const TempDir& dir) {
   return dir.path() + "/ledger";
 }
 
+// A context's size: one process of the container claims the measurement,
+// the others wait; an abandoned claim goes back to "not yet", a stale one
+// (its process presumed dead) is taken over; a measurement is seen by every
+// process that maps the ledger.
+TEST(LedgerContextSize, OneProcessMeasuresTheOthersWaitAndEveryoneSeesTheFigure) {
+  TempDir dir;
+  Ledger first, second;
+  ASSERT_TRUE(first.open(options_for(dir.path()))) << first.message();
+  ASSERT_TRUE(second.open(options_for(dir.path()))) << second.message();
+  std::uint64_t bytes = 7;
+  EXPECT_EQ(first.context_size(0, bytes), Ledger::ContextSize::probe);
+  EXPECT_EQ(second.context_size(0, bytes), Ledger::ContextSize::wait) << "one measurement at a time";
+  first.abandon_context_probe(0);
+  EXPECT_EQ(second.context_size(0, bytes), Ledger::ContextSize::probe) << "an abandoned claim is free again";
+  EXPECT_EQ(first.context_size(0, bytes, 0), Ledger::ContextSize::probe) << "a stale claim is taken over";
+  first.note_context_size(0, 512u << 20);
+  EXPECT_EQ(second.context_size(0, bytes), Ledger::ContextSize::measured);
+  EXPECT_EQ(bytes, 512u << 20);
+  second.abandon_context_probe(0);  // too late: a measurement stays
+  EXPECT_EQ(first.context_size(0, bytes), Ledger::ContextSize::measured);
+  first.note_context_size(0, 0);
+  EXPECT_EQ(second.context_size(0, bytes), Ledger::ContextSize::measured);
+  EXPECT_EQ(bytes, 0u) << "zero is a measurement too";
+  EXPECT_EQ(first.context_size(kMaxDevices, bytes), Ledger::ContextSize::wait) << "no such device: never a claim";
+}
+
 TEST(LedgerCharge, TwoProcessesAddUpAndAThirdIsRefusedWithTheNumbers) {
   TempDir dir;
   Ledger ledger;
