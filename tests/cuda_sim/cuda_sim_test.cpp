@@ -99,6 +99,14 @@ struct Api {
   TESSERA_API(cuMemAddressFree)
   TESSERA_API(cuMemMap)
   TESSERA_API(cuMemUnmap)
+  TESSERA_API(cuMemSetAccess)
+  TESSERA_API(cuMemRetainAllocationHandle)
+  TESSERA_API(cuMemExportToShareableHandle)
+  TESSERA_API(cuMemImportFromShareableHandle)
+  TESSERA_API(cuLibraryLoadData)
+  TESSERA_API(cuLibraryLoadFromFile)
+  TESSERA_API(cuLibraryUnload)
+  TESSERA_API(cuLibraryGetKernel)
   TESSERA_API(cuDeviceGetDefaultMemPool)
   TESSERA_API(cuDeviceGetMemPool)
   TESSERA_API(cuDeviceSetMemPool)
@@ -1301,6 +1309,101 @@ TEST(CudaSimVmm, FreedOnlyAtReleaseAndLastUnmapInEitherOrder) {
     EXPECT_EQ(device_used(1), 0u);
     EXPECT_EQ(a.cuMemAddressFree(va, 256 * kMiB), CUDA_SUCCESS);
     EXPECT_EQ(a.cuMemAddressFree(va, 256 * kMiB), CUDA_ERROR_INVALID_VALUE);
+  });
+}
+
+// [CH] a handle is a reference: cuMemRetainAllocationHandle of any mapped
+// address gives the handle that mapped it with one more reference; an import
+// of an exported descriptor is a new handle with its own; the memory goes when
+// every reference is released and every mapping unmapped.
+TEST(CudaSimVmm, RetainedAndImportedHandlesAreReferences) {
+  in_child({devices2().c_str()}, [] {
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    auto prop = device_prop(0);
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUmemGenericAllocationHandle h = 0, retained = 0, imported = 0;
+    ASSERT_EQ(a.cuMemCreate(&h, 8 * kMiB, &prop, 0), CUDA_SUCCESS);
+    CUdeviceptr va = 0;
+    ASSERT_EQ(a.cuMemAddressReserve(&va, 8 * kMiB, 0, 0, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(va)), CUDA_ERROR_INVALID_VALUE)
+        << "not mapped yet";
+    ASSERT_EQ(a.cuMemMap(va, 8 * kMiB, 0, h, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(va + 3 * kMiB)), CUDA_SUCCESS);
+    EXPECT_EQ(retained, h) << "the handle used to map it";
+    EXPECT_EQ(a.cuMemRetainAllocationHandle(nullptr, reinterpret_cast<void*>(va)), CUDA_ERROR_INVALID_VALUE);
+    ASSERT_EQ(a.cuMemRelease(h), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemUnmap(va, 8 * kMiB), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 8 * kMiB) << "the retained reference keeps it";
+    int fd = -1;
+    ASSERT_EQ(a.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 1),
+              CUDA_ERROR_INVALID_VALUE) << "flags must be 0";
+    ASSERT_EQ(a.cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
+                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+              CUDA_SUCCESS);
+    EXPECT_NE(imported, h);
+    ASSERT_EQ(a.cuMemRelease(h), CUDA_SUCCESS);  // the retained reference
+    EXPECT_EQ(device_used(0), 8 * kMiB) << "the imported handle keeps it";
+    ASSERT_EQ(a.cuMemMap(va, 8 * kMiB, 0, imported, 0), CUDA_SUCCESS);
+    const CUmemAccessDesc rw{{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    const CUmemAccessDesc bad_device{{CU_MEM_LOCATION_TYPE_DEVICE, 7}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    const CUmemAccessDesc bad_flags{{CU_MEM_LOCATION_TYPE_DEVICE, 0}, static_cast<CUmemAccess_flags>(2)};
+    EXPECT_EQ(a.cuMemSetAccess(va, 8 * kMiB, &rw, 1), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemSetAccess(va, 16 * kMiB, &rw, 1), CUDA_ERROR_INVALID_VALUE) << "past the mapping";
+    EXPECT_EQ(a.cuMemSetAccess(va, 8 * kMiB, &bad_device, 1), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_EQ(a.cuMemSetAccess(va, 8 * kMiB, &bad_flags, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemSetAccess(va, 8 * kMiB, &rw, 0), CUDA_ERROR_INVALID_VALUE);
+    ASSERT_EQ(a.cuMemRelease(imported), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 8 * kMiB) << "still mapped";
+    ASSERT_EQ(a.cuMemUnmap(va, 8 * kMiB), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 0u) << "no reference, no mapping: freed";
+    EXPECT_EQ(a.cuMemRelease(imported), CUDA_ERROR_INVALID_VALUE);
+    CUmemGenericAllocationHandle late = 0;
+    EXPECT_EQ(a.cuMemImportFromShareableHandle(&late, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
+                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+              CUDA_ERROR_INVALID_VALUE) << "its allocation is gone";
+    ::close(fd);
+    // A handle created without descriptor handles cannot be exported.
+    const auto plain = device_prop(0);
+    ASSERT_EQ(a.cuMemCreate(&h, 2 * kMiB, &plain, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemRelease(h), CUDA_SUCCESS);
+  });
+}
+
+// [CH] cuLibraryLoad*: context-independent; sim: one module in each live
+// context (TESSERA_SIM_CUDA_MODULE_BYTES each), gone with the library.
+TEST(CudaSimModules, LibrariesLoadIntoEveryLiveContextAndUnloadOnce) {
+  in_child({devices2().c_str()}, [] {
+    setenv("TESSERA_SIM_CUDA_MODULE_BYTES", "4M", 1);
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    static const char kCode[] = "library";
+    CUlibrary none = nullptr;
+    ASSERT_EQ(a.cuLibraryLoadData(&none, kCode, nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), 0u) << "no context: nothing placed yet";
+    CUcontext c1 = context(0), c2 = context(0);
+    (void)c1;
+    CUlibrary lib = nullptr;
+    ASSERT_EQ(a.cuLibraryLoadData(&lib, kCode, nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
+    const std::uint64_t contexts = device_used(0) - 8 * kMiB;  // two modules of 4 MiB
+    CUkernel k = nullptr;
+    EXPECT_EQ(a.cuLibraryGetKernel(&k, lib, "forward"), CUDA_SUCCESS);
+    EXPECT_NE(k, nullptr);
+    EXPECT_EQ(a.cuLibraryGetKernel(&k, lib, ""), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuLibraryGetKernel(&k, reinterpret_cast<CUlibrary>(0x1234), "forward"), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(a.cuLibraryLoadData(&lib, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuLibraryLoadData(&lib, kCode, nullptr, nullptr, 2, nullptr, nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuLibraryLoadFromFile(&lib, "/nonexistent/lib.cubin", nullptr, nullptr, 0, nullptr, nullptr, 0),
+              CUDA_ERROR_FILE_NOT_FOUND);
+    ASSERT_EQ(a.cuCtxDestroy_v2(c2), CUDA_SUCCESS);  // takes its module with it
+    EXPECT_EQ(device_used(0), contexts + 4 * kMiB);
+    EXPECT_EQ(a.cuLibraryUnload(lib), CUDA_SUCCESS);
+    EXPECT_EQ(device_used(0), contexts);
+    EXPECT_EQ(a.cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(a.cuLibraryUnload(none), CUDA_SUCCESS);
   });
 }
 
