@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include "core/text.hpp"
+#include "sharing/dra.hpp"
+
 namespace tessera::dra {
 namespace {
 
@@ -26,7 +29,42 @@ Result<std::vector<json>> Publisher::list() {
   return out;
 }
 
+std::vector<std::string> dropped_fields(const json& sent, const json& stored) {
+  std::vector<std::string> out;
+  const json& s = sent.contains("spec") ? sent["spec"] : json::object();
+  const json& t = stored.contains("spec") && stored["spec"].is_object() ? stored["spec"] : json::object();
+  if (s.contains("sharedCounters") && !s["sharedCounters"].empty() &&
+      (!t.contains("sharedCounters") || t["sharedCounters"].empty()))
+    out.push_back("spec.sharedCounters");
+  const json none = json::array();
+  const json& sd = s.contains("devices") ? s["devices"] : none;
+  const json& td = t.contains("devices") && t["devices"].is_array() ? t["devices"] : none;
+  for (size_t i = 0; i < sd.size(); ++i) {
+    const json& kept = i < td.size() ? td[i] : json::object();
+    for (const char* field : {"consumesCounters", "allowMultipleAllocations"})
+      if (sd[i].contains(field) && !kept.contains(field)) out.push_back("devices[" + std::to_string(i) + "]." + field);
+  }
+  return out;
+}
+
+void Publisher::fall_back(const std::string& why) {
+  partitionable_ = false;
+  fallback_reason_ = why;
+  spdlog::warn("{}", why);
+  if (auto r = client_.create_node_event(spec_.node, spec_.node_uid, "Warning", "DRAPartitionableDevicesOff", why); !r)
+    spdlog::warn("cannot record an Event on Node {}: {}", spec_.node, r.error().message);
+}
+
 Result<void> Publisher::publish(const PoolState& pool) {
+  if (!partitionable_) return publish_devices({}, sharing::dra::without_partitions(pool.devices));
+  auto r = publish_devices(pool.counter_sets, pool.devices);
+  if (!r || partitionable_) return r;
+  // The server dropped the partitionable fields: what it stored must not stay.
+  return publish_devices({}, sharing::dra::without_partitions(pool.devices));
+}
+
+Result<void> Publisher::publish_devices(const std::vector<sharing::dra::CounterSet>& counter_sets,
+                                        const std::vector<sharing::dra::Device>& devices) {
   std::vector<json> existing;
   if (!synced_) {
     auto have = list();
@@ -39,26 +77,29 @@ Result<void> Publisher::publish(const PoolState& pool) {
   }
   PoolSpec next = spec_;
   next.generation = spec_.generation + 1;
-  auto desired = build_slices(next, pool.counter_sets, pool.devices);
+  auto desired = build_slices(next, counter_sets, devices);
   if (synced_) {
     // Unchanged but for the generation: nothing to send.
     PoolSpec same = spec_;
-    if (build_slices(same, pool.counter_sets, pool.devices) == last_desired_) return {};
+    if (build_slices(same, counter_sets, devices) == last_desired_) return {};
   }
   spec_.generation = next.generation;
   synced_ = false;  // until every change below went through
   std::vector<json> now;
   for (const auto& change : diff_slices(existing, desired)) {
+    std::vector<std::string> dropped;
     switch (change.kind) {
       case SliceChange::Kind::create: {
         auto r = client_.request("POST", kSlices, change.object.dump());
         if (!r) return unexpected(api_error("cannot create ResourceSlice " + change.name, r.error()));
+        dropped = dropped_fields(change.object, *r);
         now.push_back(*r);
         break;
       }
       case SliceChange::Kind::update: {
         auto r = client_.request("PUT", std::string(kSlices) + "/" + kube::escape_path_segment(change.name), change.object.dump());
         if (!r) return unexpected(api_error("cannot update ResourceSlice " + change.name, r.error()));
+        dropped = dropped_fields(change.object, *r);
         now.push_back(*r);
         break;
       }
@@ -68,10 +109,20 @@ Result<void> Publisher::publish(const PoolState& pool) {
         break;
       }
     }
+    if (!dropped.empty() && partitionable_) {
+      fall_back("the API server dropped " + join(dropped, ", ") + " from ResourceSlice " + change.name +
+                ": it does not serve partitionable devices (Kubernetes 1.34 and 1.35 need the DRAPartitionableDevices "
+                "and DRAConsumableCapacity feature gates; 1.36 has them on), so every MIG placement would look "
+                "independent and the scheduler could hand out overlapping ones. Publishing only whole GPUs and "
+                "existing MIG instances, one claim each, from now on; MIG instances are not cut per claim and memory "
+                "shares are off (docs/design-dra.md, \"Kubernetes versions\")");
+      synced_ = false;
+      return {};
+    }
   }
   last_ = std::move(now);
   PoolSpec same = spec_;
-  last_desired_ = build_slices(same, pool.counter_sets, pool.devices);
+  last_desired_ = build_slices(same, counter_sets, devices);
   synced_ = true;
   spdlog::debug("published {} ResourceSlices for node {} (generation {})", last_.size(), spec_.node, spec_.generation);
   return {};

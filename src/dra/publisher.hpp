@@ -27,16 +27,33 @@ class Publisher {
   [[nodiscard]] Result<void> remove_all();
 
   int64_t generation() const { return spec_.generation; }
+  // False once the API server was seen dropping the partitionable fields
+  // (sharedCounters, consumesCounters, allowMultipleAllocations) from a slice
+  // it stored: from then on only whole GPUs and existing MIG instances are
+  // published (sharing::dra::without_partitions), with one warning and one
+  // Node Event saying why.
+  bool partitionable() const { return partitionable_; }
+  const std::string& fallback_reason() const { return fallback_reason_; }
 
  private:
   Result<std::vector<nlohmann::json>> list();
+  Result<void> publish_devices(const std::vector<sharing::dra::CounterSet>& counter_sets,
+                               const std::vector<sharing::dra::Device>& devices);
+  void fall_back(const std::string& why);
 
   kube::Client& client_;
   PoolSpec spec_;
   bool synced_ = false;  // last_ is what the API holds
   std::vector<nlohmann::json> last_;          // the slices as the API returned them
   std::vector<nlohmann::json> last_desired_;  // what they were built from, at this generation
+  bool partitionable_ = true;
+  std::string fallback_reason_;
 };
+
+// The partitionable fields `sent` had and `stored` (the API server's answer)
+// lacks, as their paths ("spec.sharedCounters", "devices[3].consumesCounters",
+// ...); empty when the server kept them all.
+std::vector<std::string> dropped_fields(const nlohmann::json& sent, const nlohmann::json& stored);
 
 class ApiClaimSource final : public ClaimSource {
  public:

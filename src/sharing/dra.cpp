@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <limits>
+#include <set>
 #include <tuple>
 
 namespace tessera::sharing::dra {
@@ -304,6 +305,22 @@ std::vector<Device> devices(const std::vector<Gpu>& gpus, const std::vector<Take
   std::vector<Device> out;
   out.reserve(all.size());
   for (auto& r : all) out.push_back(std::move(r.device));
+  return out;
+}
+
+std::vector<Device> without_partitions(const std::vector<Device>& devices) {
+  std::set<uint32_t> with_instances;
+  for (const auto& d : devices)
+    if (d.mig && d.fixed) with_instances.insert(d.gpu);
+  std::vector<Device> out;
+  for (const auto& d : devices) {
+    if (d.mig ? !d.fixed : with_instances.contains(d.gpu)) continue;
+    Device kept = d;
+    kept.counter_set.clear();
+    kept.consumes.clear();
+    kept.allow_multiple_allocations = false;
+    out.push_back(std::move(kept));
+  }
   return out;
 }
 

@@ -132,6 +132,15 @@ std::optional<CounterSet> counter_set(const Gpu& gpu, const Taken& fixed = {});
 std::vector<Device> devices(const std::vector<Gpu>& gpus, const std::vector<Taken>& taken, const PoolOptions& options,
                             const std::vector<Taken>& fixed = {});
 
+// What an API server without partitionable devices can be given safely
+// (Kubernetes 1.34 and 1.35 unless the DRAPartitionableDevices and
+// DRAConsumableCapacity gates are on: the server drops sharedCounters,
+// consumesCounters and allowMultipleAllocations, and every placement would
+// look independent): whole GPUs on which no existing MIG instance is listed,
+// and the MIG instances that exist (`fixed`), none consuming counters or
+// taking more than one claim. MIG placements to cut are left out.
+std::vector<Device> without_partitions(const std::vector<Device>& devices);
+
 // Whether `device` can be added to what is taken on its GPU: the counters it
 // consumes are all still there (what the scheduler checks).
 bool fits(const Gpu& gpu, const Device& device, const Taken& taken);

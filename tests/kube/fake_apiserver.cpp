@@ -191,6 +191,11 @@ std::vector<json> FakeApiServer::events() const {
   return events_;
 }
 
+std::map<std::string, json> FakeApiServer::resource_slices() const {
+  std::lock_guard lock(mu_);
+  return slices_;
+}
+
 void FakeApiServer::put_configmap(const std::string& ns, const std::string& name, const json& data, const json& annotations) {
   std::lock_guard lock(mu_);
   json cm = {{"apiVersion", "v1"},
@@ -426,6 +431,56 @@ void FakeApiServer::routes() {
     auto it = configmaps_.find(std::string(req.matches[1]) + "/" + std::string(req.matches[2]));
     if (it == configmaps_.end()) return cm_not_found(res, req.matches[2]);
     answer(res, 200, it->second);
+  });
+  // ResourceSlices: enough of resource.k8s.io/v1 for a DRA driver's publisher.
+  const auto store_slice = [this](json slice) {
+    if (options_.drop_partitionable_fields && slice.contains("spec")) {
+      slice["spec"].erase("sharedCounters");
+      if (slice["spec"].contains("devices"))
+        for (auto& d : slice["spec"]["devices"]) {
+          d.erase("consumesCounters");
+          d.erase("allowMultipleAllocations");
+        }
+    }
+    bump(slice);
+    return slice;
+  };
+  const std::string slices = "/apis/resource.k8s.io/v1/resourceslices";
+  server_->Get(slices, [this](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard lock(mu_);
+    json items = json::array();
+    for (const auto& [name, slice] : slices_) items.push_back(slice);
+    answer(res, 200, {{"apiVersion", "resource.k8s.io/v1"}, {"kind", "ResourceSliceList"}, {"items", items}});
+  });
+  server_->Post(slices, [this, store_slice](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard lock(mu_);
+    keep_body(req);
+    json slice = json::parse(req.body, nullptr, false);
+    if (!slice.is_object() || slice.value("kind", "") != "ResourceSlice" || !slice.contains("metadata") ||
+        !slice["metadata"].contains("name"))
+      return answer_status(res, 400, "BadRequest", "not a ResourceSlice with metadata.name");
+    const std::string name = slice["metadata"]["name"];
+    if (slices_.contains(name))
+      return answer_status(res, 409, "AlreadyExists", "resourceslices \"" + name + "\" already exists");
+    slices_[name] = store_slice(slice);
+    answer(res, 201, slices_[name]);
+  });
+  server_->Put(slices + R"(/([^/]+))", [this, store_slice](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard lock(mu_);
+    keep_body(req);
+    const std::string name = req.matches[1];
+    if (!slices_.contains(name)) return answer_status(res, 404, "NotFound", "resourceslices \"" + name + "\" not found");
+    json slice = json::parse(req.body, nullptr, false);
+    if (!slice.is_object() || slice.value("kind", "") != "ResourceSlice")
+      return answer_status(res, 400, "BadRequest", "not a ResourceSlice");
+    slices_[name] = store_slice(slice);
+    answer(res, 200, slices_[name]);
+  });
+  server_->Delete(slices + R"(/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard lock(mu_);
+    const std::string name = req.matches[1];
+    if (slices_.erase(name) == 0) return answer_status(res, 404, "NotFound", "resourceslices \"" + name + "\" not found");
+    answer(res, 200, {{"kind", "Status"}, {"status", "Success"}});
   });
   server_->Post(R"(/api/v1/namespaces/([^/]+)/configmaps)", [this](const httplib::Request& req, httplib::Response& res) {
     std::lock_guard lock(mu_);

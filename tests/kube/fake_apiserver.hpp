@@ -36,6 +36,11 @@ struct FakeOptions {
   // Every watch ends as soon as it opens, with nothing sent: as a proxy that
   // closes long streams at once does.
   bool end_watches_at_once = false;
+  // ResourceSlices stored as a 1.34/1.35 server without the
+  // DRAPartitionableDevices and DRAConsumableCapacity gates stores them:
+  // spec.sharedCounters, devices[].consumesCounters and
+  // devices[].allowMultipleAllocations dropped (disabled fields are wiped).
+  bool drop_partitionable_fields = false;
 };
 
 struct SeenRequest {
@@ -74,6 +79,9 @@ class FakeApiServer {
   int evictions_requested(const std::string& api_version) const;
 
   std::vector<nlohmann::json> events() const;
+  // ResourceSlices (resource.k8s.io/v1) as stored, by name: created (POST),
+  // replaced (PUT), deleted and listed through the API.
+  std::map<std::string, nlohmann::json> resource_slices() const;
 
   // ConfigMaps ("ns/name"): created, replaced (PUT; a stale metadata.resourceVersion is 409 Conflict)
   // and merge-patched through the API, or put here by the test. Empty json when absent.
@@ -126,6 +134,7 @@ class FakeApiServer {
   std::vector<HistoryEntry> history_;
   std::vector<nlohmann::json> events_;
   std::map<std::string, nlohmann::json> configmaps_;  // "ns/name"
+  std::map<std::string, nlohmann::json> slices_;  // ResourceSlices by name
   std::string token_;
   int fail_count_ = 0;
   int fail_status_ = 0;
