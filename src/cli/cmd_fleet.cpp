@@ -66,7 +66,7 @@ Result<std::unique_ptr<kube::Client>> connect(const ClusterArgs& a) {
 }
 
 void add_cluster_options(CLI::App& cmd, ClusterArgs& a) {
-  cmd.add_option("--kubeconfig", a.kubeconfig, "kubeconfig file (default: $KUBECONFIG, else the pod's service account)");
+  cmd.add_option("--kubeconfig", a.kubeconfig, "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the pod's service account)");
   cmd.add_flag("--allow-insecure-http", a.allow_insecure_http, "Send credentials to an http:// API server (tests only)");
   cmd.add_option("--namespace", a.ns, "Namespace of the ConfigMaps (default: $POD_NAMESPACE, else tessera)");
   cmd.add_option("--mig-configmap", a.mig_configmap, "The node agents' mig-parted ConfigMap")->capture_default_str();

@@ -435,7 +435,7 @@ void add_node_command(CLI::App& app, int& exit_code) {
   add_plugin_options(*cmd, args->plugin);
   cmd->add_option("--node-name", args->node_name, "This node's Node object (default: $NODE_NAME)");
   cmd->add_option("--kubeconfig", args->kubeconfig,
-                  "kubeconfig file (default: $KUBECONFIG, else the pod's service account)");
+                  "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the pod's service account)");
   cmd->add_flag("--allow-insecure-http", args->allow_insecure_http,
                 "Send the token to an http:// API server in clear text (tests only; warned at every start)");
   cmd->add_option("--mig-config", args->mig_config,

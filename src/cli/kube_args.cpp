@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "core/text.hpp"
@@ -11,7 +12,7 @@ namespace tessera::cli {
 
 void add_kube_options(CLI::App& command, KubeArgs& args) {
   command.add_option("--kubeconfig", args.kubeconfig,
-                     "kubeconfig file (default: $KUBECONFIG, else the pod's service account)");
+                     "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the pod's service account)");
   command.add_flag("--allow-insecure-http", args.allow_insecure_http,
                    "Send the token to an http:// API server in clear text (tests only; warned at every start)");
 }
@@ -27,7 +28,16 @@ Result<kube::Credentials> kube_credentials(const std::string& kubeconfig) {
                                                 "); tessera reads one: pass --kubeconfig FILE");
     }
   if (!file.empty()) return kube::from_kubeconfig(file);
-  return kube::in_cluster();
+  // As kubectl: ~/.kube/config where it exists, then the pod's service account.
+  std::error_code ec;
+  if (const char* home = std::getenv("HOME"); home && *home)
+    if (const std::string config = std::string(home) + "/.kube/config"; std::filesystem::is_regular_file(config, ec))
+      return kube::from_kubeconfig(config);
+  auto pod = kube::in_cluster();
+  if (!pod && pod.error().code == Errc::not_found)
+    return fail(Errc::not_found, "no Kubernetes credentials: pass --kubeconfig FILE, set KUBECONFIG, or create "
+                                 "~/.kube/config (" + pod.error().message + ")");
+  return pod;
 }
 
 std::unique_ptr<kube::Client> make_kube_client(const KubeArgs& args, const std::string& command,

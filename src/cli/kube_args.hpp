@@ -1,5 +1,5 @@
 // How the commands that talk to the API server (node, dra, fleet) find it:
-// --kubeconfig, else $KUBECONFIG, else the pod's service account.
+// --kubeconfig, else $KUBECONFIG, else ~/.kube/config, else the pod's service account.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -201,6 +201,23 @@ TEST(NodeCommand, ANodeThatDoesNotExistIsSaid) {
   EXPECT_EQ(agent->wait(10000), 0);
 }
 
+// Without --kubeconfig or KUBECONFIG, outside a pod, ~/.kube/config is read, as kubectl reads it.
+TEST(NodeCommand, TheUsersKubeconfigIsTheDefaultOutsideAPod) {
+  Node n;
+  FakeApiServer api;
+  const std::string home = n.dir.path() + "/home";
+  std::filesystem::create_directories(home + "/.kube");
+  std::filesystem::copy_file(n.kubeconfig(api.url()), home + "/.kube/config");
+  Process agent({kBin, "node", "--node-name", kNode, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
+                 "--pod-resources", n.pod_resources, "--quota-ledger-root", n.dir.path() + "/ledgers",
+                 "--quota-library-dir", n.dir.path() + "/lib", "--allow-insecure-http"},
+                n.dir.path() + "/node.log", {"HOME=" + home, "KUBECONFIG=", "KUBERNETES_SERVICE_HOST="});
+  EXPECT_TRUE(agent.wait_for_output("the API server has no Node named " + kNode, 10000)) << agent.output();
+  EXPECT_GT(api.request_count(), 0u) << "it talked to the server ~/.kube/config names";
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait(10000), 0);
+}
+
 // Started while the API server is away: devices are served at once, the
 // agent waits with backoff (no busy loop, one warning), and once the API
 // server is up it takes the label.
@@ -318,6 +335,14 @@ TEST(NodeCommand, BadInputIsRefusedBeforeAnythingIsServed) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("KUBECONFIG names several files"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("pass --kubeconfig FILE"), std::string::npos) << r.err;
+  // No flag, no KUBECONFIG, not in a pod, no ~/.kube/config: the error names every way to give credentials.
+  const std::string home = n.node + "/home";
+  r = run({kBin, "node", "--node-name", kNode, "--sim", n.node, "--kubelet-dir", n.kubelet_dir}, "",
+          {"HOME=" + home, "KUBECONFIG=", "KUBERNETES_SERVICE_HOST="});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no Kubernetes credentials: pass --kubeconfig FILE, set KUBECONFIG, or create ~/.kube/config"),
+            std::string::npos)
+      << r.err;
   // Nothing was served, and the API server was not asked to change anything.
   EXPECT_TRUE(n.kubelet.registrations().empty());
   for (const auto& req : api.requests()) EXPECT_EQ(req.method, "GET") << req.path;
