@@ -3,6 +3,7 @@
 // activity, Xid and ECC events, GPU resets, and planned faults. One C entry
 // point taking a JSON request, so `tessera sim` and tests use the
 // simulator's own code and the node file format stays private to it.
+#include <dlfcn.h>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -136,6 +137,17 @@ void add_fault(Node& node, const json& req) {
   SimFault f;
   f.function = req.at("function").get<std::string>();
   if (!f.function.starts_with("nvml")) throw Failure{"'" + f.function + "' is not an NVML function"};
+  // A fault on a function this library does not export would never fire: its
+  // own exports (the map keeps everything else local) say which exist.
+  Dl_info self{};
+  void* own = dladdr(reinterpret_cast<void*>(&add_fault), &self) && self.dli_fname
+                  ? dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD)
+                  : nullptr;
+  const bool exported = own && dlsym(own, f.function.c_str());
+  if (own) dlclose(own);
+  if (!exported)
+    throw Failure{"'" + f.function + "' is not an NVML function this simulator implements, so the fault would never "
+                  "fire (check the name and its _v2/_v3 suffix)"};
   f.error = req.at("error").get<int>();
   f.nth = req.value("nth", 1u);
   f.times = req.value("times", 1u);

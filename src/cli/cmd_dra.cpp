@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+#include "cli/numbers.hpp"
 #include "cli/commands.hpp"
 #include "cli/dra_args.hpp"
 #include "cli/kube_args.hpp"
@@ -237,7 +238,7 @@ void add_dra_options(CLI::App& cmd, DraArgs& args, bool with_common) {
   cmd.add_flag("--no-mig-mode-switch", args.no_mig_mode_switch,
                 "Never change a GPU's MIG mode (by default Hopper and newer switch at prepare, as they need no reset)");
   cmd.add_option("--resync", args.resync_seconds, "Seconds between reads of the GPUs (instances others made)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd.add_option("--mps-root", args.mps_root,
                  "Host directory of the MPS daemons' pipe and log directories (<root>/<device UUID>/pipe) and of\n"
@@ -276,7 +277,7 @@ void add_dra_options(CLI::App& cmd, DraArgs& args, bool with_common) {
   add_memory_hook_option(cmd, args.memory_hook);
   cmd.add_option("--recovery", args.recovery_seconds,
                   "Seconds without a new critical XID before a tainted device is untainted (its GPU must answer)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd.add_option("--ignored-xids", args.ignored_xids, "XIDs that do not taint (application errors)")
       ->delimiter(',')
@@ -290,7 +291,7 @@ void add_dra_options(CLI::App& cmd, DraArgs& args, bool with_common) {
                  "are its, so they outlive this process; --mps-control is then the host's option")
       ->envname("TESSERA_MPS_HOST");
   cmd.add_option("--mps-timeout", args.mps_timeout_seconds, "Seconds a prepare waits for its MPS daemon to answer")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
 }
 

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "cli/numbers.hpp"
 #include "cli/commands.hpp"
 #include "cli/kube_args.hpp"
 #include "cli/output.hpp"
@@ -372,11 +373,11 @@ void add_fleet_command(CLI::App& app, int& exit_code) {
   plan->add_option("--output", pa->output, "text, json (the contract for scripts) or yaml")
       ->check(CLI::IsMember({"text", "json", "yaml"}))
       ->capture_default_str();
-  plan->add_option("--max-evictions", pa->max_evictions, "At most this many running pods evicted (a constraint)")->check(CLI::NonNegativeNumber);
+  plan->add_option("--max-evictions", pa->max_evictions, "At most this many running pods evicted (a constraint)")->check(non_negative_number());
   plan->add_option("--max-wave-evictions", pa->max_wave_evictions, "At most this many evictions per rollout wave")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->capture_default_str();
-  plan->add_option("--max-wave-nodes", pa->max_wave_nodes, "At most this many nodes per wave (0: no limit)")->check(CLI::NonNegativeNumber);
+  plan->add_option("--max-wave-nodes", pa->max_wave_nodes, "At most this many nodes per wave (0: no limit)")->check(non_negative_number());
   plan->add_option("--svg", pa->svg, "Draw every changed node before and after to this SVG file");
   add_cluster_options(*plan, pa->cluster);
   plan->callback([pa, &exit_code] { exit_code = run_fleet_plan(*pa); });
@@ -392,18 +393,18 @@ void add_fleet_command(CLI::App& app, int& exit_code) {
       "waiting for nvidia.com/mig.config.state=success; a failure stops the rollout with an Event.");
   add_cluster_options(*run, ra->cluster);
   run->add_option("--pending-after", ra->pending_after, "Seconds a GPU pod may stay pending before a plan is made")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->capture_default_str();
-  run->add_option("--poll", ra->poll, "Seconds between looks at the cluster")->check(CLI::PositiveNumber)->capture_default_str();
+  run->add_option("--poll", ra->poll, "Seconds between looks at the cluster")->check(positive_number())->capture_default_str();
   run->add_option("--config-propagation", ra->config_propagation,
                   "Seconds to wait after adding configs to the mig-parted ConfigMap (the kubelets update mounted files)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->capture_default_str();
-  run->add_option("--wave-timeout", ra->wave_timeout, "Seconds a wave may take to reach success")->check(CLI::PositiveNumber)->capture_default_str();
+  run->add_option("--wave-timeout", ra->wave_timeout, "Seconds a wave may take to reach success")->check(positive_number())->capture_default_str();
   run->add_option("--time-limit", ra->time_limit, "Seconds per plan")->check(CLI::Range(0.1, 3600.0))->capture_default_str();
-  run->add_option("--max-evictions", ra->max_evictions, "At most this many running pods evicted per plan")->check(CLI::NonNegativeNumber);
-  run->add_option("--max-wave-evictions", ra->max_wave_evictions, "At most this many evictions per wave")->check(CLI::NonNegativeNumber)->capture_default_str();
-  run->add_option("--max-wave-nodes", ra->max_wave_nodes, "At most this many nodes per wave (0: no limit)")->check(CLI::NonNegativeNumber);
+  run->add_option("--max-evictions", ra->max_evictions, "At most this many running pods evicted per plan")->check(non_negative_number());
+  run->add_option("--max-wave-evictions", ra->max_wave_evictions, "At most this many evictions per wave")->check(non_negative_number())->capture_default_str();
+  run->add_option("--max-wave-nodes", ra->max_wave_nodes, "At most this many nodes per wave (0: no limit)")->check(non_negative_number());
   run->add_flag("--auto-approve", ra->auto_approve, "Apply plans without a person's approval (needs --max-evictions)");
   run->add_flag("--dry-run", ra->dry_run, "Plan and publish, never change a Node or the mig-parted ConfigMap");
   run->add_flag("--plan-now", ra->plan_now, "Plan at start, whatever is pending");

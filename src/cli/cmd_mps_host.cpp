@@ -9,6 +9,7 @@
 
 #include <iostream>
 
+#include "cli/numbers.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "mps/host.hpp"
@@ -118,12 +119,12 @@ void add_mps_host_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--mps-timeout", args->timeout_seconds,
                   "Seconds an MPS control command may take before its daemon counts as not answering")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--check-interval", args->check_seconds,
                   "Seconds between the checks that each daemon still answers (a daemon's exit needs no check:\n"
                   "it is seen at once)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = run_mps_host(*args); });
 }

@@ -15,6 +15,7 @@
 
 #include "agent/mig_controller.hpp"
 #include "agent/node_watch.hpp"
+#include "cli/numbers.hpp"
 #include "cli/commands.hpp"
 #include "cli/dra_args.hpp"
 #include "cli/kube_args.hpp"
@@ -444,7 +445,7 @@ void add_node_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--state-dir", args->state_dir, "Directory of the MIG journal")->capture_default_str();
   cmd->add_option("--eviction-timeout", args->eviction_timeout,
                   "Seconds the pods on destroyed devices get to leave before the change ends failed")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_flag("--no-node-labels", args->no_node_labels, "Do not write GPU feature discovery's labels on the Node");
   cmd->add_flag("--publish-layout", args->publish_layout,
@@ -453,7 +454,7 @@ void add_node_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--metrics-listen", args->metrics_listen,
                   "Serve the exporter's /metrics and /healthz on HOST:PORT (default: no exporter)");
   cmd->add_option("--metrics-interval", args->metrics_interval, "Seconds between metric samples")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--pod-resources", args->pod_resources, "The kubelet's pod-resources socket")->capture_default_str();
   cmd->add_option("--mode", args->mode,

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "cli/numbers.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "core/text.hpp"
@@ -85,7 +86,7 @@ void add_pods_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--json", args->json,
                 "Print a JSON array of {namespace, pod, container, resource, devices} instead of a table");
   cmd->add_option("--timeout", args->timeout_seconds, "Seconds to wait for the kubelet's answer")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->footer("Exit codes: 0 listed (possibly nothing), 1 the kubelet could not be asked or refused, 2 usage.");
   cmd->callback([args, &exit_code] { exit_code = run_pods(*args); });

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli/numbers.hpp"
 #include "cli/commands.hpp"
 #include "cli/nvml_driver.hpp"
 #include "cli/output.hpp"
@@ -275,8 +276,9 @@ void add_sim_command(CLI::App& app, int& exit_code) {
 
   auto* event = sim->add_subcommand("event", "Raise an Xid or ECC event on a GPU");
   add_dir(event, *a);
-  event->add_option("--gpu", a->gpu, "GPU index");
-  auto* xid = event->add_option("--xid", a->xid, "Xid number (e.g. 79: fallen off the bus)");
+  event->add_option("--gpu", a->gpu, "GPU index")->check(whole_number(0, 15));
+  auto* xid = event->add_option("--xid", a->xid, "Xid number (e.g. 79: fallen off the bus)")
+                  ->check(whole_number(0, UINT32_MAX));
   auto* ecc =
       event->add_option("--ecc", a->ecc, "ECC error: single or double")->check(CLI::IsMember({"single", "double"}));
   auto* lost = event->add_flag("--lost", a->lost,
@@ -284,7 +286,8 @@ void add_sim_command(CLI::App& app, int& exit_code) {
                                "NVML_ERROR_GPU_IS_LOST until `tessera sim reset`");
   xid->excludes(ecc);
   lost->excludes(xid)->excludes(ecc);
-  event->add_option("--gpu-instance", a->gpu_instance, "GPU instance the event concerns");
+  event->add_option("--gpu-instance", a->gpu_instance, "GPU instance the event concerns")
+      ->check(whole_number(0, UINT32_MAX));
   event->callback([a, xid, ecc, lost, &exit_code] {
     if (xid->count() + ecc->count() + lost->count() != 1) {
       std::cerr << "tessera sim event: give --xid N, --ecc single|double or --lost\n";
@@ -321,8 +324,9 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   fault->add_option("--function", a->function, "NVML function, e.g. nvmlDeviceGetCount_v2")->required();
   fault->add_option("--error", a->error, "NVML return code, e.g. NVML_ERROR_UNKNOWN (the default)");
   fault->add_option("--nth", a->nth, "Which call fails, counted from the next across all processes (default 1)")
-      ->check(CLI::PositiveNumber);
-  fault->add_option("--times", a->times, "How many calls in a row fail (default 1)")->check(CLI::PositiveNumber);
+      ->check(whole_number(1, UINT32_MAX));
+  fault->add_option("--times", a->times, "How many calls in a row fail (default 1)")
+      ->check(whole_number(1, UINT32_MAX));
   fault->callback([a, &exit_code] { exit_code = run_fault(*a); });
 
   auto* reset = sim->add_subcommand("reset", "Reset a GPU: applies a pending MIG mode, brings back a lost GPU (refused while processes run)");

@@ -1,3 +1,4 @@
+#include "cli/numbers.hpp"
 #include "cli/plugin_host.hpp"
 
 #include <poll.h>
@@ -297,13 +298,13 @@ void add_plugin_options(CLI::App& cmd, PluginArgs& args) {
   cmd.add_option("--kubelet-dir", args.kubelet_dir, "The kubelet's device-plugin directory")->capture_default_str();
   cmd.add_option("--health-recovery", args.recovery_seconds,
                  "Seconds without a critical event before a device is Healthy again (once its GPU answers)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd.add_option("--ignore-xids", args.ignored_xids, "XIDs treated as application errors (NVIDIA's list by default)")
       ->delimiter(',');
   cmd.add_option("--inventory-interval", args.inventory_seconds,
                  "Seconds between inventory refreshes (MIG changes also refresh it at once)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd.add_option("--quota-library-dir", args.quota.library_dir,
                  "Host directory holding libtessera-cuda.so (the DaemonSet's init container puts it there). A shared\n"
@@ -332,7 +333,7 @@ void add_plugin_options(CLI::App& cmd, PluginArgs& args) {
   cmd.add_option("--mps-timeout", args.mps_timeout_seconds,
                  "Seconds an MPS control command may take before its daemon counts as not answering (without\n"
                  "--mps-host)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd.add_option("--mps-host", args.mps_host,
                  "The socket of `tessera mps-host` (e.g. " + std::string(mps::kDefaultHostSocket) + "): the MPS control\n"

@@ -58,6 +58,34 @@ TEST(Cli, SimProcessMemoryNeedsAUnit) {
   EXPECT_EQ(run({kBin, "sim", "process", node, "--pid", "4242", "--memory", "10GiB", "--gpu", "0"}).exit_code, 0);
 }
 
+// Numbers said in words: a negative Xid is not taken as 2^64 - 4, a count
+// of 0 names its range (not 1.8e308 in full), and a fault on a function the
+// simulator does not have is refused rather than never firing.
+TEST(Cli, SimNumbersAndFaultsAreCheckedBeforeAnythingIsStored) {
+  testing::TempDir dir;
+  const std::string node = dir.path() + "/node";
+  ASSERT_EQ(run({kBin, "sim", "create", node, "--gpu", "A100-80GB"}).exit_code, 0);
+  std::ifstream before_in(node + "/node.json");
+  const std::string before(std::istreambuf_iterator<char>(before_in), {});
+  auto r = run({kBin, "sim", "event", node, "--gpu", "0", "--xid", "-4"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--xid: '-4' is not a whole number from 0 to 4294967295"), std::string::npos) << r.err;
+  r = run({kBin, "sim", "fault", node, "--function", "nvmlDeviceGetCount_v2", "--nth", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--nth: '0' is not a whole number from 1 to 4294967295"), std::string::npos) << r.err;
+  r = run({kBin, "sim", "fault", node, "--function", "nvmlNoSuchFunc"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("'nvmlNoSuchFunc' is not an NVML function this simulator implements"), std::string::npos)
+      << r.err;
+  std::ifstream after_in(node + "/node.json");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(after_in), {}), before) << "nothing was stored";
+  r = run({kBin, "fleet", "run", "--poll", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--poll: '0' is not a number greater than 0"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("179769313486231570814527"), std::string::npos) << r.err;
+  EXPECT_EQ(run({kBin, "sim", "fault", node, "--function", "nvmlDeviceGetCount_v2"}).exit_code, 0);
+}
+
 TEST(Cli, VersionNeedsNoCommand) {
   auto r = run({kBin, "--version"});
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -350,8 +350,7 @@ TEST(DraDriver, AFailureAtAnyNvmlCallOfAPrepareLeavesNothingAndTheRetrySucceeds)
   const std::vector<std::string> functions{
       "nvmlDeviceGetGpuInstanceProfileInfo", "nvmlDeviceGetGpuInstanceProfileInfoV",
       "nvmlDeviceCreateGpuInstanceWithPlacement", "nvmlGpuInstanceGetInfo", "nvmlDeviceGetGpuInstanceById",
-      "nvmlGpuInstanceGetComputeInstanceProfileInfo", "nvmlGpuInstanceGetComputeInstanceProfileInfoV",
-      "nvmlGpuInstanceCreateComputeInstance", "nvmlDeviceGetGpuInstances", "nvmlGpuInstanceGetComputeInstances",
+      "nvmlGpuInstanceGetComputeInstanceProfileInfo", "nvmlGpuInstanceCreateComputeInstance", "nvmlDeviceGetGpuInstances", "nvmlGpuInstanceGetComputeInstances",
       "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetUUID"};
   size_t injected = 0, failed = 0;
   for (const auto& fn : functions) {
