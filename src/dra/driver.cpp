@@ -552,6 +552,17 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref) {
       }
       steps.push_back(std::move(s));
     }
+    // A container reaches one MPS control daemon (CUDA_MPS_PIPE_DIRECTORY is
+    // one directory), and each device has its own: a claim with MPS on several
+    // devices would mount them all at one path and reach only one.
+    std::vector<std::string> mps_devices;
+    for (const auto& st : steps)
+      if (st.alloc->config && st.alloc->config->sharing.strategy == SharingConfig::Strategy::mps)
+        mps_devices.push_back(st.alloc->device);
+    if (mps_devices.size() > 1)
+      return fail_plan(label + ": an MPS client connects to one control daemon, and each GPU or MIG device has its own: "
+                               "the claim asks for MPS on " + std::to_string(mps_devices.size()) + " devices (" +
+                       join(mps_devices) + "); give each device a claim of its own");
     return std::nullopt;
   };
   auto problem = plan();

@@ -581,6 +581,29 @@ TEST(DraDriver, MpsInsideAMigInstanceRunsUnderADaemonOfThatInstance) {
   daemons.stop();
 }
 
+// One container reaches one MPS control daemon, and each device has its
+// own: MPS on two devices of one claim is refused with why, before anything
+// is cut or started.
+TEST(DraDriver, MpsOnSeveralDevicesOfOneClaimIsRefusedBeforeAnythingHappens) {
+  Node n;
+  mps::SupervisorOptions so;
+  so.control.binary = TESSERA_MPS_CONTROL_SIM;
+  mps::Supervisor daemons(so);
+  n.options.daemons = &daemons;
+  n.options.mps_root = n.dir.path() + "/mps";
+  n.start();
+  n.add(kUid1, "c1", {{"gpu-0-mig-1g10gb-19-6"}, {"gpu-0-mig-1g10gb-19-5"}}, mps_config("MigDeviceConfig"));
+  auto out = n.prepare(kUid1, "c1");
+  EXPECT_NE(out.error.find("an MPS client connects to one control daemon, and each GPU or MIG device has its own: the "
+                           "claim asks for MPS on 2 devices (gpu-0-mig-1g10gb-19-6, gpu-0-mig-1g10gb-19-5)"),
+            std::string::npos)
+      << out.error;
+  EXPECT_TRUE(n.instances().empty());
+  EXPECT_TRUE(n.driver->checkpoint().claims.empty());
+  EXPECT_TRUE(daemons.status().empty());
+  daemons.stop();
+}
+
 TEST(DraDriver, MpsWithoutDaemonsOrWithADaemonThatCannotStartIsRefused) {
   Node n;
   n.start();
