@@ -359,6 +359,37 @@ std::vector<YamlNode::Entry> YamlNode::checked_entries(Diagnostics& diags, std::
   return out;
 }
 
+namespace {
+
+// The parser names a tab only where it meets one in the indentation; a tab
+// after a '-' or inside a line gives "illegal block entry" or "illegal map
+// value". Where the line of the error (or the one before) holds a tab, say so.
+std::string tab_hint(std::string_view text, const YAML::Mark& mark) {
+  if (mark.line < 0) return "";
+  size_t start = 0;
+  for (int line = 0; line < mark.line && start != std::string_view::npos; ++line) {
+    const size_t next = text.find('\n', start);
+    start = next == std::string_view::npos ? next : next + 1;
+  }
+  if (start == std::string_view::npos) return "";
+  for (int back = 0; back < 2; ++back) {
+    size_t line_start = start;
+    if (back == 1) {
+      if (start == 0) break;
+      line_start = text.rfind('\n', start >= 2 ? start - 2 : 0);
+      line_start = line_start == std::string_view::npos ? 0 : line_start + 1;
+    }
+    const size_t end = text.find('\n', line_start);
+    const std::string_view line = text.substr(line_start, end == std::string_view::npos ? end : end - line_start);
+    if (const size_t tab = line.find('\t'); tab != std::string_view::npos)
+      return std::string(back == 0 ? " (this line" : " (the line before") + " holds a tab at column " +
+             std::to_string(tab + 1) + ": YAML indents with spaces only; replace the tab with spaces)";
+  }
+  return "";
+}
+
+}  // namespace
+
 std::unique_ptr<YamlDocument> YamlDocument::parse(std::string_view text, DocumentContext context, Diagnostics& diags) {
   std::unique_ptr<YamlDocument> doc(new YamlDocument());
   doc->context_ = std::move(context);
@@ -384,7 +415,7 @@ std::unique_ptr<YamlDocument> YamlDocument::parse(std::string_view text, Documen
     }
     *doc->root_ = root;
   } catch (const YAML::Exception& e) {
-    diags.error(location(e.mark, &doc->context_), "", "invalid YAML: " + e.msg);
+    diags.error(location(e.mark, &doc->context_), "", "invalid YAML: " + e.msg + tab_hint(text, e.mark));
   }
   return doc;
 }

@@ -51,6 +51,13 @@ std::vector<BadInput> cases() {
       {"mig_empty_file", "mig", "", "F: error: the file is empty: no version and no mig-configs (a mig-parted config needs version: v1 and mig-configs)"},
       {"mig_blank_file", "mig", "# only a comment\n\n", "F: error: the file is empty: no version and no mig-configs (a mig-parted config needs version: v1 and mig-configs)"},
       {"mig_bad_yaml", "mig", "version: v1\nmig-configs: [\n", "F:3:1: error: invalid YAML: end of sequence flow not found"},
+      // A tab inside a line (the parser's message does not say "tab"), and one in column 1.
+      {"mig_tab_after_dash", "mig", "version: v1\nmig-configs:\n  c:\n  \t- devices: all\n      mig-enabled: false\n",
+       "F:4:4: error: invalid YAML: illegal block entry (this line holds a tab at column 3: YAML indents with spaces "
+       "only; replace the tab with spaces)"},
+      {"mig_tab_in_column_1", "mig", "version: v1\n\tmig-configs: {}\n",
+       "F:2:1: error: invalid YAML: illegal tab when looking for indentation (this line holds a tab at column 1: YAML "
+       "indents with spaces only; replace the tab with spaces)"},
       {"mig_not_a_map", "mig", "- a\n- b\n", "F:1:1: error: expected a mig-parted config (a map with version and mig-configs), got a list"},
       {"mig_missing_version", "mig", "mig-configs:\n  c:\n    - devices: all\n      mig-enabled: false\n",
        "F:1:1: error: version: missing required field 'version' (allowed: v1)"},
