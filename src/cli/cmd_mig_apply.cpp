@@ -85,7 +85,9 @@ nlohmann::json plan_json(const reconciler::NodePlan& plan) {
                     {"operations", ops},
                     {"kept", g.kept},
                     {"destroyed", g.destroyed},
+                    {"not_destroyed", g.not_destroyed},
                     {"created", g.created},
+                    {"operations_done", g.operations_done},
                     {"mode_change", g.plan.mode_change},
                     {"pending_reset", g.pending_reset},
                     {"error", g.error}});
@@ -113,12 +115,35 @@ void print_report(const reconciler::NodePlan& plan) {
   for (const auto& g : plan.gpus) {
     for (const auto& u : g.kept) std::cout << "  GPU " << g.gpu << "  kept       " << u << '\n';
     for (const auto& u : g.destroyed) std::cout << "  GPU " << g.gpu << "  destroyed  " << u << '\n';
+    for (const auto& u : g.not_destroyed)
+      std::cout << "  GPU " << g.gpu << "  NOT destroyed (still there)  " << u << '\n';
     for (const auto& u : g.created) std::cout << "  GPU " << g.gpu << "  created    " << u << '\n';
     if (g.pending_reset)
       std::cout << "  GPU " << g.gpu << "  MIG mode change pending: reset the GPU (nvidia-smi -r -i " << g.gpu
                 << ") or reboot the node, then apply again\n";
     if (!g.error.empty()) std::cout << "  GPU " << g.gpu << "  FAILED: " << g.error << '\n';
   }
+}
+
+// After a failed apply: which GPUs changed and which did not, and what to run next.
+void print_half_applied(const reconciler::NodePlan& plan, const ApplyArgs& args) {
+  std::vector<std::string> states;
+  bool changed_any = false;
+  for (const auto& g : plan.gpus) {
+    const size_t total = g.plan.operations.size();
+    if (total == 0) continue;
+    changed_any = changed_any || g.operations_done > 0;
+    states.push_back("GPU " + std::to_string(g.gpu) + " " +
+                     (g.operations_done == total ? "changed"
+                      : g.operations_done == 0   ? "not changed"
+                                                 : "partly changed (" + std::to_string(g.operations_done) + " of " +
+                                                       std::to_string(total) + " operations)"));
+  }
+  std::cout << (changed_any ? "the node is half-applied: " : "nothing was changed: ") << join(states, ", ") << '\n';
+  std::cout << "next: remove the cause named under FAILED (a MIG device in use: stop its processes, e.g. drain the "
+               "node's GPU pods), then run `tessera mig apply -f "
+            << args.file << " -c " << (args.config_name.empty() ? "NAME" : args.config_name)
+            << (args.driver.sim.empty() ? "" : " --sim " + args.driver.sim) << "` again: it changes only what still differs\n";
 }
 
 int run(const ApplyArgs& args, bool apply) {
@@ -180,6 +205,7 @@ int run(const ApplyArgs& args, bool apply) {
     print_report(report->plan);
     std::cout << "\n" << *name << ": " << journal.outcome << " (" << journal.done() << " of " << journal.steps.size()
               << " operations done; journal " << journal_file.journal_path() << ")\n";
+    if (report->outcome == reconciler::Outcome::failed) print_half_applied(report->plan, args);
   }
   if (!report->message.empty()) std::cerr << cmd << ": " << report->message << '\n';
   return report->outcome == reconciler::Outcome::failed ? kExitInvalid : kExitOk;

@@ -191,6 +191,7 @@ ApplyResult execute_plan(const nvml::Session& session, NodePlan plan, const Jour
         step.detail = "GI " + std::to_string(*r);
       }
       step.status = "done";
+      ++g.operations_done;
       if (auto saved = journal_file.save(journal); !saved) {
         result.journal_error = saved.error().message;
         break;
@@ -205,19 +206,26 @@ ApplyResult execute_plan(const nvml::Session& session, NodePlan plan, const Jour
     }
     result.pending_reset = result.pending_reset || g.pending_reset;
   }
-  // The new MIG devices' UUIDs: one read of the node after every GPU is done.
+  // The new MIG devices' UUIDs, and after a failure what is still there:
+  // one read of the node after every GPU is done.
   bool created_any = std::any_of(created_by_gpu.begin(), created_by_gpu.end(), [](const auto& kv) { return !kv.second.empty(); });
-  if (created_any) {
+  if (created_any || !all_ok) {
     if (auto inv = nvml::collect_inventory(session); inv) {
       for (auto& g : plan.gpus) {
         const auto& gis = created_by_gpu[g.gpu];
-        for (const auto& rec : inv->gpus)
-          if (rec.index == g.gpu)
-            for (const auto& m : rec.mig_devices)
-              if (std::find(gis.begin(), gis.end(), m.gpu_instance_id) != gis.end()) g.created.push_back(m.uuid);
+        for (const auto& rec : inv->gpus) {
+          if (rec.index != g.gpu) continue;
+          for (const auto& m : rec.mig_devices) {
+            if (std::find(gis.begin(), gis.end(), m.gpu_instance_id) != gis.end()) g.created.push_back(m.uuid);
+            if (auto it = std::find(g.destroyed.begin(), g.destroyed.end(), m.uuid); it != g.destroyed.end()) {
+              g.not_destroyed.push_back(m.uuid);
+              g.destroyed.erase(it);
+            }
+          }
+        }
       }
     } else {
-      spdlog::warn("cannot read the new MIG devices' UUIDs: {}", inv.error().message());
+      spdlog::warn("cannot read the node's MIG devices after the apply: {}", inv.error().message());
     }
   }
   result.success = all_ok;

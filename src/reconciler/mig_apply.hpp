@@ -25,8 +25,12 @@ struct GpuOutcome {
   size_t entry = 0;  // which entry of the config applies
   mig::GpuPlan plan;
   std::vector<std::string> kept;       // MIG device UUIDs left running
-  std::vector<std::string> destroyed;  // MIG device UUIDs destroyed
+  std::vector<std::string> destroyed;  // MIG device UUIDs destroyed (planned, until an apply ran)
   std::vector<std::string> created;    // MIG device UUIDs created
+  // After a failed apply: MIG devices planned for destruction that are still
+  // there (the apply stopped first); they are no longer listed in `destroyed`.
+  std::vector<std::string> not_destroyed;
+  size_t operations_done = 0;          // of plan.operations, by an apply
   bool pending_reset = false;          // a MIG mode change waits for a GPU reset
   std::string error;
 };

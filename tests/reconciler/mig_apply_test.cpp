@@ -115,6 +115,22 @@ TEST(MigApply, BusyInstancesNeedForceAndTheMessageNamesTheProcess) {
   auto forced = node.apply("all-3g.40gb", {"--force"});
   EXPECT_EQ(forced.exit_code, 1);
   EXPECT_NE(forced.out.find("NVML_ERROR_IN_USE"), std::string::npos) << forced.out << forced.err;
+  // What was not destroyed is not listed as destroyed (the first run got some of GPU 0 done) ...
+  const auto g0 = json::parse(forced.out)["gpus"][0];
+  EXPECT_EQ(std::count(g0["not_destroyed"].begin(), g0["not_destroyed"].end(), busy), 1) << g0.dump();
+  EXPECT_EQ(std::count(g0["destroyed"].begin(), g0["destroyed"].end(), busy), 0) << g0.dump();
+  EXPECT_LT(g0["operations_done"].get<size_t>(), g0["operations"].size());
+  // ... and the text says the node is half-applied and what to run next (a second try: the rest).
+  auto text = run({kBin, "mig", "apply", "-f", kDefaults, "-c", "all-3g.40gb", "--sim", node.dir(), "--force"});
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.out.find("NOT destroyed (still there)  " + busy), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("  destroyed  " + busy), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("nothing was changed: GPU 0 not changed"), std::string::npos)
+      << "the busy instance is the first left to destroy: " << text.out;
+  EXPECT_NE(text.out.find("then run `tessera mig apply -f " + kDefaults + " -c all-3g.40gb --sim " + node.dir() +
+                          "` again: it changes only what still differs"),
+            std::string::npos)
+      << text.out;
   ASSERT_EQ(run({kBin, "sim", "end-process", node.dir(), "--pid", "4242"}).exit_code, 0);
   EXPECT_EQ(node.apply("all-3g.40gb").exit_code, 0);
 }
