@@ -2,7 +2,9 @@
 // good the plan is (lower bound, gap, baselines).
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -83,7 +85,7 @@ void print_report(const planner::Problem& problem, const planner::Plan& plan, co
               << "\n";
   for (const auto& b : r.baselines)
     std::cout << "baseline " << b.name << ": "
-              << (b.gpus        ? std::to_string(*b.gpus) + " GPUs"
+              << (b.gpus        ? counted(*b.gpus, "GPU")
                   : b.timed_out ? "no plan found within the time limit"
                                 : "cannot hold these services")
               << "\n";
@@ -92,7 +94,7 @@ void print_report(const planner::Problem& problem, const planner::Plan& plan, co
 bool write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
-  if (!out) std::cerr << "tessera plan: cannot write " << path.string() << "\n";
+  if (!out) std::cerr << "tessera plan: cannot write " << path.string() << ": " << std::strerror(errno) << "\n";
   return bool(out);
 }
 

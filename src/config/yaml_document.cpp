@@ -163,7 +163,12 @@ std::optional<int64_t> yaml11_integer(std::string_view plain) {
 
 Diagnostics warnings_as_errors(const Diagnostics& diags) {
   Diagnostics out;
-  for (const auto& d : diags.items()) out.error(d.where, d.field, d.message);
+  for (const auto& d : diags.items()) {
+    // Under --strict nothing is ignored: the file is refused.
+    std::string_view message = d.message;
+    if (d.severity == Severity::warning && message.ends_with("; ignored")) message.remove_suffix(9);
+    out.error(d.where, d.field, std::string(message));
+  }
   return out;
 }
 

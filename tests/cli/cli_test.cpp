@@ -86,6 +86,14 @@ TEST(Cli, SimNumbersAndFaultsAreCheckedBeforeAnythingIsStored) {
   EXPECT_EQ(run({kBin, "sim", "fault", node, "--function", "nvmlDeviceGetCount_v2"}).exit_code, 0);
 }
 
+// A file plan cannot write names the system's reason.
+TEST(Cli, PlanSaysWhyItCannotWriteAFile) {
+  auto r = run({kBin, "plan", "-f", testing::kSourceDir + "/examples/fleet.yaml", "--svg", "/nonexistent/dir/x.svg"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("tessera plan: cannot write /nonexistent/dir/x.svg: No such file or directory"), std::string::npos)
+      << r.err;
+}
+
 TEST(Cli, VersionNeedsNoCommand) {
   auto r = run({kBin, "--version"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
