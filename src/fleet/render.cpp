@@ -1,5 +1,6 @@
 // The plan as JSON (the scripts' contract), a text summary, an SVG, and the mig-parted file.
 #include <algorithm>
+#include <cctype>
 #include <iomanip>
 #include <map>
 #include <set>
@@ -276,6 +277,19 @@ std::string plan_svg(const Problem& p, const FleetPlan& plan) {
 namespace tessera::fleet {
 namespace {
 void yaml_value(const nlohmann::json& v, int indent, std::ostringstream& out);
+// A key as a plain scalar where YAML reads it back as the same string (a
+// letter or '_' first, then letters, digits, '_', '-', '.', '/'; not a word
+// YAML 1.1 takes for a bool or null), else double-quoted.
+std::string yaml_key(const std::string& key) {
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == '/'; };
+  std::string lower;
+  for (char c : key) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const char* const kSpecial[] = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"};
+  const bool plain = !key.empty() && (std::isalpha(static_cast<unsigned char>(key[0])) || key[0] == '_') &&
+                     std::all_of(key.begin(), key.end(), word) &&
+                     std::none_of(std::begin(kSpecial), std::end(kSpecial), [&](const char* w) { return lower == w; });
+  return plain ? key : nlohmann::json(key).dump();
+}
 std::string yaml_scalar(const nlohmann::json& v) {
   if (v.is_null()) return "null";
   if (v.is_string()) return v.dump();  // a JSON string is a YAML double-quoted scalar
@@ -290,7 +304,7 @@ void yaml_value(const nlohmann::json& v, int indent, std::ostringstream& out) {
     }
     out << "\n";
     for (auto it = v.begin(); it != v.end(); ++it) {
-      out << pad << nlohmann::json(it.key()).dump() << ":";
+      out << pad << yaml_key(it.key()) << ":";
       if ((it->is_object() || it->is_array()) && !it->empty()) yaml_value(*it, indent + 2, out);
       else out << " " << (it->is_object() ? "{}" : it->is_array() ? "[]" : yaml_scalar(*it)) << "\n";
     }
