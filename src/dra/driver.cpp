@@ -330,21 +330,48 @@ std::vector<sd::Taken> Driver::fixed_locked() const {
   return out;
 }
 
+std::vector<sd::Taken> Driver::withdrawn_locked() const {
+  std::vector<sd::Taken> out(gpus_.size());
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    const auto& g = gpus_[i].gpu;
+    if (!g.model) continue;
+    for (const auto& [name, inst] : checkpoint_.instances)
+      if (inst.gpu_uuid == g.uuid && inst.state == CheckpointInstance::State::destroying)
+        if (auto pi = profile_index(*g.model, inst.profile)) out[i].push_back({*pi, inst.start});
+  }
+  return out;
+}
+
+// What holds slices the scheduler must not give out: instances tessera did
+// not cut (offered as they are) and instances being destroyed (not offered).
+std::vector<sd::Taken> Driver::held_locked() const {
+  auto held = fixed_locked();
+  const auto withdrawn = withdrawn_locked();
+  for (size_t i = 0; i < held.size(); ++i) held[i].insert(held[i].end(), withdrawn[i].begin(), withdrawn[i].end());
+  return held;
+}
+
 std::vector<sd::Device> Driver::devices_locked() const {
   std::vector<sd::Gpu> gpus;
   for (const auto& g : gpus_) gpus.push_back(g.gpu);
   sd::PoolOptions po;
   po.order = options_.order;
   po.memory_shares = options_.memory_shares;
-  return sd::devices(gpus, taken_locked(), po, fixed_locked());
+  auto out = sd::devices(gpus, taken_locked(), po, held_locked());
+  const auto withdrawn = withdrawn_locked();
+  std::erase_if(out, [&](const sd::Device& d) {
+    const auto& w = withdrawn[d.gpu];
+    return d.mig && d.fixed && std::find(w.begin(), w.end(), *d.mig) != w.end();
+  });
+  return out;
 }
 
 PoolState Driver::pool() const {
   std::lock_guard lock(mutex_);
   PoolState out;
-  const auto fixed = fixed_locked();
+  const auto held = held_locked();
   for (size_t i = 0; i < gpus_.size(); ++i)
-    if (auto set = sd::counter_set(gpus_[i].gpu, fixed[i])) out.counter_sets.push_back(std::move(*set));
+    if (auto set = sd::counter_set(gpus_[i].gpu, held[i])) out.counter_sets.push_back(std::move(*set));
   out.devices = devices_locked();
   out.version = version_;
   return out;

@@ -153,6 +153,10 @@ class Driver {
   std::vector<sharing::dra::Device> devices_locked() const;
   std::vector<sharing::dra::Taken> taken_locked() const;
   std::vector<sharing::dra::Taken> fixed_locked() const;
+  // Instances being destroyed (a destroy that failed and waits for its retry):
+  // out of the counters and never offered, so the scheduler picks nothing on their slices.
+  std::vector<sharing::dra::Taken> withdrawn_locked() const;
+  std::vector<sharing::dra::Taken> held_locked() const;  // fixed plus withdrawn
   const GpuNow* gpu_by_uuid(const std::string& uuid) const;
   void changed_locked();
   // The driver's files for CDI specs, read once per read of the GPUs.

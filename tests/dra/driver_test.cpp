@@ -399,6 +399,21 @@ TEST(DraDriver, AFailedDestroyIsKeptAndFinishedByTheRetryOrARestart) {
     ASSERT_EQ(cp.instances.count("gpu-0-mig-1g10gb-19-6"), 1u);
     EXPECT_EQ(cp.instances["gpu-0-mig-1g10gb-19-6"].state, CheckpointInstance::State::destroying);
     EXPECT_EQ(n.instances().size(), 1u);
+    // Meanwhile the instance is withdrawn: neither it nor a placement on its slice is offered, and its
+    // slice is out of the GPU's counters, so the scheduler picks nothing there.
+    {
+      const auto pool = n.driver->pool();
+      EXPECT_FALSE(find(pool, "gpu-0-mig-1g10gb-19-6"));
+      EXPECT_FALSE(find(pool, "gpu-0-mig-2g20gb-14-6")) << "overlaps the instance being destroyed";
+      EXPECT_FALSE(find(pool, "gpu-0")) << "an instance is on the GPU";
+      EXPECT_TRUE(find(pool, "gpu-0-mig-1g10gb-19-5"));
+      ASSERT_FALSE(pool.counter_sets.empty());
+      for (const auto& c : pool.counter_sets[0].counters) {
+        if (c.name == "memory-slice-6") {
+          EXPECT_EQ(c.value, 0) << "slice 6 is taken out of the counters";
+        }
+      }
+    }
     auto& restarted = n.start();
     EXPECT_TRUE(n.instances().empty());  // the restart finished the destroy
     EXPECT_TRUE(restarted.checkpoint().instances.empty());
