@@ -220,7 +220,7 @@ std::uint64_t Ledger::usage(std::uint32_t device) const {
 }
 
 Ledger::ContextSize Ledger::context_size(std::uint32_t device, std::uint64_t& bytes, std::uint64_t stale_ms) {
-  if (header_ == nullptr || device >= device_count_) return ContextSize::wait;
+  if (header_ == nullptr || device >= device_count_) return ContextSize::unavailable;
   std::atomic_ref<std::uint64_t> word(header_->context_bytes[device]);
   std::uint64_t v = word.load(std::memory_order_acquire);
   if (v & layout::kContextMeasured) {

@@ -237,8 +237,9 @@ class Ledger {
   // container: `measured` (with `bytes`); `probe`: this process has claimed
   // the measurement and must end it with note_context_size or
   // abandon_context_probe; `wait`: another process is measuring (a claim
-  // older than `stale_ms` is taken over, its process presumed dead).
-  enum class ContextSize { measured, probe, wait };
+  // older than `stale_ms` is taken over, its process presumed dead);
+  // `unavailable`: no open ledger or no such device, nothing to wait for.
+  enum class ContextSize { measured, probe, wait, unavailable };
   ContextSize context_size(std::uint32_t device, std::uint64_t& bytes, std::uint64_t stale_ms = 2000);
   void note_context_size(std::uint32_t device, std::uint64_t bytes);
   void abandon_context_probe(std::uint32_t device);

@@ -891,14 +891,9 @@ std::uint64_t first_context_charge(int index) {
   return index >= 0 && index < e.count ? e.devices[index].context : 0;
 }
 
-ContextSize measured_context_size(int index, std::uint64_t& bytes) {
-  if (index < 0 || !ready()) return ContextSize::unknown;
-  switch (g_ledger.context_size(static_cast<std::uint32_t>(index), bytes)) {
-    case Ledger::ContextSize::measured: return ContextSize::measured;
-    case Ledger::ContextSize::probe: return ContextSize::probe;
-    case Ledger::ContextSize::wait: return ContextSize::wait;
-  }
-  return ContextSize::unknown;
+Ledger::ContextSize measured_context_size(int index, std::uint64_t& bytes) {
+  if (index < 0 || !ready()) return Ledger::ContextSize::unavailable;
+  return g_ledger.context_size(static_cast<std::uint32_t>(index), bytes);
 }
 
 void note_context_size(int index, std::uint64_t bytes) {

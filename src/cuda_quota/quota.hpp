@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "cuda_quota/cuda_abi.hpp"
+#include "cuda_quota/ledger.hpp"
 
 namespace tessera::quota {
 
@@ -120,12 +121,9 @@ const char* context_refusal();
 // context exists to measure it with (the limits file's `context=`; 0: none).
 std::uint64_t first_context_charge(int index);
 // What one context takes on ledger device `index` as a process of the
-// container measured it (the ledger keeps it): `measured` with `bytes`;
-// `probe`: this process is to measure it, then note_context_size or
-// abandon_context_probe; `wait`: another process is measuring it now;
-// `unknown`: no ledger.
-enum class ContextSize { measured, probe, wait, unknown };
-ContextSize measured_context_size(int index, std::uint64_t& bytes);
+// container measured it (the ledger keeps it; Ledger::context_size's
+// answers, `unavailable` without a ready ledger).
+Ledger::ContextSize measured_context_size(int index, std::uint64_t& bytes);
 void note_context_size(int index, std::uint64_t bytes);
 void abandon_context_probe(int index);
 // The CUDA ordinal of ledger device `index`; -1 when it is not visible.

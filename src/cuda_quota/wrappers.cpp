@@ -177,7 +177,7 @@ void refresh_pools(int index, CUmemoryPool pool = nullptr) {
 void pool_freed(CUmemoryPool pool) {
   pthread_mutex_lock(&g_pool_mu);
   for (auto& p : g_pools) {
-    if (p.pool != pool || (p.destroyed && p.live == 0)) continue;
+    if (p.pool != pool) continue;  // a destroyed pool's entry lives only while it has allocations
     if (p.live > 0) --p.live;
     if (!p.destroyed) {
       settle(p);
@@ -690,11 +690,10 @@ void after_primary_reset(CUdevice ordinal) {
 // the call: the calling thread's, the device's active primary one, or one
 // this process created), returned with the context. A process's first
 // context on a device has no such context to measure with. It is charged
-// what one context of that device takes, measured once per container: the
-// ledger keeps the last measurement any process made (every measured
-// context records one); the first process measures it with a scratch context
-// created and destroyed through the new one. Where that cannot be measured,
-// the limits file's `context=` figure for the device (the node's default).
+// what one context of that device takes, measured once per container with
+// scratch contexts and kept in the ledger (first_context_bytes); where that
+// cannot be measured, the limits file's `context=` figure for the device
+// (the node's default).
 
 using MemGetInfo = CUresult (*)(std::size_t*, std::size_t*);
 using PrimaryGetState = CUresult (*)(CUdevice, unsigned*, int*);
@@ -777,9 +776,9 @@ std::uint64_t first_context_bytes(int index, CUdevice ordinal, CUcontext ctx) {
   long pause_ns = 100000;  // between looks: 0.1 ms, doubling to 2 ms (no wake-up storm while the prober runs)
   for (int looks = 0; looks < 2000; ++looks) {
     switch (measured_context_size(index, bytes)) {
-      case ContextSize::measured:
+      case Ledger::ContextSize::measured:
         return bytes;
-      case ContextSize::probe:
+      case Ledger::ContextSize::probe:
         for (int tries = 0; tries < 3; ++tries)
           if (probe_context(index, ordinal, ctx, bytes) && probe_context(index, ordinal, ctx, again) && bytes == again) {
             note_context_size(index, bytes);
@@ -787,13 +786,13 @@ std::uint64_t first_context_bytes(int index, CUdevice ordinal, CUcontext ctx) {
           }
         abandon_context_probe(index);
         return first_context_charge(index);
-      case ContextSize::wait: {
+      case Ledger::ContextSize::wait: {
         const timespec pause{0, pause_ns};
         nanosleep(&pause, nullptr);
         pause_ns = pause_ns < 1000000 ? pause_ns * 2 : 2000000;
         continue;
       }
-      case ContextSize::unknown:
+      case Ledger::ContextSize::unavailable:
         return first_context_charge(index);
     }
   }

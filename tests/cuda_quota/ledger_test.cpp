@@ -150,7 +150,10 @@ TEST(LedgerContextSize, OneProcessMeasuresTheOthersWaitAndEveryoneSeesTheFigure)
   first.note_context_size(0, 0);
   EXPECT_EQ(second.context_size(0, bytes), Ledger::ContextSize::measured);
   EXPECT_EQ(bytes, 0u) << "zero is a measurement too";
-  EXPECT_EQ(first.context_size(kMaxDevices, bytes), Ledger::ContextSize::wait) << "no such device: never a claim";
+  EXPECT_EQ(first.context_size(kMaxDevices, bytes), Ledger::ContextSize::unavailable)
+      << "no such device: never a claim, nothing to wait for";
+  Ledger closed;
+  EXPECT_EQ(closed.context_size(0, bytes), Ledger::ContextSize::unavailable) << "no open ledger: nothing to wait for";
 }
 
 TEST(LedgerCharge, TwoProcessesAddUpAndAThirdIsRefusedWithTheNumbers) {
