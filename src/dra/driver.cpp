@@ -343,10 +343,9 @@ std::vector<sd::Taken> Driver::withdrawn_locked() const {
 }
 
 // What holds slices the scheduler must not give out: instances tessera did
-// not cut (offered as they are) and instances being destroyed (not offered).
-std::vector<sd::Taken> Driver::held_locked() const {
+// not cut (offered as they are) and `withdrawn` (withdrawn_locked: not offered).
+std::vector<sd::Taken> Driver::held_locked(const std::vector<sd::Taken>& withdrawn) const {
   auto held = fixed_locked();
-  const auto withdrawn = withdrawn_locked();
   for (size_t i = 0; i < held.size(); ++i) held[i].insert(held[i].end(), withdrawn[i].begin(), withdrawn[i].end());
   return held;
 }
@@ -357,8 +356,8 @@ std::vector<sd::Device> Driver::devices_locked() const {
   sd::PoolOptions po;
   po.order = options_.order;
   po.memory_shares = options_.memory_shares;
-  auto out = sd::devices(gpus, taken_locked(), po, held_locked());
   const auto withdrawn = withdrawn_locked();
+  auto out = sd::devices(gpus, taken_locked(), po, held_locked(withdrawn));
   std::erase_if(out, [&](const sd::Device& d) {
     const auto& w = withdrawn[d.gpu];
     return d.mig && d.fixed && std::find(w.begin(), w.end(), *d.mig) != w.end();
@@ -369,7 +368,7 @@ std::vector<sd::Device> Driver::devices_locked() const {
 PoolState Driver::pool() const {
   std::lock_guard lock(mutex_);
   PoolState out;
-  const auto held = held_locked();
+  const auto held = held_locked(withdrawn_locked());
   for (size_t i = 0; i < gpus_.size(); ++i)
     if (auto set = sd::counter_set(gpus_[i].gpu, held[i])) out.counter_sets.push_back(std::move(*set));
   out.devices = devices_locked();

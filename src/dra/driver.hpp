@@ -156,7 +156,7 @@ class Driver {
   // Instances being destroyed (a destroy that failed and waits for its retry):
   // out of the counters and never offered, so the scheduler picks nothing on their slices.
   std::vector<sharing::dra::Taken> withdrawn_locked() const;
-  std::vector<sharing::dra::Taken> held_locked() const;  // fixed plus withdrawn
+  std::vector<sharing::dra::Taken> held_locked(const std::vector<sharing::dra::Taken>& withdrawn) const;
   const GpuNow* gpu_by_uuid(const std::string& uuid) const;
   void changed_locked();
   // The driver's files for CDI specs, read once per read of the GPUs.
