@@ -556,17 +556,21 @@ CUresult Driver::vmm_map(CUdeviceptr p, std::uint64_t size, CUmemGenericAllocati
 
 // [CH] cuMemUnmap takes whole mapped ranges, never a part of one. sim: one
 // call may take several adjacent mappings if it covers each exactly.
-CUresult Driver::vmm_unmap(CUdeviceptr p, std::uint64_t size) {
-  auto first = mappings_.find(p);
-  if (first == mappings_.end()) return CUDA_ERROR_INVALID_VALUE;
-  auto it = first;
-  CUdeviceptr at = p;
+bool Driver::whole_mappings(CUdeviceptr p, std::uint64_t size, MappingIt& first, MappingIt& last) {
+  first = mappings_.find(p);
+  if (first == mappings_.end()) return false;
+  last = first;
   const CUdeviceptr end = p + size;
-  while (at < end) {
-    if (it == mappings_.end() || it->first != at || it->second.size > end - at) return CUDA_ERROR_INVALID_VALUE;
-    at += it->second.size;
-    ++it;
+  for (CUdeviceptr at = p; at < end; ++last) {
+    if (last == mappings_.end() || last->first != at || last->second.size > end - at) return false;
+    at += last->second.size;
   }
+  return true;
+}
+
+CUresult Driver::vmm_unmap(CUdeviceptr p, std::uint64_t size) {
+  MappingIt first, it;
+  if (!whole_mappings(p, size, first, it)) return CUDA_ERROR_INVALID_VALUE;
   CUresult result = CUDA_SUCCESS;
   for (auto m = first; m != it;) {
     auto h = handles_.find(m->second.handle);
@@ -595,18 +599,9 @@ CUresult Driver::vmm_set_access(CUdeviceptr p, std::uint64_t size, const CUmemAc
       return CUDA_ERROR_INVALID_VALUE;
     flags |= f;
   }
-  auto it = mappings_.upper_bound(p);
-  if (it == mappings_.begin()) return CUDA_ERROR_INVALID_VALUE;
-  --it;
-  if (it->first != p) return CUDA_ERROR_INVALID_VALUE;
-  const CUdeviceptr end = p + size;
-  std::vector<Mapping*> covered;
-  for (CUdeviceptr at = p; at < end; ++it) {
-    if (it == mappings_.end() || it->first != at || it->second.size > end - at) return CUDA_ERROR_INVALID_VALUE;
-    covered.push_back(&it->second);
-    at += it->second.size;
-  }
-  for (Mapping* m : covered) m->access = flags;
+  MappingIt first, last;
+  if (!whole_mappings(p, size, first, last)) return CUDA_ERROR_INVALID_VALUE;
+  for (auto m = first; m != last; ++m) m->second.access = flags;
   return CUDA_SUCCESS;
 }
 

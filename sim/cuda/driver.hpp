@@ -264,6 +264,11 @@ class Driver {
   CUresult pool_release_to(Pool* p, std::uint64_t keep);
   CUresult physical_maybe_free(std::uint64_t id);
   HandleRef* live_handle(CUmemGenericAllocationHandle h);  // NULL unless it holds a reference
+  using MappingIt = std::map<CUdeviceptr, Mapping>::iterator;
+  // The run of whole adjacent mappings [first, last) that covers [p, p + size)
+  // exactly, the first starting at p; false when there is none (cuMemUnmap's
+  // and cuMemSetAccess's rule; sim: several mappings in one call).
+  bool whole_mappings(CUdeviceptr p, std::uint64_t size, MappingIt& first, MappingIt& last);
   CUdeviceptr take_addresses(std::uint64_t bytes, std::uint64_t alignment);
   CUresult graph_map(GraphExec* e);
   bool graph_free(CUdeviceptr p, CUresult& result);  // a graph allocation's free; false when not one

@@ -368,6 +368,16 @@ CUresult on_exec(CUgraphExec exec, CUstream s, Call&& call) {
   });
 }
 
+// [CH] cuModuleLoad, cuLibraryLoadFromFile: FILE_NOT_FOUND when the file
+// cannot be opened (after NOT_INITIALIZED); CUDA_SUCCESS for a file there or
+// no name (the caller's own INVALID_VALUE).
+CUresult file_to_load(const char* path) {
+  struct stat st {};
+  if (!path || ::stat(path, &st) == 0) return CUDA_SUCCESS;
+  CUresult r = initialized([](Driver&) { return CUDA_SUCCESS; });
+  return r != CUDA_SUCCESS ? r : CUDA_ERROR_FILE_NOT_FOUND;
+}
+
 }  // namespace
 
 TESSERA_CUDA_SIM_EXPORT CUresult cuCtxPushCurrent(CUcontext ctx) {
@@ -387,14 +397,9 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
   return pop_current(pctx);
 }
 
-// [CH] FILE_NOT_FOUND when the file cannot be opened.
 TESSERA_CUDA_SIM_EXPORT CUresult cuModuleLoad(CUmodule* module, const char* fname) {
   TESSERA_CUDA_SIM_COUNT();
-  struct stat st {};
-  if (fname && ::stat(fname, &st) != 0) {
-    CUresult r = initialized([](Driver&) { return CUDA_SUCCESS; });
-    return r != CUDA_SUCCESS ? r : CUDA_ERROR_FILE_NOT_FOUND;
-  }
+  if (CUresult r = file_to_load(fname); r != CUDA_SUCCESS) return r;
   return load(module, fname != nullptr);
 }
 TESSERA_CUDA_SIM_EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) {
@@ -417,7 +422,7 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuModuleUnload(CUmodule hmod) {
 }
 
 // [CH] cuLibraryLoad*: the options' counts need their arrays; a file that
-// cannot be opened is FILE_NOT_FOUND. No current context is needed.
+// cannot be opened is FILE_NOT_FOUND (file_to_load). No current context is needed.
 namespace {
 CUresult library_load(CUlibrary* library, bool have_code, CUjit_option* jitOptions, void** jitOptionsValues,
                       unsigned numJitOptions, CUlibraryOption* libraryOptions, void** libraryOptionValues,
@@ -448,11 +453,7 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary* library, const
                                                        unsigned int numJitOptions, CUlibraryOption* libraryOptions,
                                                        void** libraryOptionValues, unsigned int numLibraryOptions) {
   TESSERA_CUDA_SIM_COUNT();
-  struct stat st {};
-  if (fileName && ::stat(fileName, &st) != 0) {
-    CUresult r = initialized([](Driver&) { return CUDA_SUCCESS; });
-    return r != CUDA_SUCCESS ? r : CUDA_ERROR_FILE_NOT_FOUND;
-  }
+  if (CUresult r = file_to_load(fileName); r != CUDA_SUCCESS) return r;
   return library_load(library, fileName != nullptr, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
                       libraryOptionValues, numLibraryOptions);
 }
