@@ -126,7 +126,7 @@ void print_report(const reconciler::NodePlan& plan) {
 }
 
 // After a failed apply: which GPUs changed and which did not, and what to run next.
-void print_half_applied(const reconciler::NodePlan& plan, const ApplyArgs& args) {
+void print_half_applied(const reconciler::NodePlan& plan, const ApplyArgs& args, const std::string& name) {
   std::vector<std::string> states;
   bool changed_any = false;
   for (const auto& g : plan.gpus) {
@@ -142,7 +142,7 @@ void print_half_applied(const reconciler::NodePlan& plan, const ApplyArgs& args)
   std::cout << (changed_any ? "the node is half-applied: " : "nothing was changed: ") << join(states, ", ") << '\n';
   std::cout << "next: remove the cause named under FAILED (a MIG device in use: stop its processes, e.g. drain the "
                "node's GPU pods), then run `tessera mig apply -f "
-            << args.file << " -c " << (args.config_name.empty() ? "NAME" : args.config_name)
+            << args.file << " -c " << name
             << (args.driver.sim.empty() ? "" : " --sim " + args.driver.sim) << "` again: it changes only what still differs\n";
 }
 
@@ -205,7 +205,7 @@ int run(const ApplyArgs& args, bool apply) {
     print_report(report->plan);
     std::cout << "\n" << *name << ": " << journal.outcome << " (" << journal.done() << " of " << journal.steps.size()
               << " operations done; journal " << journal_file.journal_path() << ")\n";
-    if (report->outcome == reconciler::Outcome::failed) print_half_applied(report->plan, args);
+    if (report->outcome == reconciler::Outcome::failed) print_half_applied(report->plan, args, *name);
   }
   if (!report->message.empty()) std::cerr << cmd << ": " << report->message << '\n';
   return report->outcome == reconciler::Outcome::failed ? kExitInvalid : kExitOk;

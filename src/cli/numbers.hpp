@@ -29,21 +29,21 @@ inline CLI::Validator whole_number(std::uint64_t min, std::uint64_t max = std::n
       range);
 }
 
-// A number (a fraction allowed) above 0, or at least 0.
-inline CLI::Validator number_above(double floor, bool inclusive) {
-  const std::string what = inclusive ? "0 or more" : "greater than 0";
+// A number (a fraction allowed) above 0, or with `zero_too` at least 0.
+inline CLI::Validator number_from_zero(bool zero_too) {
+  const std::string what = zero_too ? "0 or more" : "greater than 0";
   return CLI::Validator(
-      [floor, inclusive, what](std::string& text) -> std::string {
+      [zero_too, what](std::string& text) -> std::string {
         double v = 0;
         const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
         if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v != v ||
-            (inclusive ? v < floor : v <= floor))
+            (zero_too ? v < 0 : v <= 0))
           return "'" + text + "' is not a number " + what;
         return {};
       },
       what);
 }
-inline CLI::Validator positive_number() { return number_above(0, false); }
-inline CLI::Validator non_negative_number() { return number_above(0, true); }
+inline CLI::Validator positive_number() { return number_from_zero(false); }
+inline CLI::Validator non_negative_number() { return number_from_zero(true); }
 
 }  // namespace tessera::cli

@@ -3,12 +3,14 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <map>
 #include <regex>
 #include <set>
+#include <utility>
 
 namespace tessera::config {
 namespace {
@@ -370,26 +372,19 @@ namespace {
 // after a '-' or inside a line gives "illegal block entry" or "illegal map
 // value". Where the line of the error (or the one before) holds a tab, say so.
 std::string tab_hint(std::string_view text, const YAML::Mark& mark) {
-  if (mark.line < 0) return "";
+  std::string_view before, at;  // the lines mark.line - 1 and mark.line (0-based)
   size_t start = 0;
-  for (int line = 0; line < mark.line && start != std::string_view::npos; ++line) {
-    const size_t next = text.find('\n', start);
-    start = next == std::string_view::npos ? next : next + 1;
+  for (int n = 0; n <= mark.line; ++n) {
+    if (start > text.size()) return "";
+    const size_t end = std::min(text.find('\n', start), text.size());
+    before = at;
+    at = text.substr(start, end - start);
+    start = end + 1;
   }
-  if (start == std::string_view::npos) return "";
-  for (int back = 0; back < 2; ++back) {
-    size_t line_start = start;
-    if (back == 1) {
-      if (start == 0) break;
-      line_start = text.rfind('\n', start >= 2 ? start - 2 : 0);
-      line_start = line_start == std::string_view::npos ? 0 : line_start + 1;
-    }
-    const size_t end = text.find('\n', line_start);
-    const std::string_view line = text.substr(line_start, end == std::string_view::npos ? end : end - line_start);
+  for (const auto& [line, which] : {std::pair{at, " (this line"}, std::pair{before, " (the line before"}})
     if (const size_t tab = line.find('\t'); tab != std::string_view::npos)
-      return std::string(back == 0 ? " (this line" : " (the line before") + " holds a tab at column " +
-             std::to_string(tab + 1) + ": YAML indents with spaces only; replace the tab with spaces)";
-  }
+      return std::string(which) + " holds a tab at column " + std::to_string(tab + 1) +
+             ": YAML indents with spaces only; replace the tab with spaces)";
   return "";
 }
 
