@@ -89,14 +89,6 @@ Error too_small(const Problem& p, double seconds) {
   return Error{Errc::validation, at_fleet(p, first, "the fleet is too small: " + more + " would make it feasible")};
 }
 
-// The program was reported infeasible. Proven only when the solve ran to its
-// end; then the fleet is too small (an unlimited fleet never is).
-Error infeasible(const Problem& p, double seconds, bool time_limit_reached) {
-  if (time_limit_reached) return no_plan_in_time(seconds);
-  if (fleet_is_limited(p)) return too_small(p, seconds);
-  return Error{Errc::internal, "the solver found an unlimited fleet infeasible"};
-}
-
 // Among plans with `gpus` GPUs, one that keeps the most GPUs as they are cut now.
 void keep_current(const Problem& p, Solved& s, double seconds) {
   auto f = formulate(p);
@@ -121,7 +113,7 @@ Result<Solved> solve_exact(const Problem& p, const SolverOptions& options) {
   auto f = formulate(p);
   auto sol = solve_program(f.program, {options.seconds, false});
   if (sol.status == SolveStatus::infeasible)
-    return unexpected<Error>(infeasible(p, options.seconds, sol.time_limit_reached));
+    return unexpected<Error>(why_no_plan(p, options.seconds, sol.time_limit_reached));
   if (sol.status == SolveStatus::unknown) return unexpected<Error>(no_plan_in_time(options.seconds));
   Solved s;
   s.counts = read_counts(p, f, sol.values);
@@ -250,7 +242,7 @@ Result<std::vector<uint32_t>> cover(const Problem& p, const std::vector<uint64_t
 Result<Solved> solve_fast(const Problem& p, const SolverOptions& options) {
   auto f = formulate(p);
   auto lp = solve_program(f.program, {options.seconds, true});
-  if (lp.status == SolveStatus::infeasible) return unexpected<Error>(infeasible(p, options.seconds, lp.time_limit_reached));
+  if (lp.status == SolveStatus::infeasible) return unexpected<Error>(why_no_plan(p, options.seconds, lp.time_limit_reached));
   if (lp.status != SolveStatus::optimal) {
     if (lp.time_limit_reached) return unexpected<Error>(no_plan_in_time(options.seconds));
     return fail(Errc::internal, "the LP relaxation did not solve");
@@ -285,6 +277,14 @@ Result<Solved> solve_fast(const Problem& p, const SolverOptions& options) {
 }
 
 }  // namespace
+
+// The program was reported infeasible. Proven only when the solve ran to its
+// end; then the fleet is too small (an unlimited fleet never is).
+Error why_no_plan(const Problem& p, double seconds, bool time_limit_reached) {
+  if (time_limit_reached) return no_plan_in_time(seconds);
+  if (fleet_is_limited(p)) return too_small(p, seconds);
+  return Error{Errc::internal, "the solver found an unlimited fleet infeasible"};
+}
 
 std::string_view to_string(Mode mode) {
   switch (mode) {

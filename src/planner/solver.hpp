@@ -46,6 +46,11 @@ struct Solved {
 // points at the fleet entry's count.
 [[nodiscard]] Result<Solved> solve(const Problem& problem, const SolverOptions& options);
 
+// Why a solve that was reported infeasible gave no plan: stopped by the clock
+// (Errc::timeout: no plan found in time, which proves nothing), else the
+// fleet is too small (as solve() says it).
+[[nodiscard]] Error why_no_plan(const Problem& problem, double seconds, bool time_limit_reached);
+
 // GPUs per model in `counts`.
 std::vector<uint32_t> gpus_per_type(const Problem& problem, const Counts& counts);
 

@@ -103,19 +103,23 @@ TEST(PlanCli, BadInputNamesFileLineAndField) {
   EXPECT_EQ(u.exit_code, 2);
 }
 
-// Out of time is not out of GPUs: with a limit too short for any plan, `plan` says so, with the
-// limit as given, and never that the (unlimited) fleet cannot hold the services.
+// Out of time is not out of GPUs: with a limit too short to prove anything, `plan` either prints
+// the best plan found with its gap to the bound, or says no plan was found in time, with the
+// limit as given, and never that the (unlimited) fleet cannot hold the services. Which of the two
+// depends on the machine's speed (CBC's heuristics can find a plan within a millisecond); the
+// choice between them is tested without a clock in Planner.InfeasibleOnlyByTheClockIsNoPlanInTime.
 TEST(PlanCli, TimeLimitWithoutAPlanSaysSo) {
-  auto exact = run({kBin, "plan", "-f", kWorkload, "--mode", "exact", "--time-limit", "0.001"});
-  EXPECT_EQ(exact.exit_code, 1) << exact.out << exact.err;
-  EXPECT_NE(exact.err.find("no plan found within the time limit (0.001 s)"), std::string::npos) << exact.err;
-  for (const auto& r : {exact, run({kBin, "plan", "-f", kWorkload, "--mode", "fast", "--time-limit", "0.001"})}) {
+  for (const char* mode : {"exact", "fast"}) {
+    auto r = run({kBin, "plan", "-f", kWorkload, "--mode", mode, "--time-limit", "0.001", "--no-baselines"});
     EXPECT_EQ(r.err.find("cannot hold"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("too small"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("more than the fleet has"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find(" 0 s"), std::string::npos) << r.err;
-    if (r.exit_code != 0) {  // the fast mode may finish in time
-      EXPECT_EQ(r.exit_code, 1);
+    if (r.exit_code == 0) {
+      EXPECT_NE(r.out.find("GPUs used: "), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find(std::string(mode) + " mode"), std::string::npos) << r.out;
+    } else {
+      EXPECT_EQ(r.exit_code, 1) << r.err;
       EXPECT_NE(r.err.find("no plan found within the time limit (0.001 s)"), std::string::npos) << r.err;
     }
   }

@@ -183,6 +183,28 @@ TEST(Planner, TooSmallFleetSaysHowManyMore) {
   }
 }
 
+// Stopped by the clock, a solve reported infeasible proves nothing: the answer is "no plan in
+// time" with the limit as given, never that the fleet is too small (which it is here).
+TEST(Planner, InfeasibleOnlyByTheClockIsNoPlanInTime) {
+  config::Diagnostics diags;
+  auto problem = problem_of(
+      "fleet:\n  - gpu: A100-SXM4-80GB\n    count: 1\nservices:\n  - {name: a, memory: 9GiB, replicas: 15}\n", diags);
+  ASSERT_TRUE(problem);
+  auto timed_out = why_no_plan(*problem, 0.001, true);
+  EXPECT_EQ(timed_out.code, Errc::timeout);
+  EXPECT_EQ(timed_out.message,
+            "no plan found within the time limit (0.001 s); this does not mean the services cannot fit: give a longer "
+            "--time-limit");
+  auto proven = why_no_plan(*problem, 5, false);
+  EXPECT_EQ(proven.code, Errc::validation);
+  EXPECT_NE(proven.message.find("the fleet is too small: 2 more A100-SXM4-80GB (3 in all)"), std::string::npos)
+      << proven.message;
+  auto unlimited = problem_of("fleet:\n  - gpu: A100-SXM4-80GB\nservices:\n  - {name: a, memory: 9GiB}\n", diags);
+  ASSERT_TRUE(unlimited);
+  EXPECT_EQ(why_no_plan(*unlimited, 5, true).code, Errc::timeout);
+  EXPECT_EQ(why_no_plan(*unlimited, 5, false).code, Errc::internal);  // an unlimited fleet is never too small
+}
+
 TEST(Planner, ServiceThatFitsNowhereSaysWhy) {
   config::Diagnostics diags;
   EXPECT_FALSE(problem_of(a100("  - {name: big, memory: 500GiB, replicas: 1}\n"
