@@ -3,19 +3,16 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <string_view>
 #include <vector>
 
+#include "core/process.hpp"
 #include "core/text.hpp"
-
-extern char** environ;
 
 namespace tessera::mps {
 namespace {
@@ -32,101 +29,18 @@ int send_signal(int pidfd, int sig) {
 }
 
 std::vector<std::string> environment(const Dirs& dirs, const std::string& device) {
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string_view v(*e);
-    if (v.starts_with("CUDA_MPS_PIPE_DIRECTORY=") || v.starts_with("CUDA_MPS_LOG_DIRECTORY=") ||
-        v.starts_with("CUDA_VISIBLE_DEVICES="))
-      continue;
-    env.emplace_back(v);
-  }
-  env.push_back("CUDA_MPS_PIPE_DIRECTORY=" + dirs.pipe);
-  env.push_back("CUDA_MPS_LOG_DIRECTORY=" + dirs.log);
-  if (!device.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + device);
-  return env;
+  std::vector<std::string> add = {"CUDA_MPS_PIPE_DIRECTORY=" + dirs.pipe, "CUDA_MPS_LOG_DIRECTORY=" + dirs.log};
+  if (!device.empty()) add.push_back("CUDA_VISIBLE_DEVICES=" + device);
+  return environment_with({"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY", "CUDA_VISIBLE_DEVICES"}, add);
 }
 
-struct Spawned {
-  pid_t pid = -1;
-  int in = -1;   // the child's stdin, or -1
-  int out = -1;  // the child's stdout and stderr
-};
-
-// Starts `binary args...` with `env`; stdout and stderr go to one pipe, stdin
-// is a pipe too unless `with_stdin` is false (then /dev/null). The child gets
-// default signal dispositions and an empty mask (this process may block the
-// signals it reads from a signalfd), and with `own_group` a process group of
-// its own, so that a signal to ours does not reach it.
-Result<Spawned> spawn(const ControlOptions& options, std::vector<std::string> args, const std::vector<std::string>& env,
-                      bool with_stdin, bool own_group) {
-  int in[2] = {-1, -1}, out[2] = {-1, -1};
-  auto close_all = [&] {
-    for (int fd : {in[0], in[1], out[0], out[1]})
-      if (fd >= 0) ::close(fd);
-  };
-  if ((with_stdin && ::pipe2(in, O_CLOEXEC) != 0) || ::pipe2(out, O_CLOEXEC) != 0) {
-    close_all();
-    return fail(Errc::io, std::string("cannot make a pipe: ") + std::strerror(errno));
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (with_stdin) posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
-  else posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDERR_FILENO);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2}) sigaddset(&defaults, sig);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
-  if (own_group) {
-    flags |= POSIX_SPAWN_SETPGROUP;
-    posix_spawnattr_setpgroup(&attr, 0);
-  }
-  posix_spawnattr_setflags(&attr, flags);
-  args.insert(args.begin(), options.binary);
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_copy = env;
-  for (auto& e : env_copy) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  // posix_spawnp searches PATH for a bare name, as a shell would.
-  const int rc = ::posix_spawnp(&pid, options.binary.c_str(), &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    close_all();
-    return fail(Errc::not_found, "cannot run the MPS control program " + quote(options.binary) + ": " +
-                                     std::strerror(rc));
-  }
-  Spawned s{pid, in[1], out[0]};
-  if (in[0] >= 0) ::close(in[0]);
-  ::close(out[1]);
-  return s;
-}
-
-// Waits for `pid` until `deadline`; its exit status, or -1 after killing it.
-int reap(pid_t pid, Clock::time_point deadline, bool& timed_out) {
-  timed_out = false;
-  for (;;) {
-    int status = 0;
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    if (r < 0 && errno != EINTR) return -1;
-    if (Clock::now() >= deadline) {
-      timed_out = true;
-      ::kill(pid, SIGKILL);  // the client this call started, not yet reaped: its pid is still its own
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    ::usleep(1000);
-  }
+// `binary args...` (core/process's spawn), its failure naming the MPS control program.
+Result<Child> spawn(const ControlOptions& options, std::vector<std::string> args, const std::vector<std::string>& env,
+                    bool with_stdin, bool own_group) {
+  auto child = tessera::spawn(options.binary, std::move(args), env, {with_stdin, own_group});
+  if (!child && child.error().code == Errc::not_found)
+    return fail(Errc::not_found, "cannot run the MPS control program " + quote(options.binary) + ": " + child.error().message);
+  return child;
 }
 
 std::string trimmed(std::string s) {
