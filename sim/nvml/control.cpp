@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "driver.hpp"
@@ -148,7 +149,16 @@ void add_fault(Node& node, const json& req) {
   if (!exported)
     throw Failure{"'" + f.function + "' is not an NVML function this simulator implements, so the fault would never "
                   "fire (check the name and its _v2/_v3 suffix)"};
-  f.error = req.at("error").get<int>();
+  f.crash = req.value("crash", false);
+  // The calls that change the node (driver.cpp's mutate): a crash there leaves the change made.
+  static const std::set<std::string> kChanging = {
+      "nvmlDeviceSetMigMode", "nvmlDeviceCreateGpuInstance", "nvmlDeviceCreateGpuInstanceWithPlacement",
+      "nvmlGpuInstanceDestroy", "nvmlGpuInstanceCreateComputeInstance", "nvmlComputeInstanceDestroy"};
+  if (f.crash && !kChanging.contains(f.function))
+    throw Failure{"--crash needs a call that changes the node (nvmlDeviceSetMigMode, nvmlDeviceCreateGpuInstance[WithPlacement], "
+                  "nvmlGpuInstanceDestroy, nvmlGpuInstanceCreateComputeInstance, nvmlComputeInstanceDestroy), not '" +
+                  f.function + "'"};
+  f.error = req.value("error", 999);
   f.nth = req.value("nth", 1u);
   f.times = req.value("times", 1u);
   if (f.nth < 1 || f.times < 1) throw Failure{"--nth and --times count from 1"};

@@ -1,6 +1,7 @@
 #include "driver.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace tessera::sim {
@@ -35,17 +36,22 @@ Return Driver::inject_fault(const char* function, const Node& current) {
     return NVML_SUCCESS;
   // Calls are counted in the node, so "the Nth call" means across processes.
   Return result = NVML_SUCCESS;
+  bool crash = false;
   auto written = store->update([&](Node& n) {
     for (auto it = n.faults.begin(); it != n.faults.end(); ++it) {
       if (it->function != function) continue;
       ++it->calls;
-      if (it->calls >= it->nth && it->calls < it->nth + it->times) result = static_cast<Return>(it->error);
+      if (it->calls >= it->nth && it->calls < it->nth + it->times) {
+        if (it->crash) crash = true;
+        else result = static_cast<Return>(it->error);
+      }
       if (it->calls + 1 >= it->nth + it->times) n.faults.erase(it);
       return true;
     }
     return false;
   });
   if (!written) return NVML_ERROR_UNKNOWN;
+  crash_after_change = crash;
   return result;
 }
 
@@ -57,6 +63,7 @@ Return Driver::mutate(const std::function<Return(Node&)>& change) {
     result = change(n);
     return result == NVML_SUCCESS;
   });
+  if (crash_after_change) std::_Exit(137);  // killed right after the change, before the caller saw it
   if (!written) return NVML_ERROR_UNKNOWN;
   return result;
 }

@@ -164,8 +164,10 @@ class Driver {
   // `current` is the node as just read (most calls have no fault planned).
   Return inject_fault(const char* function, const Node& current);
   // Applies `change` under the node lock; writes the node back when it
-  // returns NVML_SUCCESS.
+  // returns NVML_SUCCESS. A crash fault of this call ends the process then.
   Return mutate(const std::function<Return(Node&)>& change);
+  // A crash fault fired on the call in progress: mutate() exits after its change.
+  bool crash_after_change = false;
 
  private:
   std::map<std::tuple<HandleKind, uint32_t, uint64_t>, std::unique_ptr<SimHandle>> handles_;

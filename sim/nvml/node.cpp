@@ -15,10 +15,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimMemoryLimit, name_space, soft
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimGpu, model, uuid, bus, minor, nvlink_peers, mig_current, mig_pending,
                                                 gpu_util, memory_util, activity, gpu_instances, lost,
                                                 reserved_mib, temperature_c, power_mw, sm_clock_mhz, mem_clock_mhz,
-                                                ecc_corrected, ecc_uncorrected, memory_limits)
+                                                ecc_corrected, ecc_uncorrected, memory_limits,
+                                                compute_timeslice)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimProcess, pid, gpu, gpu_instance, compute_instance, memory_bytes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimEvent, seq, gpu, type, data, gpu_instance, compute_instance)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimFault, function, nth, times, calls, error)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SimFault, function, nth, times, calls, error, crash)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Node, seed, driver_version, cuda_version, gpus, processes, events,
                                                 next_event_seq, next_uid, mig_uuids_issued, faults,
                                                 privileged)

@@ -78,6 +78,9 @@ struct SimGpu {
   uint64_t ecc_corrected = 0;
   uint64_t ecc_uncorrected = 0;
   std::vector<SimMemoryLimit> memory_limits;
+  // The compute time-slice policy `nvidia-smi compute-policy --set-timeslice`
+  // sets: 0 default, 1 short, 2 medium, 3 long (sim/nvml/smi.cpp).
+  uint32_t compute_timeslice = 0;
 };
 
 // Instance ids are -1 for a process on a whole GPU.
@@ -106,6 +109,10 @@ struct SimFault {
   uint32_t times = 1;
   uint32_t calls = 0;
   int error = 999;
+  // Instead of an error: the call makes its change, then the calling process
+  // dies at once (exit status 137, as if SIGKILLed), before it can record
+  // what it did. Only for calls that change the node (control.cpp checks).
+  bool crash = false;
 };
 
 struct Node {

@@ -157,6 +157,8 @@ int run_dra(const DraArgs& args) {
   options.daemons = daemons.get();
   options.mps_root = args.mps_root;
   options.mps_start_timeout = millis(args.mps_timeout_seconds);
+  options.nvidia_smi = args.nvidia_smi;
+  options.sysfs = args.sysfs;
   options.health.ignored_xids = {args.ignored_xids.begin(), args.ignored_xids.end()};
   if (auto n = client->get_node(node); n) options.node_uid = (*n)["metadata"].value("uid", "");
   else spdlog::warn("cannot read Node {}: {}; its ResourceSlices get no owner", node, n.error().message);
@@ -290,6 +292,14 @@ void add_dra_options(CLI::App& cmd, DraArgs& args, bool with_common) {
                  "The socket of `tessera mps-host` (e.g. " + std::string(mps::kDefaultHostSocket) + "): the daemons\n"
                  "are its, so they outlive this process; --mps-control is then the host's option")
       ->envname("TESSERA_MPS_HOST");
+  cmd.add_option("--nvidia-smi", args.nvidia_smi,
+                 "NVIDIA's nvidia-smi, which sets a GPU's time-slice interval for claims that name one\n"
+                 "(timeSlicingConfig.interval: `compute-policy -i UUID --set-timeslice N`); empty: such claims are refused")
+      ->capture_default_str();
+  cmd.add_option("--sysfs", args.sysfs,
+                 "Where sysfs is mounted: each GPU's PCIe root and NUMA node, published as the standard attributes\n"
+                 "resource.kubernetes.io/pcieRoot and numaNode (empty: not read)")
+      ->capture_default_str();
   cmd.add_option("--mps-timeout", args.mps_timeout_seconds, "Seconds a prepare waits for its MPS daemon to answer")
       ->check(positive_number())
       ->capture_default_str();

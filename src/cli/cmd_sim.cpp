@@ -46,6 +46,7 @@ struct SimArgs {
   std::string error = "NVML_ERROR_UNKNOWN";
   uint32_t nth = 1;
   uint32_t times = 1;
+  bool crash = false;
   int64_t gpu_instance = -1;
   double gpu_util = -1, memory_util = -1, sm_util = -1, sm_occupancy = -1, dram_bw = -1;
   double graphics_util = -1, tensor_util = -1;
@@ -222,7 +223,8 @@ int run_fault(const SimArgs& a) {
                                       {"function", a.function},
                                       {"error", static_cast<int>(code)},
                                       {"nth", a.nth},
-                                      {"times", a.times}}));
+                                      {"times", a.times},
+                                      {"crash", a.crash}}));
 }
 
 // The node's directory: DIR as typed, else TESSERA_SIM. (CLI11's envname on
@@ -327,6 +329,11 @@ void add_sim_command(CLI::App& app, int& exit_code) {
       ->check(whole_number(1, UINT32_MAX));
   fault->add_option("--times", a->times, "How many calls in a row fail (default 1)")
       ->check(whole_number(1, UINT32_MAX));
+  fault->add_flag("--crash", a->crash,
+                  "Instead of an error: the call makes its change, then the calling process exits at once (status 137,\n"
+                  "as if killed) before it can record it; for the calls that change MIG (nvmlDeviceSetMigMode,\n"
+                  "nvmlDeviceCreateGpuInstance[WithPlacement], nvmlGpuInstanceCreateComputeInstance, *Destroy)")
+      ->excludes(fault->get_option("--error"));
   fault->callback([a, &exit_code] { exit_code = run_fault(*a); });
 
   auto* reset = sim->add_subcommand("reset", "Reset a GPU: applies a pending MIG mode, brings back a lost GPU (refused while processes run)");

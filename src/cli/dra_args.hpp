@@ -38,6 +38,8 @@ struct DraArgs {
   double resync_seconds = 30;
   std::string mps_root = "/run/nvidia/mps";
   std::string mps_control = "nvidia-cuda-mps-control";
+  std::string nvidia_smi = "nvidia-smi";
+  std::string sysfs = "/sys";
   std::string mps_host;  // `tessera mps-host`'s socket: the daemons are its
   double mps_timeout_seconds = 15;
 };

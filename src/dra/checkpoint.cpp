@@ -99,6 +99,7 @@ Result<Checkpoint> CheckpointFile::load() const {
       if (d.contains("share_id")) dev.share_id = r.get<std::string>(d, "share_id", where);
       if (d.contains("memory_bytes")) dev.memory_bytes = r.get<uint64_t>(d, "memory_bytes", where);
       dev.mps = r.get<bool>(d, "mps", where);
+      if (d.contains("timeslice")) dev.timeslice = r.get<uint32_t>(d, "timeslice", where);
       dev.cdi_ids = r.get<std::vector<std::string>>(d, "cdi_ids", where);
       claim.devices.push_back(std::move(dev));
     }
@@ -122,6 +123,12 @@ Result<Checkpoint> CheckpointFile::load() const {
     inst.users = r.get<std::vector<std::string>>(i, "users", where);
     out.instances[name] = std::move(inst);
   }
+  out.timeslices = r.get<std::map<std::string, uint32_t>>(j, "timeslices", "checkpoint");
+  for (const auto& [uuid, level] : out.timeslices)
+    if (level > 3) return damaged("timeslices[" + uuid + "] is " + std::to_string(level) + ", not a level 0 to 3");
+  for (const auto& [uid, c] : out.claims)
+    for (const auto& d : c.devices)
+      if (d.timeslice > 3u) return damaged("claims[" + uid + "] asks for time-slice level " + std::to_string(*d.timeslice));
   if (!r.error.empty()) return damaged(r.error);
   return out;
 }
@@ -135,6 +142,7 @@ Result<void> CheckpointFile::save(const Checkpoint& c) const {
                  {"uuid", d.uuid},         {"mps", d.mps},     {"cdi_ids", d.cdi_ids}};
       if (d.share_id) dj["share_id"] = *d.share_id;
       if (d.memory_bytes) dj["memory_bytes"] = *d.memory_bytes;
+      if (d.timeslice) dj["timeslice"] = *d.timeslice;
       devices.push_back(std::move(dj));
     }
     claims[uid] = {{"namespace", claim.claim_namespace}, {"name", claim.name}, {"state", to_string(claim.state)},
@@ -145,6 +153,7 @@ Result<void> CheckpointFile::save(const Checkpoint& c) const {
     instances[name] = {{"gpu_uuid", i.gpu_uuid}, {"profile", i.profile}, {"start", i.start},
                        {"state", to_string(i.state)}, {"gi_id", i.gi_id}, {"ci_id", i.ci_id}, {"uuid", i.uuid}, {"users", i.users}};
   json j = {{"version", kVersion}, {"driver", c.driver}, {"node", c.node}, {"claims", claims}, {"instances", instances}};
+  if (!c.timeslices.empty()) j["timeslices"] = c.timeslices;
   if (auto r = replace_file_durably(path_, j.dump(2) + "\n", 0600); !r)
     return fail(Errc::io, "cannot write the DRA checkpoint: " + r.error().message);
   return {};

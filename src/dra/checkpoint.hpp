@@ -39,6 +39,7 @@ struct CheckpointDevice {
   std::optional<std::string> share_id;
   std::optional<uint64_t> memory_bytes;  // a memory share
   bool mps = false;
+  std::optional<uint32_t> timeslice;  // the time-slice level its config asks of the GPU (claim.hpp)
   std::vector<std::string> cdi_ids;
   friend bool operator==(const CheckpointDevice&, const CheckpointDevice&) = default;
 };
@@ -56,6 +57,9 @@ struct Checkpoint {
   std::string node;
   std::map<std::string, CheckpointClaim> claims;         // by claim UID
   std::map<std::string, CheckpointInstance> instances;   // by ResourceSlice device name
+  // By GPU UUID: the time-slice level this driver set there (and must put
+  // back to 0, the default, when no claim asks for it any more).
+  std::map<std::string, uint32_t> timeslices;
   friend bool operator==(const Checkpoint&, const Checkpoint&) = default;
 };
 

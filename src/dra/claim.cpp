@@ -57,13 +57,13 @@ Result<SharingConfig> read_sharing(const json& s, DeviceConfig::Kind kind) {
       if (!t["interval"].is_string())
         return unexpected(config_error("sharing.timeSlicingConfig.interval", "must be Default, Short, Medium or Long"));
       const std::string interval = t["interval"];
-      if (interval == "Short" || interval == "Medium" || interval == "Long")
-        return unexpected(config_error("sharing.timeSlicingConfig.interval",
-                                       "\"" + interval + "\" is not supported: tessera does not change the GPU's "
-                                       "time-slice; use Default (or leave it out)"));
-      if (interval != "Default")
+      // NVIDIA's TimeSlicingConfig intervals, in `nvidia-smi compute-policy --set-timeslice` order.
+      const auto& names = kTimeSliceIntervals;
+      const auto found = std::find(std::begin(names), std::end(names), interval);
+      if (found == std::end(names))
         return unexpected(config_error("sharing.timeSlicingConfig.interval",
                                        "\"" + interval + "\" is not one of Default, Short, Medium, Long"));
+      out.timeslice = static_cast<uint32_t>(found - std::begin(names));
     }
   }
   if (s.contains("mpsConfig")) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.hpp"
@@ -21,8 +22,16 @@ namespace tessera::dra {
 
 inline constexpr const char* kNvidiaConfigApiVersion = "resource.nvidia.com/v1beta1";
 
+// NVIDIA's TimeSlicingConfig intervals; the index is the level
+// `nvidia-smi compute-policy --set-timeslice` takes (0=DEFAULT, 1=SHORT,
+// 2=MEDIUM, 3=LONG; NVIDIA, "Improving GPU Utilization in Kubernetes").
+inline constexpr std::string_view kTimeSliceIntervals[] = {"Default", "Short", "Medium", "Long"};
+
 struct SharingConfig {
   enum class Strategy { none, time_slicing, mps } strategy = Strategy::none;
+  // TimeSlicing: the interval asked for (an index into kTimeSliceIntervals),
+  // none when the config names none. It is the whole GPU's policy.
+  std::optional<uint32_t> timeslice;
   // MPS (NVIDIA's MpsConfig): the clients' active thread percentage and
   // pinned device memory limit, for every device or per device (by UUID or
   // by index among the claim's devices).
@@ -41,8 +50,7 @@ struct DeviceConfig {
 
 // Parses one opaque `parameters` object. Unknown fields, wrong types, an
 // unknown kind or strategy, a percentage outside 1..100 and a limit that is
-// not a positive quantity are errors. A time-slice interval other than
-// Default is refused: tessera does not change the GPU's scheduling policy.
+// not a positive quantity are errors.
 [[nodiscard]] Result<DeviceConfig> parse_device_config(const nlohmann::json& parameters);
 
 struct AllocatedDevice {

@@ -7,8 +7,12 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <fstream>
+#include <cstdlib>
 #include <thread>
 
+#include "core/process.hpp"
+#include "core/text.hpp"
 #include "cuda_quota/env.h"
 #include "mig/mig_plan.hpp"
 #include "nvml/device.hpp"
@@ -38,6 +42,40 @@ std::string pci_bus_id(std::string nvml) {
   const auto colon = nvml.find(':');
   if (colon != std::string::npos && colon > 4) nvml.erase(0, colon - 4);
   return nvml;
+}
+
+// A PCI device's place in the machine, from sysfs, as Kubernetes' standard
+// attributes describe it (k8s.io/dynamic-resource-allocation/deviceattribute):
+// /sys/bus/pci/devices/<bdf> links (relatively) to
+// /sys/devices/pci<domain>:<bus>/.../<bdf>, whose first component is the
+// PCIe root complex; its numa_node file holds the NUMA node, -1 for none.
+// What cannot be read is left out, as NVIDIA's driver leaves it out.
+struct PciPlace {
+  std::string root;
+  std::optional<int64_t> numa;
+};
+PciPlace pci_place(const std::string& sysfs, const std::string& bdf) {
+  namespace fs = std::filesystem;
+  PciPlace out;
+  // Extended BDF: "0000:07:00.0", lower-case hex.
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  if (sysfs.empty() || bdf.size() != 12 || bdf[4] != ':' || bdf[7] != ':' || bdf[10] != '.') return out;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11})
+    if (!hex(bdf[i])) return out;
+  const fs::path link = fs::path(sysfs) / "bus" / "pci" / "devices" / bdf;
+  std::error_code ec;
+  const fs::path target = fs::read_symlink(link, ec);
+  if (!ec && target.is_relative()) {
+    const fs::path resolved = (fs::path("bus/pci/devices") / target).lexically_normal();
+    auto it = resolved.begin();
+    if (it != resolved.end() && *it == "devices" && ++it != resolved.end() && it->string().starts_with("pci") &&
+        resolved.filename() == bdf)
+      out.root = it->string();
+  }
+  std::ifstream numa(link / "numa_node");
+  int64_t node = -1;
+  if (numa >> node && node >= 0) out.numa = node;
+  return out;
 }
 
 std::optional<uint32_t> profile_index(const GpuModel& m, const std::string& name) {
@@ -89,6 +127,8 @@ Result<std::unique_ptr<Driver>> Driver::start(const nvml::Session& session, Driv
   if (auto r = d->refresh_locked(); !r) return unexpected(r.error());
   if (auto r = d->adopt_locked(); !r) return unexpected(r.error());
   d->sync_mps_locked();  // the daemons of claims prepared before a restart
+  if (auto r = d->sync_timeslices_locked(); !r)  // a level a crash left behind; retried with the next claim
+    spdlog::warn("{}", r.error().message);
   return d;
 }
 
@@ -141,6 +181,9 @@ Result<void> Driver::refresh_locked() {
     if (rec) {
       x.minor = rec->minor.value_or(rec->index);
       x.pci_bus_id = pci_bus_id(rec->pci.bus_id);
+      const auto place = pci_place(options_.sysfs, x.pci_bus_id);
+      x.pcie_root = place.root;
+      x.numa_node = place.numa;
       x.memory_bytes = rec->memory.total;
       if (x.product_name.empty()) x.product_name = rec->name;
     }
@@ -405,10 +448,9 @@ Result<void> Driver::adopt_locked() {
         }
         break;
       case CheckpointInstance::State::creating:
-        // Its claim's prepare was cut short; the kubelet's retry (or an
-        // unprepare) starts that claim over.
+        // Its claim's prepare was cut short: undone with that claim below.
         start_report_.push_back("checkpoint: " + name + " was being created for " + join(inst.users) +
-                                (present ? " and exists" : " and does not exist") + "; its claim is prepared again");
+                                (present ? " and exists" : " and does not exist"));
         break;
       case CheckpointInstance::State::destroying:
         if (auto r = destroy_instance_locked(name); !r) {
@@ -418,6 +460,30 @@ Result<void> Driver::adopt_locked() {
         }
         break;
     }
+  }
+  // A claim whose prepare or unprepare was cut short (the driver killed
+  // between a change and its record) was never handed to a container: undo
+  // it now rather than leave what it cut to a retry that may never come.
+  std::vector<std::pair<std::string, std::string>> unfinished;  // uid, "ns/name"
+  for (const auto& [uid, c] : checkpoint_.claims)
+    if (c.state != CheckpointClaim::State::prepared) unfinished.emplace_back(uid, c.claim_namespace + "/" + c.name);
+  for (const auto& [uid, name] : unfinished) {
+    if (auto r = release_locked(uid); !r)
+      start_report_.push_back("checkpoint: claim " + name + " was cut short and cannot be undone yet (retried at its "
+                              "next prepare or unprepare): " + r.error().message);
+    else
+      start_report_.push_back("checkpoint: claim " + name + " was cut short; what it had made is undone");
+  }
+  // An instance recorded for claims the checkpoint no longer holds (damaged by hand) goes too.
+  std::vector<std::string> orphans;
+  for (const auto& [name, inst] : checkpoint_.instances)
+    if (std::none_of(inst.users.begin(), inst.users.end(), [&](const std::string& u) { return checkpoint_.claims.contains(u); }))
+      orphans.push_back(name);
+  for (const auto& name : orphans) {
+    if (auto r = destroy_instance_locked(name); !r)
+      start_report_.push_back("checkpoint: " + name + " belongs to no claim and cannot be destroyed yet: " + r.error().message);
+    else
+      start_report_.push_back("destroyed " + name + ", which belongs to no claim");
   }
   const auto fixed = fixed_locked();
   for (size_t i = 0; i < gpus_.size(); ++i)
@@ -537,6 +603,19 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref) {
           return fail_plan(label + ": a GpuConfig cannot configure the MIG device " + a.device + " (use MigDeviceConfig)");
         if (a.config->kind == DeviceConfig::Kind::mig && !is_mig)
           return fail_plan(label + ": a MigDeviceConfig cannot configure the whole GPU " + a.device + " (use GpuConfig)");
+        if (const auto want = a.config->sharing.timeslice) {
+          if (options_.nvidia_smi.empty())
+            return fail_plan(label + ": the config asks for the time-slice interval " +
+                             std::string(kTimeSliceIntervals[*want]) + ", but this driver sets none (--nvidia-smi is empty)");
+          for (const auto& [uid, c] : checkpoint_.claims)
+            for (const auto& d : c.devices)
+              if (d.gpu_uuid == g.uuid && d.timeslice && *d.timeslice != *want &&
+                  c.state != CheckpointClaim::State::unpreparing)
+                return fail_plan(label + ": asks for the time-slice interval " + std::string(kTimeSliceIntervals[*want]) +
+                                 " on GPU " + std::to_string(g.index) + ", which runs " +
+                                 std::string(kTimeSliceIntervals[*d.timeslice]) + " for claim " + c.claim_namespace +
+                                 "/" + c.name + " (the interval is the whole GPU's: give its claims one interval)");
+        }
         if (a.config->sharing.strategy == SharingConfig::Strategy::mps && !options_.daemons)
           return fail_plan(label + ": the config asks for MPS, but this driver runs no MPS daemons (start tessera dra " +
                            "with --mps-host SOCKET, tessera mps-host's, or --mps-control PROGRAM)");
@@ -611,6 +690,8 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref) {
     d.gpu_uuid = gpus_[s.gpu].gpu.uuid;
     d.share_id = s.alloc->share_id;
     d.memory_bytes = s.alloc->memory_bytes;
+    if (s.alloc->config && s.alloc->config->sharing.strategy == SharingConfig::Strategy::time_slicing)
+      d.timeslice = s.alloc->config->sharing.timeslice;
     record.devices.push_back(std::move(d));
     if (s.create) {
       CheckpointInstance inst;
@@ -669,6 +750,8 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref) {
       if (inst.uuid.empty()) return undo(s.device.name + " was created but NVML shows no MIG device for it");
       inst.state = CheckpointInstance::State::ready;
     }
+
+  if (auto r = sync_timeslices_locked(); !r) return undo(r.error().message);
 
   // ---- The claim's CDI spec and quota files.
   auto files = driver_files_locked();
@@ -822,6 +905,7 @@ Result<void> Driver::release_locked(const std::string& uid) {
     if (!inst->second.users.empty()) continue;
     if (auto r = destroy_instance_locked(name); !r) errors.push_back(r.error().message);
   }
+  if (auto r = sync_timeslices_locked(); !r) errors.push_back(r.error().message);  // this claim is unpreparing: not counted
   if (auto r = plugin::remove_cdi_spec(spec_file_name(options_, uid), options_.cdi); !r) errors.push_back(r.error().message);
   std::error_code ec;
   std::string root = options_.quota.ledger_root;
@@ -855,6 +939,65 @@ void Driver::sync_mps_locked() {
       wanted.push_back(std::move(spec));
     }
   options_.daemons->want(std::move(wanted));
+}
+
+Result<void> Driver::sync_timeslices_locked() {
+  std::map<std::string, uint32_t> wanted;  // by GPU UUID
+  for (const auto& [uid, claim] : checkpoint_.claims) {
+    if (claim.state == CheckpointClaim::State::unpreparing) continue;
+    for (const auto& d : claim.devices)
+      if (d.timeslice) wanted[d.gpu_uuid] = *d.timeslice;
+  }
+  // NVML's directory on the tool's library path: nvidia-smi links libnvidia-ml.so.1,
+  // which a driver root mounted into a container keeps off the usual path.
+  std::vector<std::string> env;
+  const std::string& nvml = session_.library().path();
+  if (const auto slash = nvml.rfind('/'); slash != std::string::npos) {
+    const char* old = std::getenv("LD_LIBRARY_PATH");
+    env = environment_with({"LD_LIBRARY_PATH"}, {"LD_LIBRARY_PATH=" + nvml.substr(0, slash) +
+                                                 (old && *old ? ":" + std::string(old) : "")});
+  } else {
+    env = environment_with({}, {});
+  }
+  auto set = [&](const std::string& uuid, uint32_t level) -> Result<void> {
+    const std::vector<std::string> args = {"compute-policy", "-i", uuid, "--set-timeslice", std::to_string(level)};
+    const std::string what = options_.nvidia_smi + " " + join(args, " ");
+    auto done = run_program(options_.nvidia_smi, args, env, options_.nvidia_smi_timeout);
+    if (!done) return fail(done.error().code, "cannot set the time-slice interval of GPU " + uuid + ": " + done.error().message);
+    if (done->status != 0)
+      return fail(Errc::io, "cannot set the time-slice interval of GPU " + uuid + ": `" + what + "` exited with status " +
+                                std::to_string(done->status) + ": " + excerpt(done->output, 200));
+    spdlog::info("GPU {}: time-slice interval {} (`{}`)", uuid, kTimeSliceIntervals[level], what);
+    return {};
+  };
+  std::vector<std::string> errors;
+  bool changed = false;
+  for (const auto& [uuid, level] : wanted) {
+    if (auto have = checkpoint_.timeslices.find(uuid); have != checkpoint_.timeslices.end() && have->second == level)
+      continue;
+    checkpoint_.timeslices[uuid] = level;  // first the record, so that a crash after the change still puts it back
+    changed = true;
+    if (auto r = save_locked(); !r) return r;
+    if (auto r = set(uuid, level); !r) errors.push_back(r.error().message);
+  }
+  for (auto it = checkpoint_.timeslices.begin(); it != checkpoint_.timeslices.end();) {
+    if (wanted.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    if (it->second != 0)
+      if (auto r = set(it->first, 0); !r) {
+        errors.push_back(r.error().message);
+        ++it;
+        continue;
+      }
+    it = checkpoint_.timeslices.erase(it);
+    changed = true;
+  }
+  if (changed)
+    if (auto r = save_locked(); !r) errors.push_back(r.error().message);
+  if (!errors.empty()) return fail(Errc::io, join(errors, "; "));
+  return {};
 }
 
 Result<void> Driver::destroy_instance_locked(const std::string& name) {

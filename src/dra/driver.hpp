@@ -58,6 +58,15 @@ struct DriverOptions {
   mps::Daemons* daemons = nullptr;
   std::string mps_root = "/run/nvidia/mps";
   std::chrono::milliseconds mps_start_timeout{15000};  // a prepare waits this long for its daemon
+  // NVIDIA's TimeSlicingConfig interval: `nvidia_smi compute-policy -i <GPU
+  // UUID> --set-timeslice <level>` (a path, or a name looked up on PATH; run
+  // with the NVML library's directory on LD_LIBRARY_PATH). Empty: claims that
+  // name an interval are refused.
+  std::string nvidia_smi = "nvidia-smi";
+  // Where sysfs is (each GPU's PCIe root and NUMA node: the standard
+  // attributes resource.kubernetes.io/pcieRoot and numaNode). Empty: not read.
+  std::string sysfs = "/sys";
+  std::chrono::milliseconds nvidia_smi_timeout{10000};
 };
 
 // Where ResourceClaims come from (the API server; tests give their own).
@@ -150,6 +159,9 @@ class Driver {
   // Tells the daemons' owner which devices need one: every device of a
   // claim that asked for MPS.
   void sync_mps_locked();
+  // Every GPU's time-slice level as its claims ask, else back to the default
+  // where this driver set another (recorded before it is set).
+  Result<void> sync_timeslices_locked();
   std::vector<sharing::dra::Device> devices_locked() const;
   std::vector<sharing::dra::Taken> taken_locked() const;
   std::vector<sharing::dra::Taken> fixed_locked() const;

@@ -114,7 +114,11 @@ void common_attributes(const Gpu& g, Device& d) {
   }
   if (!g.driver_version.empty()) d.attributes["driverVersion"] = Version{version3(g.driver_version)};
   if (!g.cuda_driver_version.empty()) d.attributes["cudaDriverVersion"] = Version{version3(g.cuda_driver_version)};
+  // Kubernetes' standard attributes (k8s.io/dynamic-resource-allocation/deviceattribute), on MIG
+  // devices as their GPU's, as NVIDIA's driver publishes them.
   if (!g.pci_bus_id.empty()) d.attributes["resource.kubernetes.io/pciBusID"] = g.pci_bus_id;
+  if (!g.pcie_root.empty()) d.attributes["resource.kubernetes.io/pcieRoot"] = g.pcie_root;
+  if (g.numa_node) d.attributes["resource.kubernetes.io/numaNode"] = *g.numa_node;
   d.attributes["index"] = static_cast<int64_t>(g.index);
   d.attributes["minor"] = static_cast<int64_t>(g.minor);
 }

@@ -45,6 +45,8 @@ struct Gpu {
   std::string driver_version;       // "550.90.07"
   std::string cuda_driver_version;  // "12.4"
   std::string pci_bus_id;           // "0000:07:00.0"
+  std::string pcie_root;            // its PCIe root complex, "pci0000:00" (sysfs); empty: unknown
+  std::optional<int64_t> numa_node; // its NUMA node (sysfs); none: unknown or none
   uint64_t memory_bytes = 0;
   bool mig_enabled = false;
   // MIG mode can be switched at prepare without a GPU reset (Hopper and

@@ -77,6 +77,11 @@ TEST(Cli, SimNumbersAndFaultsAreCheckedBeforeAnythingIsStored) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("'nvmlNoSuchFunc' is not an NVML function this simulator implements"), std::string::npos)
       << r.err;
+  r = run({kBin, "sim", "fault", node, "--function", "nvmlDeviceGetCount_v2", "--crash"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--crash needs a call that changes the node"), std::string::npos) << r.err;
+  r = run({kBin, "sim", "fault", node, "--function", "nvmlGpuInstanceDestroy", "--crash", "--error", "NVML_ERROR_UNKNOWN"});
+  EXPECT_EQ(r.exit_code, 2) << "--crash and --error exclude each other";
   std::ifstream after_in(node + "/node.json");
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(after_in), {}), before) << "nothing was stored";
   r = run({kBin, "fleet", "run", "--poll", "0"});

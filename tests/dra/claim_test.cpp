@@ -80,8 +80,11 @@ TEST(DraClaim, EveryMalformedConfigNamesItsFieldAndChangesNothing) {
       {{{"apiVersion", api}, {"kind", "GpuConfig"}, {"sharing", {{"strategy", "TimeSlicing"}, {"mpsConfig", json::object()}}}},
        "for the MPS strategy only"},
       {{{"apiVersion", api}, {"kind", "GpuConfig"},
-        {"sharing", {{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", "Long"}}}}}},
-       "does not change the GPU's time-slice"},
+        {"sharing", {{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", 3}}}}}},
+       "must be Default, Short, Medium or Long"},
+      {{{"apiVersion", api}, {"kind", "GpuConfig"},
+        {"sharing", {{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", "long"}}}}}},
+       "\"long\" is not one of Default, Short, Medium, Long"},
       {{{"apiVersion", api}, {"kind", "GpuConfig"},
         {"sharing", {{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", "Forever"}}}}}},
        "not one of Default"},
@@ -121,6 +124,20 @@ TEST(DraClaim, NvidiasOwnExamplesParse) {
     "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}}})"));
   ASSERT_TRUE(ts) << ts.error().message;
   EXPECT_EQ(ts->sharing.strategy, SharingConfig::Strategy::time_slicing);
+  EXPECT_EQ(ts->sharing.timeslice, 0u);
+  // The quickstart's gpu-test claim (interval: Long), and every other interval, as the levels
+  // `nvidia-smi compute-policy --set-timeslice` takes.
+  const std::pair<const char*, uint32_t> intervals[] = {{"Short", 1}, {"Medium", 2}, {"Long", 3}};
+  for (const auto& [name, level] : intervals) {
+    auto t = parse_device_config(json::parse(std::string(R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+      "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": ")") + name + R"("}}})"));
+    ASSERT_TRUE(t) << t.error().message;
+    EXPECT_EQ(t->sharing.timeslice, level) << name;
+  }
+  auto none = parse_device_config(json::parse(R"({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+    "sharing": {"strategy": "TimeSlicing"}})"));
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->sharing.timeslice);
 }
 
 }  // namespace

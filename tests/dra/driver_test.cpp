@@ -6,10 +6,13 @@
 // checkpoint never claiming more than exists), restarts adopting what the
 // checkpoint names, and health as device taints.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <set>
 
 #include "cuda_quota/limits.hpp"
@@ -93,6 +96,7 @@ struct Node {
     options.quota.library_dir = dir.path() + "/lib";
     options.quota.ledger_root = dir.path() + "/ledgers";
     options.memory_shares = shares;
+    options.sysfs = dir.path() + "/sys";  // none unless a test makes one: never this machine's own
   }
   Driver& start() {
     driver.reset();
@@ -194,6 +198,99 @@ TEST(DraDriver, PrepareCutsExactlyThePlacementChosenAndUnprepareDestroysIt) {
   EXPECT_TRUE(n.driver->checkpoint().claims.empty());
   EXPECT_TRUE(n.driver->checkpoint().instances.empty());
   EXPECT_EQ(n.unprepare(kUid1, "c1"), "");  // idempotent
+}
+
+// The driver killed between NVML creating the instance and the checkpoint
+// recording it (a crash fault: the simulated call makes its change, then the
+// process exits with 137 at once, as a SIGKILL would end it): the next start
+// destroys what the cut-short prepare made, and the kubelet's retry cuts it
+// again from scratch. The same for a kill inside the compute instance's create.
+TEST(DraDriver, AKillBetweenCreateAndCheckpointIsUndoneAtTheNextStart) {
+  for (const char* function : {"nvmlDeviceCreateGpuInstanceWithPlacement", "nvmlGpuInstanceCreateComputeInstance"}) {
+    SCOPED_TRACE(function);
+    Node n;
+    n.add(kUid1, "c1", {{"gpu-0-mig-3g40gb-9-4"}});
+    auto planned = run({TESSERA_BIN, "sim", "fault", n.node, "--function", function, "--crash"});
+    ASSERT_EQ(planned.exit_code, 0) << planned.err;
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {  // the driver's process: it dies inside the create
+      try {
+        n.start();
+        n.prepare(kUid1, "c1");
+      } catch (...) {
+      }
+      std::_Exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    ASSERT_EQ(WEXITSTATUS(status), 137) << "the crash fault did not fire";
+    EXPECT_EQ(n.instances(), (std::set<std::string>{"0:3g.40gb@4"}));  // made, and never recorded as made
+    auto& d = n.start();
+    EXPECT_TRUE(n.instances().empty());
+    EXPECT_TRUE(d.checkpoint().claims.empty());
+    EXPECT_TRUE(d.checkpoint().instances.empty());
+    bool said = false;
+    for (const auto& line : d.start_report()) said = said || line == "checkpoint: claim default/c1 was cut short; what it had made is undone";
+    EXPECT_TRUE(said) << ::testing::PrintToString(d.start_report());
+    // The retry: cut again, once.
+    ASSERT_EQ(n.prepare(kUid1, "c1").error, "");
+    EXPECT_EQ(n.instances(), (std::set<std::string>{"0:3g.40gb@4"}));
+    EXPECT_EQ(n.unprepare(kUid1, "c1"), "");
+    EXPECT_TRUE(n.instances().empty());
+  }
+}
+
+// Kubernetes' standard attributes of place, read from sysfs as the kernel lays
+// it out: GPU 0 under root complex pci0000:00 on NUMA node 1, GPU 1 under
+// pci0000:80 with no NUMA node (-1); MIG devices carry their GPU's. Where
+// sysfs says nothing, nothing is published.
+TEST(DraDriver, PcieRootAndNumaNodeComeFromSysfs) {
+  Node n("A100-SXM4-80GB", /*mig=*/true);
+  auto& bare = n.start();
+  const auto plain = bare.pool();
+  const auto* plain_mig = find(plain, "gpu-0-mig-1g10gb-19-0");
+  ASSERT_TRUE(plain_mig);
+  const auto bdf0 = std::get<std::string>(plain_mig->attributes.at("resource.kubernetes.io/pciBusID"));
+  EXPECT_FALSE(plain_mig->attributes.contains("resource.kubernetes.io/pcieRoot"));
+  EXPECT_FALSE(plain_mig->attributes.contains("resource.kubernetes.io/numaNode"));
+  std::string bdf1;
+  for (const auto& d : plain.devices)
+    if (d.name.starts_with("gpu-1-"))
+      bdf1 = std::get<std::string>(d.attributes.at("resource.kubernetes.io/pciBusID"));
+  ASSERT_FALSE(bdf1.empty());
+  namespace fs = std::filesystem;
+  const fs::path sys = n.options.sysfs;
+  auto device = [&](const std::string& root, const std::string& bdf, const std::string& numa) {
+    const fs::path dir = sys / "devices" / root / (root.substr(3) + ":01.0") / bdf;
+    fs::create_directories(dir);
+    std::ofstream(dir / "numa_node") << numa << "\n";
+    fs::create_directories(sys / "bus/pci/devices");
+    fs::create_symlink(fs::path("../../..") / fs::relative(dir, sys), sys / "bus/pci/devices" / bdf);
+  };
+  device("pci0000:00", bdf0, "1");
+  device("pci0000:80", bdf1, "-1");
+  auto& d = n.start();
+  const auto pool = d.pool();
+  for (const auto& dev : pool.devices) {
+    SCOPED_TRACE(dev.name);
+    const bool first = dev.name.starts_with("gpu-0-");
+    ASSERT_TRUE(dev.attributes.contains("resource.kubernetes.io/pcieRoot"));
+    EXPECT_EQ(std::get<std::string>(dev.attributes.at("resource.kubernetes.io/pcieRoot")), first ? "pci0000:00" : "pci0000:80");
+    EXPECT_EQ(dev.attributes.contains("resource.kubernetes.io/numaNode"), first);
+    if (first) {
+      EXPECT_EQ(std::get<int64_t>(dev.attributes.at("resource.kubernetes.io/numaNode")), 1);
+    }
+  }
+  // A link that does not lead into /sys/devices/pci*: no root is made up.
+  fs::remove(sys / "bus/pci/devices" / bdf1);
+  fs::create_symlink("../../../elsewhere/" + bdf1, sys / "bus/pci/devices" / bdf1);
+  auto& again = n.start();
+  for (const auto& dev : again.pool().devices)
+    if (dev.name.starts_with("gpu-1-")) {
+      EXPECT_FALSE(dev.attributes.contains("resource.kubernetes.io/pcieRoot")) << dev.name;
+    }
 }
 
 TEST(DraDriver, AClaimOfTwoPlacementsOnTwoGpusIsCutWhole) {
@@ -460,6 +557,92 @@ TEST(DraDriver, MemorySharesOfAWholeGpuGetTheirOwnQuotaFiles) {
   EXPECT_EQ(n.unprepare(kUid1, "a"), "");
   EXPECT_FALSE(std::filesystem::exists(n.options.quota.ledger_root + "/dra-" + kUid1));
   EXPECT_TRUE(std::filesystem::exists(n.options.quota.ledger_root + "/dra-" + kUid2 + "/limits"));
+}
+
+json time_slicing(const std::string& interval) {
+  return json::array({{{"source", "FromClaim"},
+                       {"opaque",
+                        {{"driver", "gpu.nvidia.com"},
+                         {"parameters",
+                          {{"apiVersion", "resource.nvidia.com/v1beta1"},
+                           {"kind", "GpuConfig"},
+                           {"sharing", {{"strategy", "TimeSlicing"}, {"timeSlicingConfig", {{"interval", interval}}}}}}}}}}});
+}
+
+// Each GPU's time-slice level as the simulated node records it, read back through the simulated
+// nvidia-smi's own list: "DEFAULT,LONG".
+std::string timeslices(const std::string& node) {
+  testing::ScopedSimEnv env(node);
+  auto r = run({TESSERA_NVIDIA_SMI_SIM, "compute-policy", "-l"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::string out;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    out += (out.empty() ? "" : ",") + line.substr(line.rfind(' ') + 1);
+  return out;
+}
+
+// NVIDIA's TimeSlicingConfig: the interval is set on the claim's GPU with
+// `nvidia-smi compute-policy --set-timeslice` (the quickstart's claims ask for
+// Long), a claim asking another interval of a GPU already set is refused
+// before anything changes, and the level goes back to the default with the
+// last claim that asked for it, also after a crash left it recorded.
+TEST(DraDriver, TimeSliceIntervalsAreSetOnTheGpuAndPutBackWithTheLastClaim) {
+  Node n("A100-SXM4-80GB", /*mig=*/false, /*shares=*/true);
+  n.options.nvidia_smi = TESSERA_NVIDIA_SMI_SIM;
+  testing::ScopedSimEnv env(n.node);  // as `tessera dra --sim` sets it: the driver's nvidia-smi reads it
+  n.start();
+  EXPECT_EQ(timeslices(n.node), "DEFAULT,DEFAULT");
+  n.add(kUid1, "a", {{"gpu-0", "20Gi"}}, time_slicing("Long"));
+  ASSERT_EQ(n.prepare(kUid1, "a").error, "");
+  EXPECT_EQ(timeslices(n.node), "LONG,DEFAULT");
+  n.add(kUid2, "b", {{"gpu-0", "20Gi"}}, time_slicing("Short"));
+  auto refused = n.prepare(kUid2, "b");
+  EXPECT_NE(refused.error.find("asks for the time-slice interval Short on GPU 0, which runs Long for claim default/a"),
+            std::string::npos)
+      << refused.error;
+  EXPECT_EQ(timeslices(n.node), "LONG,DEFAULT");
+  EXPECT_FALSE(std::filesystem::exists(n.options.cdi.spec_dir + "/k8s.gpu.nvidia.com-claim_" + kUid2 + ".json"));
+  const std::string uid3 = "33333333-3333-3333-3333-333333333333";
+  n.add(uid3, "c", {{"gpu-0", "20Gi"}}, time_slicing("Long"));
+  ASSERT_EQ(n.prepare(uid3, "c").error, "");
+  const std::string uid4 = "44444444-4444-4444-4444-444444444444";
+  n.add(uid4, "d", {{"gpu-1", "20Gi"}}, time_slicing("Medium"));
+  ASSERT_EQ(n.prepare(uid4, "d").error, "");
+  EXPECT_EQ(timeslices(n.node), "LONG,MEDIUM");
+  EXPECT_EQ(n.unprepare(kUid1, "a"), "");
+  EXPECT_EQ(timeslices(n.node), "LONG,MEDIUM");  // claim c still asks for it
+  EXPECT_EQ(n.unprepare(uid3, "c"), "");
+  EXPECT_EQ(timeslices(n.node), "DEFAULT,MEDIUM");
+  // A restart keeps what prepared claims asked for, and puts back a level no claim asks for any
+  // more: the record is written before the change, so a crash right after it leaves this.
+  n.driver.reset();
+  std::string gpu0;
+  {
+    testing::ScopedSimEnv other(n.node);
+    auto set = run({TESSERA_NVIDIA_SMI_SIM, "compute-policy", "-i", "0", "--set-timeslice=2"});
+    ASSERT_EQ(set.exit_code, 0) << set.err;
+    gpu0 = set.out.substr(set.out.rfind(' ') + 1);  // "Set timeslice to MEDIUM for GPU <uuid>"
+    gpu0.erase(gpu0.find_last_not_of('\n') + 1);
+  }
+  auto cp = json::parse(std::ifstream(n.options.state_dir + "/checkpoint.json"));
+  cp["timeslices"][gpu0] = 2;
+  std::ofstream(n.options.state_dir + "/checkpoint.json") << cp.dump(2);
+  EXPECT_EQ(timeslices(n.node), "MEDIUM,MEDIUM");
+  n.start();
+  EXPECT_EQ(timeslices(n.node), "DEFAULT,MEDIUM");
+  // A tool that cannot run fails the prepare, saying why, and leaves the claim unprepared.
+  n.options.nvidia_smi = n.dir.path() + "/no-such-nvidia-smi";
+  n.start();
+  const std::string uid5 = "55555555-5555-5555-5555-555555555555";
+  n.add(uid5, "e", {{"gpu-0", "20Gi"}}, time_slicing("Short"));
+  auto broken = n.prepare(uid5, "e");
+  EXPECT_NE(broken.error.find("cannot set the time-slice interval of GPU " + gpu0 + ": cannot run '" + n.dir.path() +
+                              "/no-such-nvidia-smi': No such file or directory"),
+            std::string::npos)
+      << broken.error;
+  EXPECT_TRUE(broken.devices.empty());
+  EXPECT_EQ(timeslices(n.node), "DEFAULT,MEDIUM");
 }
 
 // With the memory hook, a share's spec carries it, naming the claim's own

@@ -47,7 +47,7 @@ done
 # In the order they run; what one needs done before it is in NEEDS.
 readonly SCENARIOS=(manifests mig-capacity mig-pods pod-resources kubelet-restart xid-79 resource-health
                     time-slicing quota admission mps mps-upgrade metrics cdi node-agent agent-scope fleet
-                    dra-mig dra-packing dra-shares dra-mps dra-health)
+                    dra-mig dra-packing dra-shares dra-mps dra-health dra-quickstart)
 declare -A NEEDS=([mig-pods]=mig-capacity [pod-resources]="mig-capacity mig-pods"
                   [kubelet-restart]=mig-capacity [xid-79]=mig-capacity [resource-health]="mig-capacity mig-pods"
                   [quota]=time-slicing [admission]=time-slicing [agent-scope]=node-agent)
@@ -71,7 +71,7 @@ for f in "$here"/scenarios/*.sh; do source "$f"; done
 
 TESSERA=$BUILD_DIR/src/tessera
 for f in src/tessera sim/nvml/libnvidia-ml.so.1 src/cuda_quota/libtessera-cuda.so sim/cuda/libcuda.so.1 \
-         tests/cuda_quota/tessera_cuda_client sim/mps/nvidia-cuda-mps-control; do
+         tests/cuda_quota/tessera_cuda_client sim/mps/nvidia-cuda-mps-control sim/nvml/nvidia-smi; do
   [[ -e $BUILD_DIR/$f ]] || die "$BUILD_DIR/$f is missing: build first (./x build dev)"
 done
 command -v jq >/dev/null || die "jq is missing (run scripts/setup.sh --e2e)"

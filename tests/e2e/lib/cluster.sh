@@ -213,6 +213,7 @@ node_up() {
   cp "$build/sim/nvml/libnvidia-ml.so.1" "$lib_dir/libnvidia-ml.so.1"
   cp "$build/sim/cuda/libcuda.so.1" "$lib_dir/libcuda.so.1"
   cp "$build/sim/mps/nvidia-cuda-mps-control" "$n/sim/usr/bin/nvidia-cuda-mps-control"
+  cp "$build/sim/nvml/nvidia-smi" "$n/sim/usr/bin/nvidia-smi"
   ip addr add "$ip/32" dev "$E2E_BRIDGE"
   cgroups_make "$name"
 

@@ -340,6 +340,10 @@ differ from `tessera dra`'s defaults, CDI's driver root, then extraArgs
 {{- if include "tessera.cdi" . -}}
 {{- $args = concat $args (list "--driver-root" (toString .Values.driver.root) "--container-driver-root" "/driver-root") -}}
 {{- end -}}
+{{- /* Time-slice intervals: the driver root's nvidia-smi (the NVIDIA runtime puts one on PATH). */ -}}
+{{- if include "tessera.hostDriver" . -}}
+{{- $args = concat $args (list "--nvidia-smi" (printf "/driver-root%s/nvidia-smi" (trimSuffix "/" (toString .Values.driver.binDir)))) -}}
+{{- end -}}
 {{- range .Values.extraArgs -}}
 {{- $args = append $args (toString .) -}}
 {{- end -}}

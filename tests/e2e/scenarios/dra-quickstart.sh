@@ -1,0 +1,107 @@
+# NVIDIA's own quickstart claims (third_party/nvidia-dra-driver-gpu/quickstart,
+# as NVIDIA publishes them, only ubuntu:22.04 swapped for the tier's shell
+# image) on NODE's two A100s served whole:
+#  - gpu-test6: a Deployment of four replicas, each with its own claim of an
+#    A100 whose index is 0, 2, 4 or 6, time-sliced with interval Long. The node
+#    has GPUs 0 and 1: one replica Running on GPU 0, whose time-slice the
+#    driver set to LONG (nvidia-smi compute-policy, as the simulator records
+#    it); three Pending, as NVIDIA's driver would leave them. Deleted: GPU 0
+#    back to DEFAULT.
+#  - gpu-test3: one claim shared by two pods: both Running, each container
+#    given the claim's GPU's device node and no other GPU's.
+#  - the two together (the tier's own claim): gpu-test3's shared claim with
+#    gpu-test6's config, interval Long: two pods Running on one GPU set LONG.
+quickstart_claims() {
+  sed "s|image: ubuntu:22.04|image: $E2E_SHELL_IMAGE|" "$REPO/third_party/nvidia-dra-driver-gpu/quickstart/$1.yaml"
+}
+# Each GPU's time-slice level as the simulated node records it: "LONG,DEFAULT".
+sim_timeslices() {
+  TESSERA_SIM=$(sim_dir) "$(sim_dir)/usr/bin/nvidia-smi" compute-policy -l | awk '{print $NF}' | paste -sd, -
+}
+# The GPU device nodes (/dev/nvidiaN) of a container, "0 1 ...".
+gpu_device_nodes() {
+  container_spec "$1" "$2" "$3" | jq -r '[.linux.devices[]?.path | select(test("^/dev/nvidia[0-9]+$")) | ltrimstr("/dev/nvidia")] | sort | join(" ")'
+}
+pods_in() {  # pods_in NAMESPACE PHASE: how many of its pods are in PHASE
+  kc -n "$1" get pods -o json | jq --arg p "$2" '[.items[] | select(.status.phase == $p)] | length'
+}
+
+scenario_dra-quickstart() {
+  DRA_MIG=off deploy_dra
+  wait_for 120 "tessera dra to publish whole GPUs" eval '(($(dra_slices "$NODE") == 2))'
+  [[ $(sim_timeslices) == DEFAULT,DEFAULT ]] || fail "the GPUs' time-slices are '$(sim_timeslices)' before any claim"
+
+  quickstart_claims gpu-test6 | kc apply -f - >/dev/null
+  wait_for 90 "one gpu-test6 replica Running" eval '(($(pods_in gpu-test6 Running) == 1))'
+  wait_for 60 "three gpu-test6 replicas Pending, unschedulable" eval \
+    '(($(kc -n gpu-test6 get pods -o json | jq "[.items[] | select(.status.phase == \"Pending\" and any(.status.conditions[]?; .reason == \"Unschedulable\"))] | length") == 3))'
+  local pod nodes
+  pod=$(kc -n gpu-test6 get pods --field-selector=status.phase=Running -o jsonpath='{.items[0].metadata.name}')
+  nodes=$(gpu_device_nodes "$pod" ctr gpu-test6)
+  [[ $nodes == 0 ]] || fail "gpu-test6's running replica holds GPU device nodes '$nodes', expected GPU 0's only"
+  [[ $(sim_timeslices) == LONG,DEFAULT ]] || fail "the GPUs' time-slices are '$(sim_timeslices)', expected LONG on GPU 0"
+  echo "  gpu-test6 (interval: Long): 1 replica Running on GPU 0 (time-slice LONG), 3 Pending (no A100 with index 2, 4 or 6)"
+  kc delete namespace gpu-test6 --wait=true --timeout=120s >/dev/null || fail "namespace gpu-test6 did not go"
+  wait_for 60 "GPU 0's time-slice back to DEFAULT" eval '[[ $(sim_timeslices) == DEFAULT,DEFAULT ]]'
+  echo "  gpu-test6 deleted: GPU 0's time-slice back to DEFAULT"
+
+  quickstart_claims gpu-test3 | kc apply -f - >/dev/null
+  wait_for 90 "gpu-test3's two pods Running" eval '(($(pods_in gpu-test3 Running) == 2))'
+  local device one two
+  device=$(kc -n gpu-test3 get resourceclaim single-gpu -o jsonpath='{.status.allocation.devices.results[0].device}')
+  [[ $device == gpu-[01] ]] || fail "gpu-test3's claim was given '$device', expected a whole GPU"
+  one=$(gpu_device_nodes pod1 ctr gpu-test3)
+  two=$(gpu_device_nodes pod2 ctr gpu-test3)
+  [[ $one == "${device#gpu-}" && $two == "$one" ]] ||
+    fail "gpu-test3's pods hold GPU device nodes '$one' and '$two', expected ${device#gpu-} in both"
+  echo "  gpu-test3: one claim ($device), two pods Running, both given /dev/nvidia${device#gpu-} only"
+  kc delete namespace gpu-test3 --wait=true --timeout=120s >/dev/null || fail "namespace gpu-test3 did not go"
+
+  cat <<EOF | kc apply -f - >/dev/null
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: ts-long, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.nvidia.com}
+    config:
+    - requests: ["gpu"]
+      opaque:
+        driver: gpu.nvidia.com
+        parameters:
+          apiVersion: resource.nvidia.com/v1beta1
+          kind: GpuConfig
+          sharing: {strategy: TimeSlicing, timeSlicingConfig: {interval: Long}}
+EOF
+  local i want=DEFAULT,DEFAULT
+  for i in 1 2; do
+    cat <<EOF | kc apply -f - >/dev/null
+apiVersion: v1
+kind: Pod
+metadata: {name: ts-long-$i, namespace: default, labels: {app: e2e-consumer}}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  securityContext: {seccompProfile: {type: RuntimeDefault}}
+  resourceClaims: [{name: gpu, resourceClaimName: ts-long}]
+  containers:
+  - name: ctr
+    image: $E2E_SHELL_IMAGE
+    command: ["sleep", "infinity"]
+    securityContext: {allowPrivilegeEscalation: false}
+    resources: {claims: [{name: gpu}]}
+EOF
+  done
+  for i in 1 2; do wait_for 90 "pod ts-long-$i Running" is_running "ts-long-$i"; done
+  device=$(kc get resourceclaim ts-long -o jsonpath='{.status.allocation.devices.results[0].device}')
+  [[ $device == gpu-0 ]] && want=LONG,DEFAULT
+  [[ $device == gpu-1 ]] && want=DEFAULT,LONG
+  [[ $(sim_timeslices) == "$want" && $want != DEFAULT,DEFAULT ]] ||
+    fail "the GPUs' time-slices are '$(sim_timeslices)', expected $want (the claim has '$device')"
+  echo "  one claim with interval Long ($device), two pods Running; the GPUs' time-slices: $want"
+  remove_consumers
+  kc delete resourceclaim ts-long --wait=true >/dev/null
+  wait_for 60 "the time-slice back to DEFAULT" eval '[[ $(sim_timeslices) == DEFAULT,DEFAULT ]]'
+}
