@@ -500,9 +500,9 @@ Result<void> Driver::adopt_locked() {
 std::map<std::string, PrepareOutcome> Driver::prepare(const std::vector<ClaimRef>& claims) {
   std::map<std::string, PrepareOutcome> out;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     for (const auto& ref : claims) {
-      out[ref.uid] = prepare_one(ref);
+      out[ref.uid] = prepare_one(ref, lock);
       if (!out[ref.uid].error.empty())
         spdlog::warn("prepare {}/{} ({}): {}", ref.claim_namespace, ref.name, ref.uid, out[ref.uid].error);
     }
@@ -537,9 +537,10 @@ PrepareOutcome failed(std::string why) { return {{}, std::move(why)}; }
 
 }  // namespace
 
-PrepareOutcome Driver::prepare_one(const ClaimRef& ref) {
+PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mutex>& lock) {
   if (ref.uid.empty()) return failed("the kubelet named a claim without a UID");
   const std::string label = "claim " + ref.claim_namespace + "/" + ref.name;
+  if (in_flight_.contains(ref.uid)) return failed(label + ": an earlier prepare of it is still running; try again");
   if (auto it = checkpoint_.claims.find(ref.uid); it != checkpoint_.claims.end()) {
     if (it->second.state == CheckpointClaim::State::prepared) return from_checkpoint(it->second);
     // An earlier attempt was cut short: undo what it left, then start over.
@@ -790,18 +791,27 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref) {
     if (auto r = save_locked(); !r) return undo(r.error().message);
     sync_mps_locked();
     const auto deadline = std::chrono::steady_clock::now() + options_.mps_start_timeout;
-    for (const auto& d : rec.devices) {
-      if (!d.mps) continue;
-      while (!options_.daemons->up().contains(d.uuid)) {
+    std::vector<std::pair<std::string, std::string>> waits;  // device, UUID
+    for (const auto& d : rec.devices)
+      if (d.mps) waits.emplace_back(d.device, d.uuid);
+    for (const auto& [device, uuid] : waits) {
+      while (!options_.daemons->up().contains(uuid)) {
         if (std::chrono::steady_clock::now() >= deadline) {
           std::string why;
           for (const auto& st : options_.daemons->status())
-            if (st.spec.uuid == d.uuid) why = st.error;
-          return undo("the MPS control daemon of " + d.device + " (" + d.uuid + ", " + options_.daemons->where() +
+            if (st.spec.uuid == uuid) why = st.error;
+          return undo("the MPS control daemon of " + device + " (" + uuid + ", " + options_.daemons->where() +
                       ") did not come up within " + std::to_string(options_.mps_start_timeout.count() / 1000) + " s" +
                       (why.empty() ? "" : ": " + why));
         }
+        // Other claims, health and the pool go on meanwhile: the claim is
+        // "preparing" in the checkpoint and in flight here, so nothing else
+        // undoes it; the GPUs are read again in the same order.
+        in_flight_.insert(ref.uid);
+        lock.unlock();
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        lock.lock();
+        in_flight_.erase(ref.uid);
       }
     }
     for (size_t i = 0; i < steps.size(); ++i) {
@@ -878,6 +888,8 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref) {
 }
 
 std::string Driver::unprepare_one(const ClaimRef& ref) {
+  if (in_flight_.contains(ref.uid))
+    return "claim " + ref.claim_namespace + "/" + ref.name + ": its prepare is still running; try again";
   if (!checkpoint_.claims.contains(ref.uid)) return "";  // never prepared here, or already undone
   if (auto r = release_locked(ref.uid); !r)
     return "claim " + ref.claim_namespace + "/" + ref.name + ": " + r.error().message;

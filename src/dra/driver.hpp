@@ -148,7 +148,9 @@ class Driver {
 
   Result<void> refresh_locked();
   Result<void> adopt_locked();
-  PrepareOutcome prepare_one(const ClaimRef& ref);
+  // Both run under `lock` (mutex_); prepare_one lets go of it while it waits
+  // for an MPS daemon, so a slow daemon holds up only its own claim.
+  PrepareOutcome prepare_one(const ClaimRef& ref, std::unique_lock<std::mutex>& lock);
   std::string unprepare_one(const ClaimRef& ref);
   // Undoes a claim's devices (instances it alone uses are destroyed) and
   // forgets it. Errors leave the instances that could not be destroyed in
@@ -183,6 +185,10 @@ class Driver {
   ClaimSource& claims_;
   CheckpointFile file_;
   mutable std::mutex mutex_;
+  // Claims a prepare is working on while it does not hold mutex_ (waiting
+  // for an MPS daemon): another prepare or unprepare of them is refused, to
+  // be retried, rather than undo work still in progress.
+  std::set<std::string> in_flight_;
   Checkpoint checkpoint_;
   std::vector<GpuNow> gpus_;
   std::optional<sharing::DriverFiles> files_;  // the driver's files for CDI, as of the last read

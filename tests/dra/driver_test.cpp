@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <set>
+#include <thread>
 
 #include "cuda_quota/limits.hpp"
 #include "dra/driver.hpp"
@@ -822,6 +824,50 @@ TEST(DraDriver, MpsWithoutDaemonsOrWithADaemonThatCannotStartIsRefused) {
   EXPECT_TRUE(n.instances().empty());  // the instance cut for it is destroyed again
   EXPECT_TRUE(n.driver->checkpoint().claims.empty());
   EXPECT_TRUE(daemons.status().empty());
+  daemons.stop();
+}
+
+// A claim whose MPS daemon is slow to come up holds up only itself: while it
+// waits, another claim is prepared, the pool is read and health is recorded;
+// a second prepare or an unprepare of the waiting claim is refused until the
+// first is done, which then fails cleanly.
+TEST(DraDriver, AClaimWaitingForItsMpsDaemonDoesNotHoldUpTheOthers) {
+  Node n;
+  mps::SupervisorOptions so;
+  so.control.binary = n.dir.path() + "/no-such-mps-control";  // never comes up
+  mps::Supervisor daemons(so);
+  n.options.daemons = &daemons;
+  n.options.mps_root = n.dir.path() + "/mps";
+  n.options.mps_start_timeout = std::chrono::milliseconds(6000);
+  n.start();
+  n.add(kUid1, "slow", {{"gpu-0-mig-1g10gb-19-6"}}, mps_config("MigDeviceConfig"));
+  n.add(kUid2, "quick", {{"gpu-1-mig-1g10gb-19-6"}});
+  std::atomic<bool> slow_done{false};
+  PrepareOutcome slow;
+  std::thread waiting([&] {
+    slow = n.prepare(kUid1, "slow");
+    slow_done = true;
+  });
+  // Waiting for its daemon: its instance is cut and recorded.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < until && !n.driver->checkpoint().instances.contains("gpu-0-mig-1g10gb-19-6"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(n.driver->checkpoint().instances.contains("gpu-0-mig-1g10gb-19-6"));
+  auto quick = n.prepare(kUid2, "quick");
+  EXPECT_EQ(quick.error, "");
+  EXPECT_FALSE(slow_done) << "the quick claim waited for the slow one's daemon";
+  EXPECT_NE(n.prepare(kUid1, "slow").error.find("an earlier prepare of it is still running"), std::string::npos);
+  EXPECT_NE(n.unprepare(kUid1, "slow").find("its prepare is still running"), std::string::npos);
+  sharing::HealthEvent event;
+  event.xid = 13;  // an application error: recorded, taints nothing
+  event.gpu_uuid = "GPU-00000000-0000-0000-0000-000000000000";
+  n.driver->record_health(event);
+  EXPECT_FALSE(n.driver->pool().devices.empty());
+  EXPECT_FALSE(slow_done);
+  waiting.join();
+  EXPECT_NE(slow.error.find("did not come up"), std::string::npos) << slow.error;
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"1:1g.10gb@6"}));  // the slow claim's instance destroyed again
+  EXPECT_EQ(n.unprepare(kUid2, "quick"), "");
   daemons.stop();
 }
 
