@@ -206,6 +206,7 @@ Result<void> Driver::refresh_locked() {
     auto pi = profile_index(*g->gpu.model, inst.profile);
     for (const auto& p : g->present)
       if (pi && p.placed == PlacedInstance{*pi, inst.start}) {
+        if (!inst.uuid.empty() && !p.uuid.empty() && p.uuid != inst.uuid) continue;  // another's, made in its place
         inst.gi_id = p.gi_id;
         inst.ci_id = p.ci_id;
         if (!p.uuid.empty()) inst.uuid = p.uuid;
@@ -430,7 +431,9 @@ Result<void> Driver::adopt_locked() {
     std::optional<uint32_t> pi = g && g->gpu.model ? profile_index(*g->gpu.model, inst.profile) : std::nullopt;
     bool present = false;
     if (pi)
-      for (const auto& p : g->present) present = present || p.placed == PlacedInstance{*pi, inst.start};
+      for (const auto& p : g->present)
+        present = present || (p.placed == PlacedInstance{*pi, inst.start} &&
+                               (inst.uuid.empty() || p.uuid.empty() || p.uuid == inst.uuid));
     if (!g || !pi) {
       start_report_.push_back("checkpoint: " + name + " is on GPU " + inst.gpu_uuid +
                               ", which this node no longer has; forgotten");
@@ -707,9 +710,28 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
     }
   }
   checkpoint_.claims[ref.uid] = record;
+  std::vector<std::pair<uint32_t, bool>> mode_switched;  // GPU index, the MIG mode it had before this prepare
   auto undo = [&](const std::string& why) {
     std::string msg = label + ": " + why;
     if (auto r = release_locked(ref.uid); !r) msg += "; undoing it failed too (retried at the next prepare): " + r.error().message;
+    // MIG mode back as it was where this prepare switched it, unless another
+    // claim has come to use the GPU in its new mode meanwhile.
+    for (const auto& [index, was] : mode_switched) {
+      const GpuNow* g = nullptr;
+      for (const auto& x : gpus_)
+        if (x.gpu.index == index) g = &x;
+      if (!g || !g->gpu.model) continue;
+      const bool used = std::any_of(checkpoint_.claims.begin(), checkpoint_.claims.end(), [&](const auto& c) {
+        return std::any_of(c.second.devices.begin(), c.second.devices.end(),
+                           [&](const CheckpointDevice& d) { return d.gpu_uuid == g->gpu.uuid; });
+      });
+      if (used) continue;
+      mig::Operation back{mig::OpKind::set_mig_mode, index, was, 0, 0, 0, ""};
+      if (auto r = reconciler::run_operation(session_, *g->gpu.model, back); !r)
+        msg += "; GPU " + std::to_string(index) + " stays in MIG mode " + (was ? "off" : "on") + ": " + r.error().message;
+    }
+    if (!mode_switched.empty())
+      if (auto r = refresh_locked(); !r) msg += "; " + r.error().message;
     changed_locked();
     return failed(msg);
   };
@@ -732,6 +754,8 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
         return undo("cannot turn MIG mode " + std::string(*s.set_mig_mode ? "on" : "off") + " on GPU " +
                     std::to_string(g.index) + ": " +
                     (r.error().message == "pending-reset" ? "the change waits for a GPU reset" : r.error().message));
+      if (std::none_of(mode_switched.begin(), mode_switched.end(), [&](const auto& m) { return m.first == g.index; }))
+        mode_switched.emplace_back(g.index, !*s.set_mig_mode);
     }
     if (!s.create) continue;
     mig::Operation create{mig::OpKind::create_gpu_instance, g.index, false, s.device.mig->profile, s.device.mig->start, 0, ""};
@@ -1022,6 +1046,13 @@ Result<void> Driver::destroy_instance_locked(const std::string& name) {
     auto pi = profile_index(*g->gpu.model, inst.profile);
     for (const auto& p : g->present) {
       if (!pi || p.placed != PlacedInstance{*pi, inst.start}) continue;
+      // Destroyed by UUID: an instance someone else made at the same place
+      // after ours went is theirs, and stays.
+      if (!inst.uuid.empty() && !p.uuid.empty() && p.uuid != inst.uuid) {
+        spdlog::warn("{}: the instance at its place is {}, not the {} tessera cut (someone destroyed that one and "
+                     "made another): left alone", name, p.uuid, inst.uuid);
+        continue;
+      }
       mig::Operation cis{mig::OpKind::destroy_compute_instances, g->gpu.index, false, *pi, inst.start, p.gi_id, p.uuid};
       if (auto r = reconciler::run_operation(session_, *g->gpu.model, cis); !r)
         return fail(r.error().code, "cannot destroy the compute instances of " + name + ": " + r.error().message);

@@ -295,6 +295,36 @@ TEST(DraDriver, PcieRootAndNumaNodeComeFromSysfs) {
     }
 }
 
+// Destroyed by UUID: when someone destroys the instance tessera cut and makes
+// another in its place, tessera does not adopt it, and unprepare leaves it.
+TEST(DraDriver, AnInstanceMadeInPlaceOfOursIsNeitherAdoptedNorDestroyed) {
+  Node n;
+  n.start();
+  n.add(kUid1, "c1", {{"gpu-0-mig-3g40gb-9-4"}});
+  ASSERT_EQ(n.prepare(kUid1, "c1").error, "");
+  const std::string ours = n.driver->checkpoint().instances.at("gpu-0-mig-3g40gb-9-4").uuid;
+  ASSERT_EQ(ours.rfind("MIG-", 0), 0u);
+  // Behind the driver's back: destroyed and made again at the same place.
+  auto state = reconciler::read_node_state(*n.session);
+  ASSERT_TRUE(state);
+  const auto& gpu = (*state)[0].state;
+  ASSERT_EQ(gpu.instances.size(), 1u);
+  const auto& inst = gpu.instances[0];
+  const GpuModel& model = *gpu.model;
+  using mig::OpKind;
+  for (const auto& op : {mig::Operation{OpKind::destroy_compute_instances, 0, false, inst.placed.profile, 4, inst.gi_id, inst.uuid},
+                         mig::Operation{OpKind::destroy_gpu_instance, 0, false, inst.placed.profile, 4, inst.gi_id, inst.uuid}})
+    ASSERT_TRUE(reconciler::run_operation(*n.session, model, op));
+  auto gi = reconciler::run_operation(*n.session, model, {OpKind::create_gpu_instance, 0, false, inst.placed.profile, 4, 0, ""});
+  ASSERT_TRUE(gi);
+  ASSERT_TRUE(reconciler::run_operation(*n.session, model, {OpKind::create_compute_instance, 0, false, inst.placed.profile, 4, *gi, ""}));
+  ASSERT_TRUE(n.driver->refresh());
+  EXPECT_EQ(n.driver->checkpoint().instances.at("gpu-0-mig-3g40gb-9-4").uuid, ours) << "the other's UUID was adopted";
+  EXPECT_EQ(n.unprepare(kUid1, "c1"), "");
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"0:3g.40gb@4"})) << "the other's instance was destroyed";
+  EXPECT_TRUE(n.driver->checkpoint().instances.empty());
+}
+
 TEST(DraDriver, AClaimOfTwoPlacementsOnTwoGpusIsCutWhole) {
   Node n;
   n.start();
@@ -693,8 +723,18 @@ TEST(DraDriver, AHopperGpuLeavesAndEntersMigModeAtPrepare) {
   EXPECT_TRUE(find(pool, "gpu-0"));
   EXPECT_TRUE(find(pool, "gpu-0-mig-1g10gb-19-6"));
   n.add(kUid1, "c1", {{"gpu-0-mig-1g10gb-19-6"}});
-  ASSERT_EQ(n.prepare(kUid1, "c1").error, "");
+  // A prepare that fails after turning MIG mode on turns it off again.
+  auto planned = run({TESSERA_BIN, "sim", "fault", n.node, "--function", "nvmlDeviceCreateGpuInstanceWithPlacement"});
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  auto failed = n.prepare(kUid1, "c1");
+  EXPECT_NE(failed.error.find("cannot create"), std::string::npos) << failed.error;
   auto state = reconciler::read_node_state(*n.session);
+  ASSERT_TRUE(state);
+  EXPECT_FALSE((*state)[0].state.mig_enabled) << "MIG mode left on by a prepare that failed";
+  const auto after = d.pool();
+  EXPECT_TRUE(find(after, "gpu-0"));
+  ASSERT_EQ(n.prepare(kUid1, "c1").error, "");
+  state = reconciler::read_node_state(*n.session);
   ASSERT_TRUE(state);
   EXPECT_TRUE((*state)[0].state.mig_enabled);
   EXPECT_EQ(n.unprepare(kUid1, "c1"), "");
