@@ -102,6 +102,19 @@ int run_dra(const DraArgs& args) {
     std::cerr << cmd << ": no Node name: pass --node-name or set NODE_NAME (from the downward API's spec.nodeName)\n";
     return kExitUsage;
   }
+  std::optional<sharing::dra::SharesMode> shares_mode;
+  if (!args.consumable_shares.empty() && args.consumable_shares != "disabled") {
+    auto mode = sharing::dra::parse_shares_mode(args.consumable_shares);
+    if (!mode) {
+      std::cerr << cmd << ": --consumable-shares: " << mode.error().message << '\n';
+      return kExitUsage;
+    }
+    if (args.memory_shares && mode->kind != sharing::dra::SharesMode::Kind::memory) {
+      std::cerr << cmd << ": --memory-shares is --consumable-shares memory, not " << args.consumable_shares << '\n';
+      return kExitUsage;
+    }
+    shares_mode = *mode;
+  }
   if (args.order != "tessera" && args.order != "by-start") {
     std::cerr << cmd << ": --order must be tessera or by-start, not " << args.order << '\n';
     return kExitUsage;
@@ -138,7 +151,8 @@ int run_dra(const DraArgs& args) {
   options.cdi.cdi_hook = args.cdi_hook;
   options.cdi.names.vendor = "k8s." + args.driver_name;
   options.order = args.order == "by-start" ? sharing::dra::Order::by_start : sharing::dra::Order::tessera;
-  options.memory_shares = args.memory_shares;
+  options.memory_shares = args.memory_shares || shares_mode.has_value();
+  if (shares_mode) options.shares = *shares_mode;
   options.switch_mig_mode = !args.no_mig_mode_switch;
   options.quota = args.quota;
   options.quota.inject = !args.no_quota_library;
@@ -174,6 +188,7 @@ int run_dra(const DraArgs& args) {
   spec.node = node;
   spec.node_uid = options.node_uid;
   spec.memory_shares = options.memory_shares;
+  spec.shares = options.shares;
   dra::Publisher publisher(*client, spec);
   PublishLoop loop(**driver, publisher);
   (*driver)->on_change([&loop] { loop.poke(); });
@@ -198,7 +213,7 @@ int run_dra(const DraArgs& args) {
   auto events = plugin::EventWatch::start(*session, indices, sinks);
   if (!events) spdlog::warn("no NVML events ({}): health is not watched", events.error().message);
   spdlog::info("DRA driver {} on node {}: {} GPUs, order {}, memory shares {}", args.driver_name, node, indices.size(),
-               args.order, args.memory_shares ? "on" : "off");
+               args.order, options.memory_shares ? to_string(options.shares) : "off");
 
   auto next_resync = std::chrono::steady_clock::now() + millis(args.resync_seconds);
   for (;;) {
@@ -237,6 +252,10 @@ void add_dra_options(CLI::App& cmd, DraArgs& args, bool with_common) {
   cmd.add_flag("--memory-shares", args.memory_shares,
                 "GPUs and MIG devices take many claims, each asking for `memory` (1 MiB steps); each claim's share\n"
                 "is enforced by the quota library");
+  cmd.add_option("--consumable-shares", args.consumable_shares,
+                 "NVIDIA's consumable-shares modes, for claims written for its driver: memory (as --memory-shares),\n"
+                 "unlimited (a claim takes no memory unless it asks, any number share a device), or N (as unlimited,\n"
+                 "with a `shares` capacity of N, one per claim); disabled or empty: off");
   cmd.add_flag("--no-mig-mode-switch", args.no_mig_mode_switch,
                 "Never change a GPU's MIG mode (by default Hopper and newer switch at prepare, as they need no reset)");
   cmd.add_option("--resync", args.resync_seconds, "Seconds between reads of the GPUs (instances others made)")

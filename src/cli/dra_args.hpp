@@ -24,6 +24,7 @@ struct DraArgs {
   std::string state_dir;  // default: <kubelet dir>/plugins/<driver>
   std::string order = "tessera";
   bool memory_shares = false;
+  std::string consumable_shares;  // NVIDIA's --consumable-shares: memory, unlimited or N
   bool no_mig_mode_switch = false;
   std::string cdi_spec_dir = "/var/run/cdi";
   std::string driver_root = "/";

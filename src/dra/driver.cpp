@@ -805,8 +805,11 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
     rec.devices[i].mps = s.alloc->config && s.alloc->config->sharing.strategy == SharingConfig::Strategy::mps;
     if (s.device.allow_multiple_allocations && options_.quota.inject) {
       const uint64_t capacity = s.device.capacity.count("memory") ? s.device.capacity.at("memory") : 0;
-      shares.push_back({cd.device.physical_uuid, s.alloc->memory_bytes.value_or(capacity), capacity,
-                        options_.quota.context_bytes});
+      // Memory shares: the default is the whole device; in the other modes nothing, and a claim
+      // that holds no memory is not held to any (it shares by time slicing or MPS alone).
+      const bool whole = options_.shares.kind == sharing::dra::SharesMode::Kind::memory;
+      const uint64_t held = s.alloc->memory_bytes.value_or(whole ? capacity : 0);
+      if (held > 0) shares.push_back({cd.device.physical_uuid, held, capacity, options_.quota.context_bytes});
     }
     cdi_devices.push_back(std::move(cd));
   }

@@ -45,6 +45,9 @@ struct DriverOptions {
   std::string cdi_class = "claim";
   sharing::dra::Order order = sharing::dra::Order::tessera;
   bool memory_shares = false;  // devices allow many claims, each with its `memory` share
+  // How they ask for it (NVIDIA's consumable-shares modes). A claim holding
+  // no memory (unlimited and counted shares allow 0) gets no quota.
+  sharing::dra::SharesMode shares;
   // Turn MIG mode on (or off, for a whole-GPU claim) at prepare on GPUs that
   // change it without a reset (Hopper and newer); elsewhere a GPU is served
   // in the mode it is in.

@@ -83,14 +83,23 @@ json device_json(const sharing::dra::Device& d, const PoolSpec& pool) {
   json cap = json::object();
   for (const auto& [k, v] : d.capacity) {
     if (k == "memory" && d.allow_multiple_allocations) {
-      // Consumable capacity: claims ask for a share in steps of `step`; the
-      // whole device when they ask for nothing (NVIDIA's "memory" shares).
+      // Consumable capacity: claims ask for a share in steps of `step`. By
+      // default the whole device (NVIDIA's "memory" shares), or nothing
+      // ("unlimited" and counted shares, where a claim may also ask for 0).
+      using Kind = sharing::dra::SharesMode::Kind;
       const uint64_t step = pool.share_step_bytes ? pool.share_step_bytes : 1;
       const uint64_t max = v / step * step;
+      const bool whole = pool.shares.kind == Kind::memory;
       cap[k] = {{"value", quantity(max)},
                 {"requestPolicy",
-                 {{"default", quantity(max)},
-                  {"validRange", {{"min", quantity(step)}, {"max", quantity(max)}, {"step", quantity(step)}}}}}};
+                 {{"default", quantity(whole ? max : 0)},
+                  {"validRange", {{"min", quantity(whole ? step : 0)}, {"max", quantity(max)}, {"step", quantity(step)}}}}}};
+      if (pool.shares.kind == Kind::count) {
+        const uint64_t n = pool.shares.count;
+        cap["shares"] = {{"value", quantity(n)},
+                         {"requestPolicy",
+                          {{"default", "1"}, {"validRange", {{"min", "1"}, {"max", quantity(n)}, {"step", "1"}}}}}};
+      }
     } else if (d.allow_multiple_allocations) {
       // Every other capacity of a shareable device (a MIG device's
       // multiprocessors and engines): the allocator charges a capacity

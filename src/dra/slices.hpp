@@ -32,6 +32,7 @@ struct PoolSpec {
   int64_t generation = 1;
   bool memory_shares = false;           // devices offer `memory` to many claims
   uint64_t share_step_bytes = 1ull << 20;  // 1 MiB
+  sharing::dra::SharesMode shares;      // how claims ask for it (NVIDIA's consumable-shares modes)
 };
 
 // "<node>-<driver>-counters-00", "<node>-<driver>-devices-00", ...: names the

@@ -125,6 +125,30 @@ void common_attributes(const Gpu& g, Device& d) {
 
 }  // namespace
 
+Result<SharesMode> parse_shares_mode(const std::string& text) {
+  if (text == "memory") return SharesMode{};
+  if (text == "unlimited") return SharesMode{SharesMode::Kind::unlimited, 0};
+  uint32_t n = 0;
+  bool digits = !text.empty() && text.size() <= 5;
+  for (char c : text) {
+    if (c < '0' || c > '9') digits = false;
+    else n = n * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (!digits || n == 0 || n > 65535)
+    return fail(Errc::invalid_argument, "\"" + text + "\" is not a shares mode: memory, unlimited, or a number of shares "
+                                        "per device from 1 to 65535");
+  return SharesMode{SharesMode::Kind::count, n};
+}
+
+std::string to_string(const SharesMode& mode) {
+  switch (mode.kind) {
+    case SharesMode::Kind::memory: return "memory";
+    case SharesMode::Kind::unlimited: return "unlimited";
+    case SharesMode::Kind::count: return std::to_string(mode.count) + " shares";
+  }
+  return "?";
+}
+
 std::string profile_token(const std::string& profile) {
   // NVIDIA's driver: dots dropped, then RFC 1123 (lower case, anything but
   // [a-z0-9-.] a '-', no '-' at either end): "1g.10gb+me" -> "1g10gb-me".

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/catalog.hpp"
+#include "core/error.hpp"
 #include "core/mig_layout.hpp"
 
 namespace tessera::sharing::dra {
@@ -99,6 +100,21 @@ enum class Order {
   // GPU by GPU, each profile's placements by start (NVIDIA's driver's order).
   by_start,
 };
+
+// NVIDIA's consumable-shares modes (dra-driver-nvidia-gpu --consumable-shares,
+// consumable_shares.go): how claims ask for a shareable device.
+//  - memory: each claim takes `memory` in 1 MiB steps, by default all of it;
+//  - unlimited: `memory` by default 0, so any number of claims fit;
+//  - count: as unlimited, plus a `shares` capacity of `count`, one per claim
+//    by default, so at most `count` claims share the device.
+struct SharesMode {
+  enum class Kind { memory, unlimited, count } kind = Kind::memory;
+  uint32_t count = 0;
+  friend bool operator==(const SharesMode&, const SharesMode&) = default;
+};
+// "memory", "unlimited" or a whole number from 1 to 65535.
+[[nodiscard]] Result<SharesMode> parse_shares_mode(const std::string& text);
+std::string to_string(const SharesMode& mode);
 
 struct PoolOptions {
   Order order = Order::tessera;

@@ -677,6 +677,23 @@ TEST(DraDriver, TimeSliceIntervalsAreSetOnTheGpuAndPutBackWithTheLastClaim) {
   EXPECT_EQ(timeslices(n.node), "DEFAULT,MEDIUM");
 }
 
+// NVIDIA's counted (and unlimited) shares: a claim that takes no memory shares
+// the GPU with no quota; one that asks for memory is held to it.
+TEST(DraDriver, CountedSharesHoldOnlyTheClaimsThatAskForMemory) {
+  Node n("A100-SXM4-80GB", /*mig=*/false, /*shares=*/true);
+  n.options.shares = *sharing::dra::parse_shares_mode("4");
+  n.start();
+  n.add(kUid1, "no-memory", {{"gpu-0", "0"}});
+  n.add(kUid2, "some-memory", {{"gpu-0", "20Gi"}});
+  ASSERT_EQ(n.prepare(kUid1, "no-memory").error, "");
+  ASSERT_EQ(n.prepare(kUid2, "some-memory").error, "");
+  EXPECT_FALSE(std::filesystem::exists(n.options.quota.ledger_root + "/dra-" + kUid1)) << "a quota of nothing";
+  EXPECT_FALSE(n.spec_of(kUid1)["devices"][0]["containerEdits"].contains("mounts")) << n.spec_of(kUid1).dump(2);
+  std::ifstream limits(n.options.quota.ledger_root + "/dra-" + kUid2 + "/limits");
+  std::string text((std::istreambuf_iterator<char>(limits)), {});
+  EXPECT_NE(text.find(" 21474836480"), std::string::npos) << text;
+}
+
 // With the memory hook, a share's spec carries it, naming the claim's own
 // limits file: the runtime runs it as a createRuntime hook when the claim's
 // container is created (on the host, where the container's pid and cgroup

@@ -36,7 +36,7 @@ TEST(DraSlices, EightGpusFitTheApisLimitsAndKeepTheModelsOrder) {
   std::vector<sd::CounterSet> sets;
   for (const auto& x : g) sets.push_back(*sd::counter_set(x));
   auto devices = sd::devices(g, std::vector<sd::Taken>(g.size()), {});
-  PoolSpec pool{"gpu.nvidia.com", "node-a", "uid-1", 7, false, 1 << 20};
+  PoolSpec pool{"gpu.nvidia.com", "node-a", "uid-1", 7, false, 1 << 20, {}};
   auto slices = build_slices(pool, sets, devices);
   size_t counter_slices = 0, device_total = 0;
   std::vector<std::string> names, order;
@@ -112,6 +112,40 @@ TEST(DraSlices, ADeviceAsTheApiWritesIt) {
       EXPECT_FALSE(plain.contains("allowMultipleAllocations"));
       for (const auto& [k, v] : plain["capacity"].items()) EXPECT_FALSE(v.contains("requestPolicy")) << k;
     }
+}
+
+// NVIDIA's consumable-shares modes, as its driver writes them: unlimited and
+// counted shares take no memory unless asked (default and minimum 0); counted
+// shares add a `shares` capacity, one per claim by default. Bad modes name
+// what is accepted.
+TEST(DraSlices, NvidiasConsumableSharesModes) {
+  auto g = gpus("A100-SXM4-80GB", 1);
+  sd::PoolOptions shareable;
+  shareable.memory_shares = true;
+  const auto devices = sd::devices(g, {{}}, shareable);
+  const sd::Device* whole = nullptr;  // a MIG device, shareable
+  for (const auto& d : devices)
+    if (d.name == "gpu-0-mig-1g10gb-19-6") whole = &d;
+  ASSERT_TRUE(whole);
+  PoolSpec pool;
+  pool.node = "n";
+  pool.shares = *sd::parse_shares_mode("unlimited");
+  auto j = device_json(*whole, pool);
+  EXPECT_EQ(j["capacity"]["memory"]["requestPolicy"]["default"], "0");
+  EXPECT_EQ(j["capacity"]["memory"]["requestPolicy"]["validRange"]["min"], "0");
+  EXPECT_FALSE(j["capacity"].contains("shares"));
+  pool.shares = *sd::parse_shares_mode("4");
+  j = device_json(*whole, pool);
+  EXPECT_EQ(j["capacity"]["memory"]["requestPolicy"]["default"], "0");
+  EXPECT_EQ(j["capacity"]["shares"],
+            json({{"value", "4"}, {"requestPolicy", {{"default", "1"}, {"validRange", {{"min", "1"}, {"max", "4"}, {"step", "1"}}}}}}));
+  EXPECT_EQ(*sd::parse_shares_mode("memory"), sd::SharesMode{});
+  for (const char* bad : {"", "0", "-1", "70000", "4.5", "Memory", "unlimited "}) {
+    auto m = sd::parse_shares_mode(bad);
+    ASSERT_FALSE(m) << bad;
+    EXPECT_NE(m.error().message.find("memory, unlimited, or a number of shares per device from 1 to 65535"),
+              std::string::npos);
+  }
 }
 
 TEST(DraSlices, TheChangesReplaceWhatExistsCreateWhatIsNewAndDeleteTheRestLast) {

@@ -4,6 +4,8 @@
 # Then with MIG on: three 20 GiB claims on a 7g.80gb placement all run on the
 # one instance the first cut (the allocator charges none of a shared MIG
 # device's multiprocessors or engines), and the instance goes with the last.
+# Last NVIDIA's counted shares (dra.consumableShares=2): claims that ask for no
+# memory, two per GPU, the fifth Pending, and no quota for memory not asked for.
 scenario_dra-shares() {
   # Whole GPUs: MIG off, memory shares on.
   DRA_MIG=off deploy_dra --set dra.memoryShares=true
@@ -42,5 +44,20 @@ scenario_dra-shares() {
   kc delete pod mig-share-3 --wait=true >/dev/null
   wait_for 60 "the 7g.80gb to be destroyed with its last claim" eval '[[ -z $(sim_instances) ]]'
   echo "  two claims gone: the instance stays; the last gone: destroyed"
+  remove_dra_consumers
+
+  # NVIDIA's counted shares: two per GPU, claims that ask for nothing.
+  DRA_MIG=off deploy_dra --set dra.consumableShares=2
+  wait_for 120 "tessera dra to publish whole GPUs" eval '(($(dra_slices "$NODE") == 2))'
+  for i in 1 2 3 4; do
+    dra_claim_pod "counted-$i" "" gpu.nvidia.com | kc apply -f - >/dev/null
+  done
+  for i in 1 2 3 4; do wait_for 90 "pod counted-$i Running" is_running "counted-$i"; done
+  devices=$(for i in 1 2 3 4; do claim_device "counted-$i"; done | sort | uniq -c | awk '{print $1}' | paste -sd' ' -)
+  [[ $devices == "2 2" ]] || fail "the four counted shares landed $devices per GPU, expected 2 and 2"
+  dra_claim_pod counted-5 "" gpu.nvidia.com | kc apply -f - >/dev/null
+  wait_unschedulable 60 counted-5
+  kc exec counted-1 -c cuda -- test -e /run/tessera/limits 2>/dev/null && fail "counted-1 asked for no memory but has a quota"
+  echo "  counted shares (2 per GPU): 4 claims Running, 2 per GPU, the fifth Pending; no quota without memory asked"
   remove_dra_consumers
 }

@@ -209,7 +209,7 @@ config: its shares are claims, admission.resourceClaims).
 {{/* Pods with resource claims hold shares: admission.resourceClaims, or unset the DRA driver's memory shares. */}}
 {{- define "tessera.shareClaims" -}}
 {{- if kindIs "invalid" .Values.admission.resourceClaims -}}
-{{- if and .Values.dra.enabled .Values.dra.memoryShares }}true{{ end -}}
+{{- if and .Values.dra.enabled (or .Values.dra.memoryShares (and .Values.dra.consumableShares (ne (toString .Values.dra.consumableShares) "disabled"))) }}true{{ end -}}
 {{- else if .Values.admission.resourceClaims }}true{{ end -}}
 {{- end -}}
 
@@ -333,6 +333,9 @@ differ from `tessera dra`'s defaults, CDI's driver root, then extraArgs
 {{- end -}}
 {{- if .Values.dra.memoryShares -}}
 {{- $args = append $args "--memory-shares" -}}
+{{- end -}}
+{{- with .Values.dra.consumableShares -}}
+{{- $args = concat $args (list "--consumable-shares" (toString .)) -}}
 {{- end -}}
 {{- if not .Values.dra.migModeSwitch -}}
 {{- $args = append $args "--no-mig-mode-switch" -}}
