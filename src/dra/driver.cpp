@@ -987,6 +987,7 @@ Result<void> Driver::sync_timeslices_locked() {
     for (const auto& d : claim.devices)
       if (d.timeslice) wanted[d.gpu_uuid] = *d.timeslice;
   }
+  if (wanted.empty() && checkpoint_.timeslices.empty()) return {};  // the common case: nothing to run
   // NVML's directory on the tool's library path: nvidia-smi links libnvidia-ml.so.1,
   // which a driver root mounted into a container keeps off the usual path.
   std::vector<std::string> env;
