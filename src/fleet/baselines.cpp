@@ -48,10 +48,11 @@ void first_fit_fixed(const Problem& p, State& s) {
   std::set<std::pair<int, uint32_t>> exhausted;
   for (int i : demand_order(p, s)) {
     const Pod& pod = p.pods[size_t(i)];
-    if (exhausted.contains({pod.resource, pod.count}) || exhausted.contains({pod.resource, 1})) continue;
+    if (!pod.constrained && (exhausted.contains({pod.resource, pod.count}) || exhausted.contains({pod.resource, 1}))) continue;
     const std::string& r = p.resources[size_t(pod.resource)];
     bool done = false;
     for (size_t n = 0; n < p.nodes.size() && !done; ++n) {
+      if (!p.allows(i, int(n)) || !p.nodes[n].accepts_pods()) continue;
       std::vector<std::pair<size_t, size_t>> slots;
       for (int g : p.nodes[n].gpus)
         for (size_t sl : free_of(p, s.gpus[size_t(g)], p.gpus[size_t(g)], r)) slots.push_back({size_t(g), sl});
@@ -60,7 +61,7 @@ void first_fit_fixed(const Problem& p, State& s) {
       s.placement[size_t(i)] = int(n);
       done = true;
     }
-    if (!done) exhausted.insert({pod.resource, pod.count});
+    if (!done && !pod.constrained) exhausted.insert({pod.resource, pod.count});
   }
 }
 
@@ -91,10 +92,11 @@ FleetPlan first_fit_plan(const Problem& p) {
   std::set<std::pair<int, uint32_t>> exhausted;
   for (int i : demand_order(p, s)) {
     const Pod& pod = p.pods[size_t(i)];
-    if (exhausted.contains({pod.resource, pod.count}) || exhausted.contains({pod.resource, 1})) continue;
+    if (!pod.constrained && (exhausted.contains({pod.resource, pod.count}) || exhausted.contains({pod.resource, 1}))) continue;
     const std::string& r = p.resources[size_t(pod.resource)];
     bool done = false;
     for (size_t n = 0; n < p.nodes.size() && !done; ++n) {
+      if (!p.allows(i, int(n)) || !p.nodes[n].accepts_pods()) continue;
       std::vector<PlannedGpu> saved;
       for (int g : p.nodes[n].gpus) saved.push_back(s.gpus[size_t(g)]);
       std::vector<std::pair<size_t, size_t>> slots;
@@ -158,7 +160,7 @@ FleetPlan first_fit_plan(const Problem& p) {
         for (size_t k = 0; k < p.nodes[n].gpus.size(); ++k) s.gpus[size_t(p.nodes[n].gpus[k])] = saved[k];
       }
     }
-    if (!done) exhausted.insert({pod.resource, pod.count});
+    if (!done && !pod.constrained) exhausted.insert({pod.resource, pod.count});
   }
   FleetPlan plan;
   plan.gpus = std::move(s.gpus);
@@ -173,7 +175,7 @@ Objective baseline_one_layout(const Problem& p) {
   std::map<const GpuModel*, std::vector<Target>> choices;
   for (const auto& n : p.nodes) {
     if (choices.contains(n.model)) continue;
-    const auto& all = candidate_targets(*n.model);
+    const auto& all = candidate_targets(*n.model, p.media_engines);
     std::vector<Target> maximal;
     for (const auto& t : all) {
       if (!t.mig) {

@@ -44,8 +44,6 @@ Result<void> check_fleet_plan(const Problem& p, const FleetPlan& plan, const Pla
       if (auto ok = check_layout(*gpu.model, layout); !ok) return bad(where + ": " + ok.error().message);
       std::sort(profiles.begin(), profiles.end());
       if (profiles != pg.target.profiles) return bad(where + ": the layout is not the GPU's target");
-      for (const auto& i : pg.layout)
-        if (gpu.model->profiles[i.profile].name.find('+') != std::string::npos) return bad(where + ": a media-engine profile");
     } else if (pg.layout.size() != 1) {
       return bad(where + ": MIG off, but not one whole GPU");
     }
@@ -57,6 +55,8 @@ Result<void> check_fleet_plan(const Problem& p, const FleetPlan& plan, const Pla
       same = now == pg.target.profiles;
     }
     if (pg.changed == same) return bad(where + ": marked " + (pg.changed ? "changed" : "unchanged") + " wrongly");
+    if (pg.changed && !node.accepts_pods())
+      return bad(where + ": changed, but the node takes no new pods (" + (node.ready ? "cordoned" : "not Ready") + ")");
     if (!pg.changed)
       for (const auto& i : gpu.instances)
         if (std::none_of(pg.layout.begin(), pg.layout.end(),
@@ -87,6 +87,12 @@ Result<void> check_fleet_plan(const Problem& p, const FleetPlan& plan, const Pla
         if (instance_resource(after, plan.gpus[g].layout[s]) != p.resources[size_t(pod.resource)])
           return bad("pod " + pod.id + ": a device of another resource");
       }
+    }
+    // A pod placed anew goes only where the scheduler would bind it.
+    if (plan.placement[i] >= 0 && (!pod.running() || plan.evicted[i])) {
+      const Node& to = p.nodes[size_t(plan.placement[i])];
+      if (!to.accepts_pods() || !node_admits(to, pod.rules))
+        return bad("pod " + pod.id + ": placed on node " + to.name + ", which the scheduler would not give it");
     }
     if (pod.running()) {
       bool kept = true;

@@ -35,11 +35,41 @@ inline constexpr const char* kWholeGpu = "gpu";
 
 // ---- The snapshot: the facts, as the API server has them ----------------
 
+// What the scheduler's filters this planner models read (kube-scheduler's
+// NodeUnschedulable, NodeAffinity and TaintToleration plugins; k8s.io/api
+// core/v1 Taint, Toleration, NodeSelectorRequirement).
+struct Taint {
+  std::string key, value, effect;  // effect: NoSchedule, PreferNoSchedule or NoExecute
+};
+struct Toleration {
+  std::string key, op, value, effect;  // op: Equal (the default) or Exists; empty key with Exists: every taint
+};
+struct Requirement {
+  std::string key, op;  // In, NotIn, Exists, DoesNotExist, Gt, Lt
+  std::vector<std::string> values;
+};
+struct SelectorTerm {
+  std::vector<Requirement> expressions;  // on the node's labels
+  std::vector<Requirement> fields;       // on metadata.name
+};
+struct PodRules {
+  std::map<std::string, std::string> node_selector;
+  std::vector<SelectorTerm> required;  // requiredDuringScheduling...nodeSelectorTerms, ORed; empty: none
+  std::vector<Toleration> tolerations;
+  // Rules the planner does not model, named for the plan's warnings ("pod
+  // anti-affinity", "topology spread").
+  std::vector<std::string> unmodelled;
+  bool selects() const { return !node_selector.empty() || !required.empty(); }
+};
+
 struct SnapNode {
   std::string name;
   std::string uid;
   std::map<std::string, std::string> labels;
   std::optional<std::string> layout_annotation;
+  bool unschedulable = false;  // spec.unschedulable (cordoned)
+  bool ready = true;           // status.conditions Ready is True (a node with no conditions counts as ready)
+  std::vector<Taint> taints;
 };
 
 struct SnapPod {
@@ -49,6 +79,7 @@ struct SnapPod {
   std::string resource;  // "gpu" or a MIG profile ("1g.10gb"); "" when it asks for no GPU
   uint32_t count = 0;
   std::string created;  // metadata.creationTimestamp (RFC 3339), for the pending clock
+  PodRules rules;
 };
 
 struct Snapshot {
@@ -85,6 +116,13 @@ struct Gpu {
 struct Node {
   std::string name;
   std::string uid;
+  std::map<std::string, std::string> labels;
+  std::vector<Taint> taints;
+  bool unschedulable = false;  // cordoned
+  bool ready = true;
+  // Takes new pods: not cordoned and Ready. A node that does not is never
+  // changed and offers no free device; the pods on it stay as they are.
+  bool accepts_pods() const { return !unschedulable && ready; }
   const GpuModel* model = nullptr;
   std::string config;           // nvidia.com/mig.config ("" when absent)
   bool placements_known = false;  // from the layout annotation
@@ -98,6 +136,13 @@ struct Pod {
   int node = -1;                // running there; -1: pending
   // Running: the (gpu, instance) pairs it holds.
   std::vector<std::pair<int, int>> holds;
+  PodRules rules;
+  // Some node that takes new pods would not take this one (its selector,
+  // affinity or a taint it does not tolerate): `allowed` says, per node,
+  // where it may be placed. Unconstrained pods may go to any node that
+  // takes pods, and `allowed` is empty.
+  bool constrained = false;
+  std::vector<bool> allowed;
   bool running() const { return node >= 0; }
 };
 
@@ -109,8 +154,20 @@ struct Problem {
   std::vector<std::string> warnings;
   const config::MigPartedConfig* configs = nullptr;
   std::string snapshot_hash;
+  // Some pod asks for a media-engine profile or some GPU holds one: the
+  // targets include those variants (otherwise left out: more targets, a
+  // bigger program, and no pod that needs them).
+  bool media_engines = false;
   int resource_index(const std::string& name) const;
+  // Whether pod `pod` may be placed on node `node` (placed anew: a running pod stays where it runs).
+  bool allows(int pod, int node) const;
 };
+
+// The scheduler's filters this planner models: the node takes pods (or the pod
+// tolerates node.kubernetes.io/unschedulable), every NoSchedule and NoExecute
+// taint is tolerated, the nodeSelector's labels match, and one of the
+// required node-affinity terms matches (each term: all its requirements).
+bool node_admits(const Node& node, const PodRules& rules);
 
 // The resource a GPU instance serves: "gpu" for a whole GPU, else its profile's name.
 std::string instance_resource(const Gpu& gpu, const Instance& inst);
@@ -218,6 +275,8 @@ Objective evaluate(const Problem& problem, const FleetPlan& plan);
 
 // ---- Renderings ---------------------------------------------------------
 
+// Why a pod the plan leaves unserved is: no GPU has its profile, no node takes it, or no capacity.
+std::string unserved_reason(const Problem& problem, int pod);
 // The JSON contract of `tessera fleet plan --output json`.
 nlohmann::json plan_json(const Problem& problem, const FleetPlan& plan);
 std::string plan_text(const Problem& problem, const FleetPlan& plan);

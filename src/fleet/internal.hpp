@@ -9,9 +9,10 @@
 namespace tessera::fleet {
 
 // Every legal target of `model`: MIG off, then every profile multiset that
-// some layout of the catalog holds (media-engine variants left out), the
-// empty one included. Computed once per model.
-const std::vector<Target>& candidate_targets(const GpuModel& model);
+// some layout of the catalog holds, the empty one included; media-engine
+// variants (1g.10gb+me, ...) only with `media` (Problem::media_engines: some
+// pod or GPU has one). Computed once per model and flag.
+const std::vector<Target>& candidate_targets(const GpuModel& model, bool media);
 
 // The greedy first fit as a plan (GPUs, placements; no configs or rollout yet).
 FleetPlan first_fit_plan(const Problem& problem);

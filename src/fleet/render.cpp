@@ -124,10 +124,14 @@ json plan_json(const Problem& p, const FleetPlan& plan) {
                      {"gpus", gpus},
                      {"evict", evict}});
   }
-  json placements = json::object(), unserved = json::array();
+  json placements = json::object(), unserved = json::array(), reasons = json::object();
   for (size_t i = 0; i < p.pods.size(); ++i) {
-    if (plan.placement[i] >= 0) placements[p.pods[i].id] = p.nodes[size_t(plan.placement[i])].name;
-    else unserved.push_back(p.pods[i].id);
+    if (plan.placement[i] >= 0) {
+      placements[p.pods[i].id] = p.nodes[size_t(plan.placement[i])].name;
+    } else {
+      unserved.push_back(p.pods[i].id);
+      reasons[p.pods[i].id] = unserved_reason(p, int(i));
+    }
   }
   json rollout = json::array();
   for (const auto& wave : plan.rollout) {
@@ -147,10 +151,31 @@ json plan_json(const Problem& p, const FleetPlan& plan) {
           {"nodes", nodes},
           {"placements", placements},
           {"unserved", unserved},
+          {"unserved_reasons", reasons},
           {"mig-parted", mig_parted_json(p, plan)},
           {"rollout", rollout},
           {"notes", plan.notes},
           {"warnings", p.warnings}};
+}
+
+std::string unserved_reason(const Problem& p, int pod) {
+  const Pod& x = p.pods[size_t(pod)];
+  const std::string& r = p.resources[size_t(x.resource)];
+  bool offered = false, admitted = false;
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    const bool has = r == kWholeGpu || p.nodes[n].model->profile(r) != nullptr;
+    offered = offered || has;
+    admitted = admitted || (has && p.allows(pod, int(n)));
+  }
+  if (!offered) return "no GPU in the fleet has the profile " + r;
+  if (!admitted)
+    return x.constrained ? "no node with " + r + " takes it (its node selector, affinity or tolerations; cordoned or "
+                           "not Ready nodes)"
+                         : "no node with " + r + " takes new pods (cordoned or not Ready)";
+  const std::string what = r == kWholeGpu ? "whole GPU" : r + " instance";
+  const std::string where = x.constrained ? "a node it admits" : "a node that takes pods";
+  if (x.count > 1) return "no room: no " + where.substr(2) + " has " + std::to_string(x.count) + " free " + what + "s";
+  return "no room: no free " + what + " on " + where;
 }
 
 std::string plan_text(const Problem& p, const FleetPlan& plan) {
@@ -211,6 +236,15 @@ std::string plan_text(const Problem& p, const FleetPlan& plan) {
       }
       out << "\n";
     }
+  }
+  size_t listed = 0;
+  for (size_t i = 0; i < p.pods.size(); ++i) {
+    if (plan.placement[i] >= 0) continue;
+    if (++listed > 15) {
+      out << "unserved: ... and " << plan.objective.unserved - 15 << " more (--output json lists all)\n";
+      break;
+    }
+    out << "unserved: " << escape_control(p.pods[i].id) << ": " << escape_control(unserved_reason(p, int(i))) << "\n";
   }
   for (const auto& note : plan.notes) out << "note: " << escape_control(note) << "\n";
   for (const auto& w : p.warnings) out << "warning: " << escape_control(w) << "\n";

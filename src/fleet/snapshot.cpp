@@ -44,7 +44,135 @@ std::optional<std::string> gpu_resource(const std::string& key) {
   return std::nullopt;
 }
 
+std::vector<std::string> strings_at(const json& object, const char* key) {
+  std::vector<std::string> out;
+  const json& v = at(object, key);
+  if (v.is_array())
+    for (const auto& x : v)
+      if (x.is_string()) out.push_back(x.get<std::string>());
+  return out;
+}
+
+// A node selector requirement; errors name the field.
+std::optional<Requirement> requirement(const json& r, const std::string& where, std::vector<std::string>& errors) {
+  static const std::set<std::string> kOps = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"};
+  Requirement q{str_at(r, "key"), str_at(r, "operator"), strings_at(r, "values")};
+  if (!kOps.contains(q.op)) {
+    errors.push_back(where + ".operator " + quote(q.op) + " is not In, NotIn, Exists, DoesNotExist, Gt or Lt");
+    return std::nullopt;
+  }
+  return q;
+}
+
+// The scheduling rules of a pod's spec the planner reads; the ones it does not model, named.
+PodRules pod_rules(const json& spec, const std::string& pod, std::vector<std::string>& errors) {
+  PodRules r;
+  if (const json& sel = at(spec, "nodeSelector"); sel.is_object())
+    for (auto it = sel.begin(); it != sel.end(); ++it)
+      if (it->is_string()) r.node_selector[it.key()] = it->get<std::string>();
+  const json& affinity = at(spec, "affinity");
+  const json& terms = at(at(at(affinity, "nodeAffinity"), "requiredDuringSchedulingIgnoredDuringExecution"), "nodeSelectorTerms");
+  if (terms.is_array())
+    for (size_t t = 0; t < terms.size(); ++t) {
+      SelectorTerm term;
+      for (const char* part : {"matchExpressions", "matchFields"}) {
+        const json& list = at(terms[t], part);
+        for (size_t k = 0; list.is_array() && k < list.size(); ++k) {
+          const std::string where = "Pod " + pod + ": spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+                                    ".nodeSelectorTerms[" + std::to_string(t) + "]." + part + "[" + std::to_string(k) + "]";
+          if (auto q = requirement(list[k], where, errors)) (std::string(part) == "matchFields" ? term.fields : term.expressions).push_back(*q);
+        }
+      }
+      r.required.push_back(std::move(term));
+    }
+  if (const json& tols = at(spec, "tolerations"); tols.is_array())
+    for (const auto& t : tols) r.tolerations.push_back({str_at(t, "key"), str_at(t, "operator"), str_at(t, "value"), str_at(t, "effect")});
+  auto required_terms = [&](const char* kind) {
+    const json& v = at(at(affinity, kind), "requiredDuringSchedulingIgnoredDuringExecution");
+    return v.is_array() && !v.empty();
+  };
+  if (required_terms("podAffinity")) r.unmodelled.push_back("pod affinity");
+  if (required_terms("podAntiAffinity")) r.unmodelled.push_back("pod anti-affinity");
+  if (const json& spread = at(spec, "topologySpreadConstraints"); spread.is_array())
+    for (const auto& c : spread)
+      if (str_at(c, "whenUnsatisfiable") != "ScheduleAnyway") {
+        r.unmodelled.push_back("topology spread");
+        break;
+      }
+  return r;
+}
+
+// The facts of a pod's rules, for the snapshot's hash.
+std::string rules_facts(const json& spec) {
+  json f = json::object();
+  for (const char* key : {"nodeSelector", "affinity", "tolerations", "topologySpreadConstraints"})
+    if (const json& v = at(spec, key); !v.is_null()) f[key] = v;
+  return f.empty() ? "" : f.dump();
+}
+
+bool tolerates(const std::vector<Toleration>& tolerations, const Taint& taint) {
+  for (const auto& t : tolerations) {
+    if (!t.effect.empty() && t.effect != taint.effect) continue;
+    if (t.op == "Exists") {
+      if (t.key.empty() || t.key == taint.key) return true;
+    } else if (t.key == taint.key && t.value == taint.value) {  // Equal, the default
+      return true;
+    }
+  }
+  return false;
+}
+
+// A number for Gt and Lt (the API accepts integers only).
+std::optional<int64_t> integer(const std::string& s) {
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return n;
+}
+
+bool matches(const Requirement& q, const std::optional<std::string>& value) {
+  const bool in = value && std::find(q.values.begin(), q.values.end(), *value) != q.values.end();
+  if (q.op == "In") return in;
+  if (q.op == "NotIn") return !in;
+  if (q.op == "Exists") return value.has_value();
+  if (q.op == "DoesNotExist") return !value;
+  if ((q.op == "Gt" || q.op == "Lt") && value && q.values.size() == 1) {
+    auto a = integer(*value), b = integer(q.values[0]);
+    return a && b && (q.op == "Gt" ? *a > *b : *a < *b);
+  }
+  return false;
+}
+
 }  // namespace
+
+bool node_admits(const Node& node, const PodRules& rules) {
+  if (!node.ready) return false;
+  if (node.unschedulable && !tolerates(rules.tolerations, {"node.kubernetes.io/unschedulable", "", "NoSchedule"})) return false;
+  for (const auto& t : node.taints)
+    if ((t.effect == "NoSchedule" || t.effect == "NoExecute") && !tolerates(rules.tolerations, t)) return false;
+  for (const auto& [k, v] : rules.node_selector) {
+    auto it = node.labels.find(k);
+    if (it == node.labels.end() || it->second != v) return false;
+  }
+  if (rules.required.empty()) return true;
+  for (const auto& term : rules.required) {
+    if (term.expressions.empty() && term.fields.empty()) continue;  // an empty term matches nothing
+    bool all = true;
+    for (const auto& q : term.expressions) {
+      auto it = node.labels.find(q.key);
+      all = all && matches(q, it == node.labels.end() ? std::nullopt : std::optional<std::string>(it->second));
+    }
+    for (const auto& q : term.fields) all = all && q.key == "metadata.name" && matches(q, node.name);
+    if (all) return true;
+  }
+  return false;
+}
+
+bool Problem::allows(int pod, int node) const {
+  const Pod& x = pods[size_t(pod)];
+  if (!x.constrained) return nodes[size_t(node)].accepts_pods();
+  return x.allowed[size_t(node)];
+}
 
 std::string hash_text(const std::string& text) {
   uint64_t h = 1469598103934665603ull;
@@ -97,10 +225,19 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
           if (it->is_string()) n.labels[it.key()] = it->get<std::string>();
       if (const json& ann = at(meta, "annotations"); ann.is_object())
         if (auto it = ann.find(kLayoutAnnotation); it != ann.end() && it->is_string()) n.layout_annotation = it->get<std::string>();
-      facts += "N|" + n.name;
-      for (const char* key : {kProductLabel, kCountLabel, kMigConfigLabel})
-        if (auto it = n.labels.find(key); it != n.labels.end()) facts += "|" + it->second;
-      facts += "|" + n.layout_annotation.value_or("") + "\n";
+      const json& spec = at(item, "spec");
+      n.unschedulable = at(spec, "unschedulable").is_boolean() && at(spec, "unschedulable").get<bool>();
+      if (const json& conds = at(at(item, "status"), "conditions"); conds.is_array())
+        for (const auto& c : conds)
+          if (str_at(c, "type") == "Ready") n.ready = str_at(c, "status") == "True";
+      if (const json& taints = at(spec, "taints"); taints.is_array())
+        for (const auto& t : taints) n.taints.push_back({str_at(t, "key"), str_at(t, "value"), str_at(t, "effect")});
+      // Everything the plan depends on: every label (selectors read any), readiness, cordon, taints.
+      facts += "N|" + n.name + "|" + n.layout_annotation.value_or("") + "|" + (n.unschedulable ? "cordoned" : "") + "|" +
+               (n.ready ? "ready" : "not-ready");
+      for (const auto& [k, v] : n.labels) facts += "|" + k + "=" + v;
+      for (const auto& t : n.taints) facts += "|taint " + t.key + "=" + t.value + ":" + t.effect;
+      facts += "\n";
       snap.nodes.push_back(std::move(n));
       continue;
     }
@@ -148,7 +285,9 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
     p.resource = asks.begin()->first;
     p.count = static_cast<uint32_t>(asks.begin()->second);
     if (p.phase == "Succeeded" || p.phase == "Failed") continue;
-    facts += "P|" + p.id + "|" + p.node + "|" + p.resource + "|" + std::to_string(p.count) + "\n";
+    p.rules = pod_rules(at(item, "spec"), p.id, errors);
+    facts += "P|" + p.id + "|" + p.node + "|" + p.phase + "|" + p.resource + "|" + std::to_string(p.count) + "|" +
+             rules_facts(at(item, "spec")) + "\n";
     snap.pods.push_back(std::move(p));
   }
   if (!errors.empty()) {
@@ -174,6 +313,9 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
 
 const GpuModel* find_product(const Catalog& catalog, const std::string& label) {
   std::string name = label;
+  // GFD's suffixes: "-MIG-<profile>" under the single strategy, "-SHARED" where devices are shared
+  // (time-slicing or MPS replicas; tessera's own labeller writes it too).
+  if (name.ends_with("-SHARED")) name.resize(name.size() - 7);
   if (auto mig = name.find("-MIG-"); mig != std::string::npos) name = name.substr(0, mig);
   auto lower = [](std::string s) {
     for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -241,6 +383,10 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
     Node n;
     n.name = sn.name;
     n.uid = sn.uid;
+    n.labels = sn.labels;
+    n.taints = sn.taints;
+    n.unschedulable = sn.unschedulable;
+    n.ready = sn.ready;
     n.model = find_product(catalog, product->second);
     if (!n.model) {
       std::vector<std::string> names;
@@ -351,6 +497,8 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       n.placements_known = true;
     }
     for (auto& g : gpus) {
+      if (g.mig)
+        for (const auto& i : g.instances) p.media_engines = p.media_engines || n.model->profiles[i.profile].name.find('+') != std::string::npos;
       n.gpus.push_back(static_cast<int>(p.gpus.size()));
       p.gpus.push_back(std::move(g));
     }
@@ -371,6 +519,11 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       p.resources.push_back(sp.resource);
     }
     pod.resource = r;
+    pod.rules = sp.rules;
+    for (const auto& what : sp.rules.unmodelled)
+      p.warnings.push_back("Pod " + sp.id + ": its " + what + " is not modelled: the plan may place it where the "
+                           "scheduler will not");
+    if (sp.resource.find('+') != std::string::npos) p.media_engines = true;
     const int pi = static_cast<int>(p.pods.size());
     if (!sp.node.empty()) {
       auto it = node_index.find(sp.node);
@@ -411,6 +564,23 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       }
     }
     p.pods.push_back(std::move(pod));
+  }
+  // Where each pod may be placed: only a pod some node that takes pods would refuse is constrained.
+  bool tainted = false;
+  for (const auto& n : p.nodes)
+    for (const auto& t : n.taints) tainted = tainted || t.effect == "NoSchedule" || t.effect == "NoExecute";
+  for (auto& pod : p.pods) {
+    if (!pod.rules.selects() && !tainted) continue;
+    std::vector<bool> allowed(p.nodes.size(), false);
+    bool narrower = false;
+    for (size_t n = 0; n < p.nodes.size(); ++n) {
+      allowed[n] = node_admits(p.nodes[n], pod.rules);
+      narrower = narrower || (p.nodes[n].accepts_pods() && !allowed[n]);
+    }
+    if (narrower) {
+      pod.constrained = true;
+      pod.allowed = std::move(allowed);
+    }
   }
   return p;
 }

@@ -125,6 +125,7 @@ void build_classes(Model& m) {
     }
     std::sort(insts.begin(), insts.end());
     std::string key = gpu.model->name + (gpu.mig ? "|mig" : "|off");
+    if (!p.nodes[size_t(gpu.node)].accepts_pods()) key += "|closed";
     for (auto [a, b, c] : insts) key += "|" + std::to_string(a) + "@" + std::to_string(b) + (c ? "*" : "");
     if (single) key += "|gpu" + std::to_string(g);
     auto [it, fresh] = by_key.emplace(key, int(m.classes.size()));
@@ -140,8 +141,10 @@ void build_classes(Model& m) {
     Gpu gpu = p.gpus[size_t(k.gpus.front())];
     if (k.block >= 0)
       for (auto& i : gpu.instances) i.pod = -1;  // a freed GPU holds nothing
-    const auto& targets = candidate_targets(*k.model);
+    const auto& targets = candidate_targets(*k.model, p.media_engines);
     const Target now = current_target(gpu);
+    // A node that takes no new pods (cordoned, not Ready) is not changed and offers nothing.
+    const bool closed = k.block < 0 && !p.nodes[size_t(gpu.node)].accepts_pods();
     bool busy = std::any_of(gpu.instances.begin(), gpu.instances.end(), [](const Instance& i) { return i.pod >= 0; });
     // Per target, the column's facts.
     std::vector<Col> all;
@@ -187,6 +190,10 @@ void build_classes(Model& m) {
           if (kt.first == kt.second) c.multi_all.push_back(mi);
         }
       }
+      if (closed) {
+        if (c.changed) continue;
+        std::fill(c.cap.begin(), c.cap.end(), 0);
+      }
       all.push_back(std::move(c));
     }
     // Idle variants: no pod on the GPU, so it gives no capacity (and counts as not in use).
@@ -230,8 +237,10 @@ void formulate(Model& m, const PlanOptions& options, std::vector<Expr>& levels) 
   const Problem& p = *m.p;
   const size_t R = p.resources.size();
   auto& ip = m.program;
+  // Pending pods that only some nodes admit are left to the concrete placement (which honours
+  // their rules): without them the program's optimum is still a lower bound.
   for (const auto& pod : p.pods)
-    if (!pod.running()) ++m.pending[{pod.resource, pod.count}];
+    if (!pod.running() && !pod.constrained) ++m.pending[{pod.resource, pod.count}];
   for (size_t mi = 0; mi < m.multi.size(); ++mi) {
     const Pod& pod = p.pods[size_t(m.multi[mi])];
     m.multi_shape[{pod.resource, pod.count}].push_back(int(mi));
@@ -580,7 +589,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     } else {
       const Klass& k = m.classes[size_t(choice[g].first)];
       const Col& c = k.cols[choice[g].second];
-      outcomes[g] = apply_target(p.gpus[g], candidate_targets(*k.model)[c.target]);
+      outcomes[g] = apply_target(p.gpus[g], candidate_targets(*k.model, p.media_engines)[c.target]);
       in_use[g] = c.used;
     }
     plan.gpus[g] = {outcomes[g].target, outcomes[g].changed, outcomes[g].layout};
@@ -628,7 +637,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
       free_count[q][size_t(node)] -= int(slots[g][q].size());
       slots[g][q].clear();
     }
-    if (!in_use[g]) return;
+    if (!in_use[g] || !p.nodes[size_t(node)].accepts_pods()) return;
     Gpu after = p.gpus[g];
     after.mig = plan.gpus[g].target.mig;
     const auto& layout = plan.gpus[g].layout;
@@ -676,17 +685,25 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     const Pod& pod = p.pods[size_t(i)];
     const size_t r = size_t(pod.resource);
     if (pod.count == 1) {
-      size_t g;
-      if (!warm[r].empty()) g = *warm[r].begin();
-      else if (!cold[r].empty()) g = *cold[r].begin();
-      else continue;
-      take(g, r, i);
-      plan.placement[size_t(i)] = p.gpus[g].node;
+      std::optional<size_t> g;
+      for (const auto* set : {&warm[r], &cold[r]}) {
+        for (size_t h : *set)
+          if (p.allows(i, p.gpus[h].node)) {
+            g = h;
+            break;
+          }
+        if (g) break;
+      }
+      if (!g) continue;
+      take(*g, r, i);
+      plan.placement[size_t(i)] = p.gpus[*g].node;
       continue;
     }
     int best = -1;
     for (size_t n = 0; n < p.nodes.size(); ++n)
-      if (free_count[r][n] >= int(pod.count) && (best < 0 || free_count[r][n] < free_count[r][size_t(best)])) best = int(n);
+      if (p.allows(i, int(n)) && free_count[r][n] >= int(pod.count) &&
+          (best < 0 || free_count[r][n] < free_count[r][size_t(best)]))
+        best = int(n);
     if (best < 0) continue;
     uint32_t placed = 0;
     std::vector<int> order = p.nodes[size_t(best)].gpus;
@@ -715,6 +732,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     const Pod& pod = p.pods[size_t(i)];
     const int r = pod.resource;
     for (size_t n = 0; n < p.nodes.size() && plan.placement[size_t(i)] < 0; ++n) {
+      if (!p.allows(i, int(n))) continue;
       int have = free_count[size_t(r)][n];
       std::vector<std::pair<size_t, std::optional<Target>>> moves;  // GPU, new target (nullopt: as it is, now in use)
       std::vector<int> gpus = p.nodes[n].gpus;
@@ -736,7 +754,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
         bool movable = true;
         for (const auto& x : plan.gpus[g].layout)
           if (x.pod >= 0) {
-            movable = movable && p.pods[size_t(x.pod)].count == 1;
+            movable = movable && p.pods[size_t(x.pod)].count == 1 && !p.pods[size_t(x.pod)].constrained;
             ++here[p.pods[size_t(x.pod)].resource];
           }
         if (!movable) continue;
@@ -748,7 +766,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
         int as_is = count_of(gpu, plan.gpus[g].target, r);
         const Target* best = nullptr;
         int best_n = 0;
-        for (const auto& t : candidate_targets(*gpu.model))
+        for (const auto& t : candidate_targets(*gpu.model, p.media_engines))
           if (int c = count_of(gpu, t, r); c > best_n) {
             best_n = c;
             best = &t;
@@ -802,7 +820,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
   auto augment = [&](size_t g, int r) -> bool {
     const Gpu& gpu = p.gpus[g];
     const PlannedGpu& now = plan.gpus[g];
-    if (!now.target.mig || r == 0) return false;
+    if (!now.target.mig || r == 0 || !p.nodes[size_t(gpu.node)].accepts_pods()) return false;
     const GpuInstanceProfile* prof = gpu.model->profile(p.resources[size_t(r)]);
     if (!prof) return false;
     uint32_t q = uint32_t(prof - gpu.model->profiles.data());
@@ -851,15 +869,16 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     if (plan.placement[size_t(i)] >= 0) continue;
     const Pod& pod = p.pods[size_t(i)];
     const int r = pod.resource;
-    if (exhausted.contains({r, pod.count}) || exhausted.contains({r, 1})) continue;
+    if (!pod.constrained && (exhausted.contains({r, pod.count}) || exhausted.contains({r, 1}))) continue;
     for (size_t n = 0; n < p.nodes.size() && plan.placement[size_t(i)] < 0; ++n) {
+      if (!p.allows(i, int(n))) continue;
       for (int g : p.nodes[n].gpus)
         while (free_count[size_t(r)][n] < int(pod.count) && in_use[size_t(g)] && augment(size_t(g), r)) {
         }
       if (free_count[size_t(r)][n] < int(pod.count)) continue;
       place_on_node(n, size_t(r), i);
     }
-    if (plan.placement[size_t(i)] < 0) exhausted.insert({r, pod.count});
+    if (plan.placement[size_t(i)] < 0 && !pod.constrained) exhausted.insert({r, pod.count});
   }
   // Clean-up: a changed GPU that never held a pod and holds none now goes back as it was; one whose
   // pods (each on one device) all fit in free instances elsewhere hands them over first.
@@ -870,7 +889,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     for (size_t s = 0; s < plan.gpus[g].layout.size(); ++s)
       if (int pod = plan.gpus[g].layout[s].pod; pod >= 0) {
         mine.push_back({s, pod});
-        movable = movable && p.pods[size_t(pod)].count == 1;
+        movable = movable && p.pods[size_t(pod)].count == 1 && !p.pods[size_t(pod)].constrained;
       }
     if (!movable) continue;
     // Enough free instances elsewhere, per resource?
@@ -908,7 +927,8 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
       plan.gap = gap;
       if (obj[level] != found[level] && found[level] >= 0)
         plan.notes.push_back(std::string(kLevelName[level]) + ": the aggregate gave " + std::to_string(found[level]) +
-                             ", the concrete plan " + std::to_string(obj[level]) + " (pods that need several devices on one node)");
+                             ", the concrete plan " + std::to_string(obj[level]) +
+                             " (pods that need several devices on one node, or that only some nodes admit)");
     }
     // While the levels before are at their bound, a level's bound holds as is; after the first that
     // is not, the bounds are those of the program (they assume the levels before at their bound).
@@ -988,6 +1008,7 @@ FleetPlan plan_fleet(const Problem& p, const PlanOptions& options) {
     int best = -1;
     std::pair<int, int> best_key{-1, -1};  // (empty MIG-off GPUs, empty GPUs)
     for (size_t n = 0; n < p.nodes.size(); ++n) {
+      if (!p.allows(i, int(n))) continue;
       int off = 0, all = 0;
       for (int g : p.nodes[n].gpus)
         if (empty(g)) {

@@ -77,14 +77,14 @@ GpuOutcome apply_target(const Gpu& gpu, const Target& target) {
   return out;
 }
 
-const std::vector<Target>& candidate_targets(const GpuModel& model) {
+const std::vector<Target>& candidate_targets(const GpuModel& model, bool media) {
   static std::mutex mu;
-  static std::map<const GpuModel*, std::vector<Target>> cache;
+  static std::map<std::pair<const GpuModel*, bool>, std::vector<Target>> cache;
   std::lock_guard lock(mu);
-  auto it = cache.find(&model);
+  auto it = cache.find({&model, media});
   if (it != cache.end()) return it->second;
   std::set<std::vector<uint32_t>> sets;
-  auto layouts = maximal_layouts(model, LayoutOptions{false});
+  auto layouts = maximal_layouts(model, LayoutOptions{media});
   for (const auto& s : distinct_profile_sets(layouts)) {
     // Every sub-multiset of a legal set is legal: enumerate them by choosing, per distinct profile, how many.
     std::vector<std::pair<uint32_t, uint32_t>> groups;
@@ -106,7 +106,7 @@ const std::vector<Target>& candidate_targets(const GpuModel& model) {
   std::vector<Target> out;
   out.push_back(Target{false, {}});
   for (const auto& s : sets) out.push_back(Target{true, s});
-  return cache.emplace(&model, std::move(out)).first->second;
+  return cache.emplace(std::pair(&model, media), std::move(out)).first->second;
 }
 
 }  // namespace tessera::fleet

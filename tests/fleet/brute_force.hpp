@@ -107,12 +107,54 @@ inline After outcome(const Gpu& gpu, const Choice& c) {
   return a;
 }
 
+// The scheduler's filters, written here apart from src/fleet: a node takes a
+// new pod when it is Ready and not cordoned, every NoSchedule or NoExecute
+// taint is tolerated, the nodeSelector's labels are there, and some required
+// term's requirements all hold (In, NotIn, Exists, DoesNotExist on labels; In
+// on metadata.name).
+inline bool oracle_admits(const Node& n, const PodRules& r) {
+  if (!n.ready || n.unschedulable) return false;
+  for (const auto& t : n.taints) {
+    if (t.effect != "NoSchedule" && t.effect != "NoExecute") continue;
+    bool ok = false;
+    for (const auto& tol : r.tolerations)
+      ok = ok || ((tol.effect.empty() || tol.effect == t.effect) &&
+                  ((tol.op == "Exists" && (tol.key.empty() || tol.key == t.key)) ||
+                   (tol.op != "Exists" && tol.key == t.key && tol.value == t.value)));
+    if (!ok) return false;
+  }
+  for (const auto& [k, v] : r.node_selector)
+    if (!n.labels.contains(k) || n.labels.at(k) != v) return false;
+  if (r.required.empty()) return true;
+  for (const auto& term : r.required) {
+    bool all = !term.expressions.empty() || !term.fields.empty();
+    for (const auto& q : term.expressions) {
+      const bool has = n.labels.contains(q.key);
+      const bool in = has && std::count(q.values.begin(), q.values.end(), n.labels.at(q.key)) > 0;
+      if (q.op == "In") all = all && in;
+      else if (q.op == "NotIn") all = all && !in;
+      else if (q.op == "Exists") all = all && has;
+      else if (q.op == "DoesNotExist") all = all && !has;
+      else all = false;
+    }
+    for (const auto& q : term.fields) all = all && q.op == "In" && std::count(q.values.begin(), q.values.end(), n.name) > 0;
+    if (all) return true;
+  }
+  return false;
+}
+
 // The lexicographic optimum over every layout of every GPU and every placement of every pod.
 inline Objective brute_force(const Problem& p, std::optional<int64_t> max_evictions = std::nullopt) {
   const size_t G = p.gpus.size();
   std::vector<std::vector<After>> options(G);
-  for (size_t g = 0; g < G; ++g)
-    for (const auto& c : all_choices(*p.gpus[g].model)) options[g].push_back(outcome(p.gpus[g], c));
+  for (size_t g = 0; g < G; ++g) {
+    const Node& n = p.nodes[size_t(p.gpus[g].node)];
+    for (const auto& c : all_choices(*p.gpus[g].model)) {
+      After a = outcome(p.gpus[g], c);
+      if (a.changed && (n.unschedulable || !n.ready)) continue;  // a node that takes no pods stays as it is
+      options[g].push_back(std::move(a));
+    }
+  }
   Objective best{INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
   std::vector<size_t> pick(G, 0);
   for (;;) {
@@ -155,6 +197,7 @@ inline Objective brute_force(const Problem& p, std::optional<int64_t> max_evicti
         const std::string& r = p.resources[size_t(pod.resource)];
         place(k + 1, unserved + 1);
         for (const auto& node : p.nodes) {
+          if (!oracle_admits(node, pod.rules)) continue;
           // Every way to take pod.count instances from the node's GPUs.
           std::function<void(size_t, uint32_t)> spread = [&](size_t gi, uint32_t left) {
             if (left == 0) {

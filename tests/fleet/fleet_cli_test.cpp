@@ -19,6 +19,25 @@ json snapshot() {
                pod("s", "1g.10gb", 1)});
 }
 
+// The example in examples/fleet, as its README says: the cordoned node left alone, the pinned pod
+// unserved with its reason.
+TEST(FleetCli, TheExampleSnapshotPlansAsItsReadmeSays) {
+  const std::string dir = std::string(TESSERA_SOURCE_DIR) + "/examples/fleet/";
+  auto r = run({TESSERA_BIN, "fleet", "plan", "--snapshot", dir + "snapshot.json", "--mig-config", dir + "mig-config.yaml",
+                "--output", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json doc = json::parse(r.out);
+  EXPECT_EQ(doc["placements"]["d/free"], "open");
+  EXPECT_EQ(doc["unserved"], json::array({"d/pinned"}));
+  EXPECT_EQ(doc["unserved_reasons"]["d/pinned"], "no room: no free whole GPU on a node it admits");
+  for (const auto& n : doc["nodes"]) {
+    if (n["name"] != "open") {
+      EXPECT_FALSE(n["changed"].get<bool>()) << n["name"];
+    }
+  }
+  EXPECT_EQ(doc["objective"]["evicted"], 0);
+}
+
 TEST(FleetCli, JsonIsTheContract) {
   TempDir dir;
   std::string snap = dir.write("snap.json", snapshot().dump());

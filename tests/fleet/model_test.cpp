@@ -117,6 +117,112 @@ TEST(FleetModel, NothingPendingChangesNothing) {
   EXPECT_EQ(plan.node_config[0], "all-1g.10gb");
 }
 
+json cordoned(json n) {
+  n["spec"]["unschedulable"] = true;
+  return n;
+}
+json not_ready(json n) {
+  n["status"]["conditions"] = json::array({{{"type", "Ready"}, {"status", "False"}}});
+  return n;
+}
+json tainted(json n, const std::string& key) {
+  n["spec"]["taints"] = json::array({{{"key", key}, {"value", "x"}, {"effect", "NoSchedule"}}});
+  return n;
+}
+json labelled(json n, const std::string& key, const std::string& value) {
+  n["metadata"]["labels"][key] = value;
+  return n;
+}
+json selecting(json p, const std::string& key, const std::string& value) {
+  p["spec"]["nodeSelector"] = {{key, value}};
+  return p;
+}
+
+// The scheduler's rules: a node that is cordoned, not Ready, or tainted
+// against every pod is never changed and offers nothing; a pod with a node
+// selector lands only on a node it selects. Each against the oracle, which
+// applies the same rules its own way.
+TEST(FleetModel, CordonedAndNotReadyNodesAreNeitherChangedNorFilled) {
+  // The only room for the pending 3g.40gb is on the cordoned node (idle, MIG off) or by
+  // evicting on the open one; the cordoned and the NotReady node stay as they are.
+  auto f = fleet_of({cordoned(node("c", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled")),
+                     not_ready(node("r", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb")),
+                     node("o", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), pod("run", "1g.10gb", 1, "o"),
+                     pod("big", "3g.40gb", 1)});
+  // Nodes sort by name (c, o, r), one GPU each; pods by id (big, run).
+  ASSERT_FALSE(f.problem.nodes[0].accepts_pods());
+  ASSERT_FALSE(f.problem.nodes[2].accepts_pods());
+  FleetPlan plan = solve_and_check(f);
+  EXPECT_FALSE(plan.gpus[0].changed);
+  EXPECT_FALSE(plan.gpus[2].changed);
+  EXPECT_EQ(plan.placement[0], 1);  // big on the open node, next to run or in its place
+  EXPECT_EQ(describe(plan.objective), describe(brute_force(f.problem)));
+}
+
+TEST(FleetModel, APodGoesOnlyWhereItsSelectorAndTolerationsLetIt) {
+  // "pinned" selects zone a, whose node is full; the zone b node has room, and a node tainted
+  // against everyone has room too: pinned stays unserved, "free" takes zone b.
+  auto f = fleet_of({labelled(node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), "zone", "a"),
+                     labelled(node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), "zone", "b"),
+                     tainted(node("t", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), "dedicated"),
+                     pod("run", "gpu", 1, "a"), selecting(pod("pinned", "gpu", 1), "zone", "a"), pod("free", "gpu", 1)});
+  ASSERT_TRUE(f.problem.pods[1].constrained);  // pods sort by id: free, pinned, run
+  FleetPlan plan = solve_and_check(f);
+  EXPECT_EQ(plan.placement[0], 1);   // free on b
+  EXPECT_EQ(plan.placement[1], -1);  // pinned: its only node is full
+  EXPECT_EQ(describe(plan.objective), "unserved 1, evicted 0, changed 0, used 2");
+  EXPECT_EQ(describe(plan.objective), describe(brute_force(f.problem)));
+  // A toleration opens the tainted node; a selector of zone b serves the pinned pod there.
+  auto g = fleet_of({labelled(node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), "zone", "a"),
+                     tainted(node("t", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), "dedicated"),
+                     pod("run", "gpu", 1, "a"), [] {
+                       json p = pod("tolerant", "gpu", 1);
+                       p["spec"]["tolerations"] = json::array({{{"key", "dedicated"}, {"operator", "Exists"}}});
+                       return p;
+                     }()});
+  FleetPlan served = solve_and_check(g);
+  EXPECT_EQ(describe(served.objective), "unserved 0, evicted 0, changed 0, used 2");
+  EXPECT_EQ(describe(served.objective), describe(brute_force(g.problem)));
+}
+
+// The case of a pod pinned to a full node, with the only other GPU node
+// cordoned, tainted and not Ready and running a pod: nothing is served
+// elsewhere, nothing is evicted there.
+TEST(FleetModel, APinnedPodIsNotServedOnANodeThatWouldRefuseIt) {
+  auto bad = not_ready(cordoned(tainted(labelled(node("z", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), "zone", "b"), "maintenance")));
+  auto f = fleet_of({labelled(node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), "zone", "a"), bad,
+                     pod("full", "gpu", 1, "a"), pod("other", "1g.10gb", 1, "z"), selecting(pod("pinned", "gpu", 1), "zone", "a")});
+  FleetPlan plan = solve_and_check(f);
+  EXPECT_EQ(describe(plan.objective), describe(brute_force(f.problem)));
+  EXPECT_FALSE(plan.gpus[1].changed);
+  EXPECT_EQ(plan.objective.evicted, 0);
+  EXPECT_EQ(plan.objective.unserved, 1);
+}
+
+// Media-engine profiles are planned like the others: a node with a 1g.10gb+me
+// instance is a plan (not an internal error), a pending +me pod is served on
+// it, and nothing changes where nothing pending needs it.
+TEST(FleetModel, MediaEngineProfilesArePlannedLikeTheOthers) {
+  config::Diagnostics d;
+  auto cfg = config::parse_mig_parted("version: v1\nmig-configs:\n  me:\n    - devices: all\n      mig-enabled: true\n"
+                                      "      mig-devices:\n        \"1g.10gb+me\": 1\n        \"1g.10gb\": 5\n",
+                                      "me.yaml", d);
+  ASSERT_TRUE(cfg && !d.has_errors());
+  Fleet f;
+  f.cfg = *cfg;
+  auto snap = parse_snapshot(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "me"), pod("media", "1g.10gb+me", 1),
+                                   pod("run", "1g.10gb", 1, "a")}), "test");
+  ASSERT_TRUE(snap);
+  auto p = build_problem(*snap, f.cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  f.problem = std::move(*p);
+  f.problem.configs = &f.cfg;
+  EXPECT_TRUE(f.problem.media_engines);
+  FleetPlan plan = solve_and_check(f);
+  EXPECT_EQ(describe(plan.objective), "unserved 0, evicted 0, changed 0, used 1");
+  EXPECT_EQ(plan.placement[0], 0);
+}
+
 // Random tiny fleets: 2-3 nodes of one GPU each (A100-80GB, H100, A30), a few
 // running and pending pods; every level equal to the exhaustive search's.
 TEST(FleetModel, RandomTinyFleetsMatchTheExhaustiveSearch) {

@@ -3,6 +3,9 @@
 // precise error naming the object.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <set>
+
 #include "fleet/helpers.hpp"
 
 namespace tessera::fleet::testing {
@@ -39,6 +42,9 @@ TEST(FleetSnapshot, GfdProductNames) {
   EXPECT_EQ(find_product(c, "NVIDIA-H100-80GB-HBM3")->name, "H100-SXM5-80GB");
   EXPECT_EQ(find_product(c, "NVIDIA-H200")->name, "H200-SXM-141GB");
   EXPECT_EQ(find_product(c, "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb")->name, "A100-SXM4-80GB");
+  // GFD's suffix where devices are shared (time-slicing or MPS replicas), which tessera's labeller writes too.
+  EXPECT_EQ(find_product(c, "NVIDIA-A100-SXM4-80GB-SHARED")->name, "A100-SXM4-80GB");
+  EXPECT_EQ(find_product(c, "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb-SHARED")->name, "H100-SXM5-80GB");
   EXPECT_EQ(find_product(c, "Tesla-T4"), nullptr);
 }
 
@@ -81,6 +87,12 @@ TEST(FleetSnapshot, BadInputIsAPreciseError) {
   json half = pod("half", "gpu", 1);
   half["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "500m";
   expect_error(list({half}), "Pod ml/half: nvidia.com/gpu '\"500m\"' is not a whole number of devices");
+  json bad_op = pod("picky", "gpu", 1);
+  bad_op["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] =
+      json::array({{{"matchExpressions", json::array({{{"key", "zone"}, {"operator", "Within"}, {"values", {"a"}}}})}}});
+  expect_error(list({bad_op}), "Pod ml/picky: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+                               ".nodeSelectorTerms[0].matchExpressions[0].operator 'Within' is not In, NotIn, Exists, "
+                               "DoesNotExist, Gt or Lt");
   json bad_count = node("a", "NVIDIA-A100-SXM4-80GB", 1, "");
   bad_count["metadata"]["labels"]["nvidia.com/gpu.count"] = "eight";
   expect_error(list({bad_count}), "Node a: nvidia.com/gpu.count='eight' is not a GPU count from 1 to 64");
@@ -92,6 +104,57 @@ TEST(FleetSnapshot, TheHashFollowsTheFactsNotTheOrder) {
   json c = list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), pod("p", "1g.10gb", 1, "a")});
   EXPECT_EQ(parse_snapshot(a, "x")->hash, parse_snapshot(b, "y")->hash);
   EXPECT_NE(parse_snapshot(a, "x")->hash, parse_snapshot(c, "x")->hash);
+  // Everything the plan depends on: a cordon, a taint, readiness, any label, a pod's phase and rules.
+  const std::string base = parse_snapshot(a, "x")->hash;
+  auto changed = [&](const std::function<void(json&)>& edit) {
+    json d = a;
+    edit(d);
+    return parse_snapshot(d, "x")->hash;
+  };
+  std::set<std::string> hashes{base};
+  hashes.insert(changed([](json& d) { d["items"][0]["spec"]["unschedulable"] = true; }));
+  hashes.insert(changed([](json& d) { d["items"][0]["spec"]["taints"] = json::array({{{"key", "k"}, {"effect", "NoSchedule"}}}); }));
+  hashes.insert(changed([](json& d) { d["items"][0]["status"]["conditions"] = json::array({{{"type", "Ready"}, {"status", "False"}}}); }));
+  hashes.insert(changed([](json& d) { d["items"][0]["metadata"]["labels"]["nvidia.com/mig.config.state"] = "pending"; }));
+  hashes.insert(changed([](json& d) { d["items"][1]["status"]["phase"] = "Unknown"; }));
+  hashes.insert(changed([](json& d) { d["items"][1]["spec"]["nodeSelector"] = {{"zone", "a"}}; }));
+  EXPECT_EQ(hashes.size(), 7u);
+}
+
+// What a pod's scheduling rules say, and the rules the planner does not model named in its warnings.
+TEST(FleetSnapshot, SchedulingRulesAreReadAndTheUnmodelledNamed) {
+  auto cfg = configs();
+  json n = node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled");
+  n["metadata"]["labels"]["zone"] = "a";
+  json q = pod("q", "gpu", 1);
+  q["spec"]["affinity"] = {
+      {"nodeAffinity",
+       {{"requiredDuringSchedulingIgnoredDuringExecution",
+         {{"nodeSelectorTerms",
+           json::array({{{"matchExpressions", json::array({{{"key", "zone"}, {"operator", "NotIn"}, {"values", {"a"}}}})}},
+                        {{"matchFields", json::array({{{"key", "metadata.name"}, {"operator", "In"}, {"values", {"a"}}}})}}})}}}}},
+      {"podAntiAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution", json::array({{{"topologyKey", "kubernetes.io/hostname"}}})}}}};
+  q["spec"]["topologySpreadConstraints"] = json::array({{{"maxSkew", 1}, {"whenUnsatisfiable", "DoNotSchedule"}}});
+  auto p = problem_of(list({n, q}), cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  const Pod& pod = p->pods[0];
+  ASSERT_EQ(pod.rules.required.size(), 2u);
+  EXPECT_TRUE(node_admits(p->nodes[0], pod.rules));  // the second term: by name
+  EXPECT_FALSE(pod.constrained);                      // every node takes it
+  ASSERT_EQ(p->warnings.size(), 2u);
+  EXPECT_EQ(p->warnings[0], "Pod ml/q: its pod anti-affinity is not modelled: the plan may place it where the scheduler will not");
+  EXPECT_EQ(p->warnings[1], "Pod ml/q: its topology spread is not modelled: the plan may place it where the scheduler will not");
+  Node other = p->nodes[0];
+  other.name = "b";
+  EXPECT_FALSE(node_admits(other, pod.rules));  // zone a, not named
+  other.labels["zone"] = "c";
+  EXPECT_TRUE(node_admits(other, pod.rules));
+  other.taints.push_back({"gpu", "", "NoExecute"});
+  EXPECT_FALSE(node_admits(other, pod.rules));
+  other.taints.back().effect = "PreferNoSchedule";  // a preference, not a filter
+  EXPECT_TRUE(node_admits(other, pod.rules));
+  other.unschedulable = true;
+  EXPECT_FALSE(node_admits(other, pod.rules));
 }
 
 TEST(FleetSnapshot, InfeasibleIsAResult) {
