@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -158,6 +159,9 @@ struct Problem {
   // targets include those variants (otherwise left out: more targets, a
   // bigger program, and no pod that needs them).
   bool media_engines = false;
+  // Models for the products the catalog lacks: whole GPUs only, never
+  // changed (the planner cannot cut what it has no table for).
+  std::vector<std::shared_ptr<const GpuModel>> fixed_models;
   int resource_index(const std::string& name) const;
   // Whether pod `pod` may be placed on node `node` (placed anew: a running pod stays where it runs).
   bool allows(int pod, int node) const;
@@ -174,9 +178,9 @@ std::string instance_resource(const Gpu& gpu, const Instance& inst);
 
 // Nodes from their GFD labels and nvidia.com/mig.config (looked up in
 // `configs`), or the layout annotation when the node agent wrote one; pods
-// running on a node take instances of their resource there. Errors name the
-// object: a product not in the catalog, a config the file lacks, a GPU
-// count that is not a number.
+// running on a node take instances of their resource there. A product the
+// catalog lacks is whole GPUs that never change (with a warning). Errors
+// name the object: a config the file lacks, a GPU count that is not a number.
 [[nodiscard]] Result<Problem> build_problem(const Snapshot& snapshot, const config::MigPartedConfig& configs,
                                             const Catalog& catalog = Catalog::builtin());
 

@@ -388,17 +388,28 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
     n.unschedulable = sn.unschedulable;
     n.ready = sn.ready;
     n.model = find_product(catalog, product->second);
-    if (!n.model) {
+    const bool fixed = !n.model;
+    if (fixed) {
+      // Not a MIG GPU the catalog knows (an L4, a part not in it yet): whole GPUs, never changed.
       std::vector<std::string> names;
       for (const auto& m : catalog.models()) {
         std::string gfd = m.nvml_name;
         std::replace(gfd.begin(), gfd.end(), ' ', '-');
         names.push_back(gfd);
       }
-      errors.push_back("Node " + sn.name + ": " + kProductLabel + "=" + quote(product->second) +
-                       " is not a GPU in the catalog (nearest: " + join(nearest(product->second, names, 3)) +
-                       "; `tessera catalog` lists them)");
-      continue;
+      const GpuModel* known = nullptr;
+      for (const auto& m : p.fixed_models)
+        if (m->nvml_name == product->second) known = m.get();
+      if (!known) {
+        auto m = std::make_shared<GpuModel>();
+        m->name = m->nvml_name = product->second;
+        p.fixed_models.push_back(m);
+        known = m.get();
+      }
+      n.model = known;
+      p.warnings.push_back("Node " + sn.name + ": " + kProductLabel + "=" + quote(product->second) +
+                           " is not a MIG GPU in the catalog (nearest: " + join(nearest(product->second, names, 3)) +
+                           "): its GPUs are planned as whole GPUs that never change");
     }
     uint32_t count = 0;
     if (auto c = sn.labels.find(kCountLabel); c != sn.labels.end()) {
@@ -412,7 +423,9 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       continue;
     }
     const config::MigConfig* config = nullptr;
-    if (auto c = sn.labels.find(kMigConfigLabel); c != sn.labels.end()) {
+    if (auto c = sn.labels.find(kMigConfigLabel); c != sn.labels.end() && fixed) {
+      n.config = c->second;  // kept as it is: nothing on the node changes
+    } else if (c != sn.labels.end()) {
       n.config = c->second;
       config = configs.find(c->second);
       if (!config) {
@@ -446,7 +459,7 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
     }
     if (failed) continue;
     std::vector<std::pair<std::string, std::pair<int, int>>> claims;  // pod -> (local gpu, instance)
-    if (sn.layout_annotation) {
+    if (sn.layout_annotation && !fixed) {
       // {"gpus": [{"index": 0, "mig": true, "instances": [{"profile": "1g.10gb", "start": 0, "pod": "ns/name"}]},
       //           {"index": 1, "mig": false, "pod": "ns/name"}]}
       std::string why;
@@ -532,6 +545,11 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
         continue;
       }
       const Node& n = p.nodes[size_t(it->second)];
+      if (n.model->profiles.empty() && sp.resource != kWholeGpu) {
+        p.warnings.push_back("Pod " + sp.id + " runs on " + n.name + " on " + sp.resource + ", which the planner has no "
+                             "table for there (" + n.model->name + "); left out");
+        continue;
+      }
       std::vector<std::pair<int, int>> holds;
       if (auto a = annotated.find(sp.id); a != annotated.end()) {
         for (auto [g, i] : a->second) {

@@ -105,7 +105,8 @@ const std::vector<Target>& candidate_targets(const GpuModel& model, bool media) 
   }
   std::vector<Target> out;
   out.push_back(Target{false, {}});
-  for (const auto& s : sets) out.push_back(Target{true, s});
+  if (!model.profiles.empty())  // a GPU without MIG (or one the catalog lacks) is whole, only
+    for (const auto& s : sets) out.push_back(Target{true, s});
   return cache.emplace(std::pair(&model, media), std::move(out)).first->second;
 }
 

@@ -29,6 +29,7 @@ inline std::vector<Choice> all_choices(const GpuModel& model) {
     if (model.profiles[i].name.find('+') == std::string::npos && model.profiles[i].name.find("-me") == std::string::npos)
       profiles.push_back(i);
   std::vector<Choice> out{Choice{false, {}}};
+  if (model.profiles.empty()) return out;  // no MIG: whole, only
   std::vector<uint32_t> counts(profiles.size(), 0);
   std::function<void(size_t, uint32_t)> rec = [&](size_t k, uint32_t slices) {
     if (k == profiles.size()) {

@@ -75,9 +75,6 @@ TEST(FleetSnapshot, BadInputIsAPreciseError) {
   };
   expect_error(json{{"kind", "Node"}, {"metadata", {{"name", "a"}}}},
                "snap.json: not a Kubernetes List (kind 'Node'; expected kind List with items, as `kubectl get nodes,pods -A -o json` prints)");
-  expect_error(list({node("a", "NVIDIA-T4", 1, "")}),
-               "Node a: nvidia.com/gpu.product='NVIDIA-T4' is not a GPU in the catalog (nearest: NVIDIA-A30, NVIDIA-H200, NVIDIA-B200; "
-               "`tessera catalog` lists them)");
   expect_error(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10g")}),
                "Node a: nvidia.com/mig.config='all-1g.10g' is not a config in test.yaml (nearest: all-1g.10gb, all-3g.40gb, a30-1g)");
   json two = pod("two", "1g.10gb", 1);
@@ -119,6 +116,27 @@ TEST(FleetSnapshot, TheHashFollowsTheFactsNotTheOrder) {
   hashes.insert(changed([](json& d) { d["items"][1]["status"]["phase"] = "Unknown"; }));
   hashes.insert(changed([](json& d) { d["items"][1]["spec"]["nodeSelector"] = {{"zone", "a"}}; }));
   EXPECT_EQ(hashes.size(), 7u);
+}
+
+// A node whose GPUs the catalog lacks (an L4, a part not in it yet) is whole GPUs that never
+// change, with a warning, never an error for the fleet: a pending whole-GPU pod is served there,
+// a pod running on a MIG device of it is left out, and a MIG pod goes elsewhere.
+TEST(FleetSnapshot, AProductTheCatalogLacksIsFixedWholeGpus) {
+  auto cfg = configs();
+  auto f = fleet_of({node("l4", "NVIDIA-L4", 2, "all-1g.10gb"), node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"),
+                     pod("whole", "gpu", 1), pod("odd", "1g.10gb", 1, "l4"), pod("small", "1g.10gb", 1)});
+  ASSERT_EQ(f.problem.nodes.size(), 2u);
+  EXPECT_TRUE(f.problem.nodes[1].model->profiles.empty());  // nodes sort by name: a, l4
+  ASSERT_GE(f.problem.warnings.size(), 2u);
+  EXPECT_EQ(f.problem.warnings[0].rfind("Node l4: nvidia.com/gpu.product='NVIDIA-L4' is not a MIG GPU in the catalog", 0), 0u)
+      << f.problem.warnings[0];
+  EXPECT_EQ(f.problem.pods.size(), 2u) << "the pod on the L4's MIG device is left out";
+  FleetPlan plan = plan_fleet(f.problem);
+  auto ok = check_fleet_plan(f.problem, plan);
+  ASSERT_TRUE(ok) << ok.error().message;
+  for (int g : f.problem.nodes[1].gpus) EXPECT_FALSE(plan.gpus[size_t(g)].changed);
+  EXPECT_EQ(plan.objective.unserved, 0);  // small cuts the A100; whole takes an L4
+  EXPECT_EQ(plan.node_config[1], "all-1g.10gb");
 }
 
 // What a pod's scheduling rules say, and the rules the planner does not model named in its warnings.
