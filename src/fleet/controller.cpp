@@ -105,7 +105,7 @@ void Controller::watch(Clock::time_point now) {
   }
 }
 
-void Controller::propose(Clock::time_point now, const std::string& why) {
+void Controller::propose(Clock::time_point now, const std::string& why, bool approve_now) {
   auto facts = read_facts();
   if (!facts) {
     error_ = facts.error().message;
@@ -128,8 +128,9 @@ void Controller::propose(Clock::time_point now, const std::string& why) {
     return;
   }
   plan_json_ = plan_json(*problem, plan);
-  hash_ = hash_text(plan_json_.dump());
-  snapshot_hash_ = facts->snapshot.hash;
+  // The plan stands on the snapshot and on the mig-parted file's text: a change to either makes it stale.
+  snapshot_hash_ = facts->snapshot.hash + "/" + hash_text(facts->mig_text);
+  hash_ = hash_text(plan_json_.dump() + "\n" + snapshot_hash_);
   waves_.clear();
   for (const auto& wave : plan_json_["rollout"]) waves_.push_back(wave.get<std::vector<std::string>>());
   node_config_.clear();
@@ -161,10 +162,16 @@ void Controller::propose(Clock::time_point now, const std::string& why) {
                        " GPUs changed in " + std::to_string(waves_.size()) + " wave(s)" +
                        (options_.auto_approve ? "; approved automatically" : "; waiting for approval"));
   phase_ = ControllerPhase::proposed;
-  if (options_.auto_approve) start_rollout(now);
+  // Approved automatically at once, but never again in the same step: a plan found stale is
+  // planned again and waits for the next poll, so a changing cluster costs one plan per poll.
+  if (options_.auto_approve && approve_now) start_rollout(now);
 }
 
 void Controller::check_approval(Clock::time_point now) {
+  if (options_.auto_approve) {
+    start_rollout(now);
+    return;
+  }
   auto cm = api_.get_configmap(kPlanConfigMap);
   if (!cm) {
     error_ = cm.error().message;
@@ -193,11 +200,11 @@ void Controller::start_rollout(Clock::time_point now) {
     error_ = facts.error().message;
     return;
   }
-  if (facts->snapshot.hash != snapshot_hash_) {
+  if (facts->snapshot.hash + "/" + hash_text(facts->mig_text) != snapshot_hash_) {
     (void)api_.event("Warning", "FleetPlanStale",
                      "plan " + hash_ + " was approved, but the cluster changed since it was made; it is refused and planned again");
     publish_status("refused: the cluster changed after plan " + hash_ + " was made; planning again");
-    propose(now, "the approved plan was stale");
+    propose(now, "the approved plan was stale", /*approve_now=*/false);
     return;
   }
   if (options_.dry_run) {

@@ -100,7 +100,7 @@ class Controller {
   };
   Result<Facts> read_facts();
   void watch(Clock::time_point now);
-  void propose(Clock::time_point now, const std::string& why);
+  void propose(Clock::time_point now, const std::string& why, bool approve_now = true);
   void check_approval(Clock::time_point now);
   void start_rollout(Clock::time_point now);
   void roll(Clock::time_point now);

@@ -19,7 +19,9 @@ class FakeApi : public FleetApi {
   std::vector<std::pair<std::string, std::string>> events;  // (reason, message)
   std::vector<std::pair<std::string, std::string>> labelled;  // (node, config) in order
 
+  int changes_per_read = 0;  // > 0: a new pending pod appears at every read (a cluster that never rests)
   Result<json> snapshot() override {
+    for (int k = 0; k < changes_per_read; ++k) pods.push_back(pod("churn-" + std::to_string(pods.size()), "1g.10gb", 1));
     std::vector<json> items = nodes;
     for (const auto& p : pods) items.push_back(p);
     return list(items);
@@ -163,6 +165,37 @@ TEST(FleetController, AStalePlanIsRefusedAndPlannedAgain) {
   EXPECT_EQ(c.phase(), ControllerPhase::proposed);
   EXPECT_NE(c.plan_hash(), first);
   EXPECT_FALSE(api.cms[kPlanConfigMap].annotations.contains(kApproveAnnotation)) << "the old approval is cleared";
+  EXPECT_TRUE(api.labelled.empty());
+  // The mig-parted file is part of what a plan stands on: a change to its text makes the approval stale too.
+  const std::string second = c.plan_hash();
+  api.cms["tessera-mig-config"].data["config.yaml"] += "# edited\n";
+  api.cms[kPlanConfigMap].annotations[kApproveAnnotation] = second;
+  c.step(Clock::time_point{} + 10s);
+  EXPECT_EQ(c.phase(), ControllerPhase::proposed);
+  EXPECT_NE(c.plan_hash(), second);
+  EXPECT_TRUE(api.labelled.empty());
+}
+
+// With auto-approve on a cluster that changes at every look, a stale plan is planned again once
+// and waits for the next poll: one plan per step, never a loop.
+TEST(FleetController, AutoApproveOnAChangingClusterMakesOnePlanPerPoll) {
+  FakeApi api;
+  two_node_fleet(api);
+  auto o = options();
+  o.auto_approve = true;
+  o.plan.max_evictions = 0;
+  Controller c(api, o);
+  c.request_plan();
+  Clock::time_point t{};
+  api.changes_per_read = 1;
+  c.step(t);  // planned, approved at once, found stale: planned again, and waits
+  EXPECT_EQ(c.metrics().plans_made, 2);
+  for (int i = 1; i <= 3; ++i) {
+    const int64_t before = c.metrics().plans_made;
+    c.step(t + std::chrono::seconds(i));
+    EXPECT_LE(c.metrics().plans_made - before, 1) << "step " << i;
+  }
+  EXPECT_TRUE(api.has_event("FleetPlanStale"));
   EXPECT_TRUE(api.labelled.empty());
 }
 
