@@ -121,9 +121,13 @@ struct Node {
   std::vector<Taint> taints;
   bool unschedulable = false;  // cordoned
   bool ready = true;
-  // Takes new pods: not cordoned and Ready. A node that does not is never
-  // changed and offers no free device; the pods on it stay as they are.
-  bool accepts_pods() const { return !unschedulable && ready; }
+  // A pod runs here on devices the planner cannot tell (neither the layout
+  // annotation nor the node's free instances account for it): kept as it is.
+  bool frozen = false;
+  // Takes new pods and may change: not cordoned, Ready, not frozen. A node
+  // that does not is never changed and offers no free device; the pods on it
+  // stay as they are.
+  bool accepts_pods() const { return !unschedulable && ready && !frozen; }
   const GpuModel* model = nullptr;
   std::string config;           // nvidia.com/mig.config ("" when absent)
   bool placements_known = false;  // from the layout annotation

@@ -522,6 +522,9 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
   }
   if (!errors.empty()) return fail(Errc::validation, join(errors, "\n"));
 
+  // Instances the annotation gives to a pod: never counted as another's.
+  std::set<std::pair<int, int>> named_instances;
+  for (const auto& [pod, where] : annotated) named_instances.insert(where.begin(), where.end());
   for (const auto& sp : snap.pods) {
     Pod pod;
     pod.id = sp.id;
@@ -560,22 +563,32 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
         }
         if (holds.size() != sp.count) holds.clear();
       }
-      if (holds.empty() && !n.placements_known) {
-        // Counted per node and profile: the first free instances of its resource, GPU by GPU.
+      const bool named = !holds.empty();
+      if (holds.empty()) {
+        // Counted per node and profile: the first free instances of its resource, GPU by GPU
+        // (also where the annotation does not name it: it holds a device there all the same).
         for (int g : n.gpus) {
           const Gpu& gpu = p.gpus[size_t(g)];
           for (size_t i = 0; i < gpu.instances.size() && holds.size() < sp.count; ++i)
-            if (gpu.instances[i].pod < 0 && instance_resource(gpu, gpu.instances[i]) == sp.resource)
+            if (gpu.instances[i].pod < 0 && !named_instances.contains({g, int(i)}) &&
+                instance_resource(gpu, gpu.instances[i]) == sp.resource)
               holds.push_back({g, int(i)});
         }
       }
       if (holds.size() != sp.count) {
+        // It holds devices there that cannot be told: the node is kept exactly as it is.
+        p.nodes[size_t(it->second)].frozen = true;
         p.warnings.push_back("Pod " + sp.id + " runs on " + n.name + " but " +
-                             (n.placements_known ? "the layout annotation does not name its " + std::to_string(sp.count) + " device(s)"
+                             (n.placements_known ? "the layout annotation does not name its " + std::to_string(sp.count) +
+                                                       " device(s), nor are there as many free " + sp.resource + " devices"
                                                  : "the node's layout (config " + quote(n.config) + ") has no " +
                                                        std::to_string(sp.count) + " free " + sp.resource + " device(s) for it") +
-                             "; planned as pending");
+                             "; the node is kept as it is, and the pod with it");
+        continue;
       } else {
+        if (!named && n.placements_known)
+          p.warnings.push_back("Pod " + sp.id + " runs on " + n.name + ", which the layout annotation does not say; "
+                               "counted onto the node's first free " + sp.resource + " device(s)");
         pod.node = it->second;
         pod.holds = holds;
         for (auto [g, i] : holds) p.gpus[size_t(g)].instances[size_t(i)].pod = pi;

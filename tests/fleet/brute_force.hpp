@@ -109,12 +109,13 @@ inline After outcome(const Gpu& gpu, const Choice& c) {
 }
 
 // The scheduler's filters, written here apart from src/fleet: a node takes a
-// new pod when it is Ready and not cordoned, every NoSchedule or NoExecute
+// new pod when it is Ready, not cordoned and not frozen (build_problem keeps a node whose pods it
+// cannot place on its devices as it is), every NoSchedule or NoExecute
 // taint is tolerated, the nodeSelector's labels are there, and some required
 // term's requirements all hold (In, NotIn, Exists, DoesNotExist on labels; In
 // on metadata.name).
 inline bool oracle_admits(const Node& n, const PodRules& r) {
-  if (!n.ready || n.unschedulable) return false;
+  if (!n.ready || n.unschedulable || n.frozen) return false;
   for (const auto& t : n.taints) {
     if (t.effect != "NoSchedule" && t.effect != "NoExecute") continue;
     bool ok = false;
@@ -152,7 +153,7 @@ inline Objective brute_force(const Problem& p, std::optional<int64_t> max_evicti
     const Node& n = p.nodes[size_t(p.gpus[g].node)];
     for (const auto& c : all_choices(*p.gpus[g].model)) {
       After a = outcome(p.gpus[g], c);
-      if (a.changed && (n.unschedulable || !n.ready)) continue;  // a node that takes no pods stays as it is
+      if (a.changed && (n.unschedulable || !n.ready || n.frozen)) continue;  // a node that takes no pods stays as it is
       options[g].push_back(std::move(a));
     }
   }

@@ -223,6 +223,35 @@ TEST(FleetModel, MediaEngineProfilesArePlannedLikeTheOthers) {
   EXPECT_EQ(plan.placement[0], 0);
 }
 
+// A running pod the layout annotation does not name still holds a device on its node: it is
+// counted onto a free instance there (never the one the annotation gives another pod), so a plan
+// that changes the node evicts it. A pod that does not fit at all keeps its node as it is.
+TEST(FleetModel, ARunningPodTheAnnotationDoesNotNameStillHoldsADevice) {
+  json ann = {{"gpus", json::array({{{"index", 0}, {"mig", true}, {"instances", json::array()}}})}};
+  for (int s = 0; s < 7; ++s) {
+    json inst = {{"profile", "1g.10gb"}, {"start", s}};
+    if (s == 0) inst["pod"] = "ml/named";
+    ann["gpus"][0]["instances"].push_back(inst);
+  }
+  auto f = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb", ann), pod("named", "1g.10gb", 1, "a"),
+                     pod("unnamed", "1g.10gb", 1, "a"), pod("whole", "gpu", 1)});
+  // Pods sort by id: named, unnamed, whole.
+  ASSERT_TRUE(f.problem.pods[1].running());
+  ASSERT_EQ(f.problem.pods[1].holds.size(), 1u);
+  EXPECT_NE(f.problem.pods[1].holds[0], f.problem.pods[0].holds[0]);
+  FleetPlan plan = solve_and_check(f);
+  EXPECT_EQ(describe(plan.objective), describe(brute_force(f.problem)));
+  EXPECT_EQ(plan.objective.evicted, plan.placement[2] >= 0 ? 2 : 0) << "the whole GPU costs both pods on it";
+
+  auto g = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb"), pod("huge", "7g.80gb", 1, "a"),
+                     pod("small", "1g.10gb", 1)});
+  EXPECT_TRUE(g.problem.nodes[0].frozen);
+  EXPECT_TRUE(g.problem.pods.size() == 1u && !g.problem.pods[0].running()) << "huge is left out, small pending";
+  FleetPlan kept = solve_and_check(g);
+  EXPECT_FALSE(kept.gpus[0].changed);
+  EXPECT_EQ(kept.objective.unserved, 1);
+}
+
 // Random tiny fleets: 2-3 nodes of one GPU each (A100-80GB, H100, A30), a few
 // running and pending pods; every level equal to the exhaustive search's.
 TEST(FleetModel, RandomTinyFleetsMatchTheExhaustiveSearch) {
