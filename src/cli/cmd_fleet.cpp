@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <charconv>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -47,7 +48,7 @@ struct FleetPlanArgs {
   std::string output = "text";
   int64_t max_evictions = -1;
   int64_t max_wave_evictions = 10;
-  int64_t max_wave_nodes = 0;
+  std::string max_wave_nodes = "10%";
   std::string svg;
 };
 
@@ -74,13 +75,40 @@ void add_cluster_options(CLI::App& cmd, ClusterArgs& a) {
   cmd.add_option("--mig-configmap-key", a.mig_configmap_key, "Its key holding the mig-parted file")->capture_default_str();
 }
 
-fleet::PlanOptions plan_options(double time_limit, int64_t max_evictions, int64_t max_wave_evictions, int64_t max_wave_nodes) {
+// --max-wave-nodes: a number of nodes (0: no limit) or a share of the fleet's GPU nodes, "10%".
+// Empty when it reads; else what is wrong.
+std::string read_wave_nodes(const std::string& text, int64_t& nodes, double& share) {
+  nodes = 0;
+  share = 0;
+  const bool percent = !text.empty() && text.back() == '%';
+  const std::string digits = percent ? text.substr(0, text.size() - 1) : text;
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || n < 0 || (percent && (n < 1 || n > 100)))
+    return "'" + text + "' is neither a number of nodes (0 or more; 0: no limit) nor a share of the fleet from 1% to 100%";
+  if (percent) share = double(n) / 100.0;
+  else nodes = n;
+  return "";
+}
+
+fleet::PlanOptions plan_options(double time_limit, int64_t max_evictions, int64_t max_wave_evictions,
+                                const std::string& max_wave_nodes) {
   fleet::PlanOptions o;
   o.seconds = time_limit;
   if (max_evictions >= 0) o.max_evictions = max_evictions;
   o.max_wave_evictions = max_wave_evictions;
-  o.max_wave_nodes = max_wave_nodes;
+  (void)read_wave_nodes(max_wave_nodes, o.max_wave_nodes, o.max_wave_share);  // checked when parsed
   return o;
+}
+
+CLI::Validator wave_nodes_check() {
+  return CLI::Validator(
+      [](std::string& text) {
+        int64_t n;
+        double share;
+        return read_wave_nodes(text, n, share);
+      },
+      "N|P%");
 }
 
 int run_fleet_plan(const FleetPlanArgs& args) {
@@ -259,7 +287,7 @@ struct FleetRunArgs {
   double time_limit = 8;
   int64_t max_evictions = -1;
   int64_t max_wave_evictions = 10;
-  int64_t max_wave_nodes = 0;
+  std::string max_wave_nodes = "10%";
   bool auto_approve = false;
   bool dry_run = false;
   bool plan_now = false;
@@ -377,7 +405,10 @@ void add_fleet_command(CLI::App& app, int& exit_code) {
   plan->add_option("--max-wave-evictions", pa->max_wave_evictions, "At most this many evictions per rollout wave")
       ->check(non_negative_number())
       ->capture_default_str();
-  plan->add_option("--max-wave-nodes", pa->max_wave_nodes, "At most this many nodes per wave (0: no limit)")->check(non_negative_number());
+  plan->add_option("--max-wave-nodes", pa->max_wave_nodes,
+                   "At most this many nodes per wave: a number (0: no limit) or a share of the fleet's GPU nodes")
+      ->check(wave_nodes_check())
+      ->capture_default_str();
   plan->add_option("--svg", pa->svg, "Draw every changed node before and after to this SVG file");
   add_cluster_options(*plan, pa->cluster);
   plan->callback([pa, &exit_code] { exit_code = run_fleet_plan(*pa); });
@@ -404,7 +435,10 @@ void add_fleet_command(CLI::App& app, int& exit_code) {
   run->add_option("--time-limit", ra->time_limit, "Seconds per plan")->check(CLI::Range(0.1, 3600.0))->capture_default_str();
   run->add_option("--max-evictions", ra->max_evictions, "At most this many running pods evicted per plan")->check(non_negative_number());
   run->add_option("--max-wave-evictions", ra->max_wave_evictions, "At most this many evictions per wave")->check(non_negative_number())->capture_default_str();
-  run->add_option("--max-wave-nodes", ra->max_wave_nodes, "At most this many nodes per wave (0: no limit)")->check(non_negative_number());
+  run->add_option("--max-wave-nodes", ra->max_wave_nodes,
+                  "At most this many nodes per wave: a number (0: no limit) or a share of the fleet's GPU nodes")
+      ->check(wave_nodes_check())
+      ->capture_default_str();
   run->add_flag("--auto-approve", ra->auto_approve, "Apply plans without a person's approval (needs --max-evictions)");
   run->add_flag("--dry-run", ra->dry_run, "Plan and publish, never change a Node or the mig-parted ConfigMap");
   run->add_flag("--plan-now", ra->plan_now, "Plan at start, whatever is pending");

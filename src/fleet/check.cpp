@@ -1,5 +1,6 @@
 // The plan checker: every rule re-checked from the problem and the plan alone.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -160,6 +161,12 @@ Result<void> check_fleet_plan(const Problem& p, const FleetPlan& plan, const Pla
     }
     if (zero && evicting_seen) return bad("a wave that evicts nothing comes after one that evicts");
     if (!zero) evicting_seen = true;
+    if (options.max_wave_nodes > 0 && int64_t(wave.size()) > options.max_wave_nodes)
+      return bad("a wave of " + std::to_string(wave.size()) + " nodes, over --max-wave-nodes " + std::to_string(options.max_wave_nodes));
+    if (options.max_wave_share > 0 && wave.size() > 1 &&
+        double(wave.size()) > std::ceil(options.max_wave_share * double(p.nodes.size()) - 1e-9))
+      return bad("a wave of " + std::to_string(wave.size()) + " nodes, over " +
+                 std::to_string(int(options.max_wave_share * 100 + 0.5)) + "% of the fleet's " + std::to_string(p.nodes.size()));
     if (ev > options.max_wave_evictions && wave.size() > 1)
       return bad("a wave evicts " + std::to_string(ev) + " pods, over --max-wave-evictions " + std::to_string(options.max_wave_evictions));
   }

@@ -250,6 +250,7 @@ struct PlanOptions {
   std::optional<int64_t> max_evictions;       // level 2 as a constraint
   int64_t max_wave_evictions = 10;            // per rollout wave
   int64_t max_wave_nodes = 0;                 // 0: no limit
+  double max_wave_share = 0;                  // at most this share of the fleet's GPU nodes per wave (at least one); 0: no limit
 };
 
 // Solves the four levels in turn (each proven, or its gap reported), turns the

@@ -1088,7 +1088,9 @@ std::vector<std::vector<int>> order_rollout(const Problem& p, const FleetPlan& p
   std::stable_sort(changed.begin(), changed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::vector<int>> waves;
   const int64_t cap = std::max<int64_t>(0, options.max_wave_evictions);
-  const size_t max_nodes = options.max_wave_nodes > 0 ? size_t(options.max_wave_nodes) : SIZE_MAX;
+  size_t max_nodes = options.max_wave_nodes > 0 ? size_t(options.max_wave_nodes) : SIZE_MAX;
+  if (options.max_wave_share > 0)
+    max_nodes = std::min(max_nodes, std::max<size_t>(1, size_t(std::ceil(options.max_wave_share * double(p.nodes.size()) - 1e-9))));
   int64_t in_wave = 0;
   bool zero_wave = false;
   for (auto [ev, n] : changed) {

@@ -252,6 +252,24 @@ TEST(FleetModel, ARunningPodTheAnnotationDoesNotNameStillHoldsADevice) {
   EXPECT_EQ(kept.objective.unserved, 1);
 }
 
+// Waves hold at most a share of the fleet's nodes (the command's default: 10 %), at least one.
+TEST(FleetModel, WavesHoldAShareOfTheFleet) {
+  std::vector<json> items;
+  for (int i = 0; i < 12; ++i) {
+    items.push_back(node("n" + std::to_string(10 + i), "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"));
+    items.push_back(pod("w" + std::to_string(10 + i), "gpu", 1));
+  }
+  auto f = fleet_of(items);
+  PlanOptions o;
+  o.max_wave_share = 0.1;
+  FleetPlan plan = solve_and_check(f, o);
+  EXPECT_EQ(plan.objective.changed_gpus, 12);
+  ASSERT_EQ(plan.rollout.size(), 6u);
+  for (const auto& wave : plan.rollout) EXPECT_EQ(wave.size(), 2u);
+  o.max_wave_share = 0.01;  // a share under one node is one node
+  EXPECT_EQ(solve_and_check(f, o).rollout.size(), 12u);
+}
+
 // Random tiny fleets: 2-3 nodes of one GPU each (A100-80GB, H100, A30), a few
 // running and pending pods; every level equal to the exhaustive search's.
 TEST(FleetModel, RandomTinyFleetsMatchTheExhaustiveSearch) {
