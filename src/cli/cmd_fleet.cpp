@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <charconv>
+#include <cstdio>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -352,6 +353,18 @@ int run_fleet_run(const FleetRunArgs& args) {
   std::signal(SIGINT, on_stop_signal);
   spdlog::info("fleet controller in namespace {}: plans when GPU pods are pending for {} s{}{}", ns, args.pending_after,
                args.dry_run ? " (dry run)" : "", args.auto_approve ? " (auto-approve)" : "");
+  // A stop comes within 2 s even in the middle of a step (a plan may take its whole --time-limit):
+  // the controller keeps its state in the cluster, so the process may end there.
+  std::atomic<bool> finished{false};
+  std::thread watchdog([&] {
+    while (!g_stop && !finished) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+    while (!finished && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (finished) return;
+    std::fprintf(stderr, "%s: stopped in the middle of a step (what it had written stays in the cluster)\n", cmd);
+    std::fflush(stderr);
+    std::_Exit(kExitOk);
+  });
   std::string last_error;
   auto last_phase = controller.phase();
   while (!g_stop) {
@@ -371,6 +384,8 @@ int run_fleet_run(const FleetRunArgs& args) {
     }
     while (!g_stop && fleet::Clock::now() < next) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  finished = true;
+  watchdog.join();
   if (server) {
     server->stop();
     server_thread.join();

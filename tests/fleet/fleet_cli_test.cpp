@@ -1,7 +1,10 @@
 // `tessera fleet plan` as a user runs it: the JSON contract, text, yaml, SVG, bad input and exit codes.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <csignal>
 #include <fstream>
+#include <thread>
 
 #include "fleet/helpers.hpp"
 #include "kube/fake_apiserver.hpp"
@@ -126,6 +129,32 @@ TEST(FleetCli, FromTheCluster) {
   auto missing = run({TESSERA_BIN, "fleet", "plan", "--from-cluster", "--kubeconfig", kubeconfig, "--namespace", "other"});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("configmaps \"tessera-mig-config\" not found"), std::string::npos) << missing.err;
+}
+
+// SIGTERM stops `fleet run` within 2 s, also in the middle of a step (here an API server that
+// answers 503 with Retry-After: 10, which the client waits out inside the step).
+TEST(FleetCli, RunStopsWithinTwoSecondsOfSigterm) {
+  tessera::kube::testing::FakeApiServer server;
+  server.add_node("gpu-1", {{"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"}, {"nvidia.com/gpu.count", "1"},
+                            {"nvidia.com/mig.config", "all-1g.10gb"}});
+  server.put_configmap("tessera", "tessera-mig-config", {{"config.yaml", kMigConfigs}});
+  TempDir dir;
+  std::string kubeconfig = dir.write("kubeconfig", "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
+                                                   "    server: " + server.url() + "\ncontexts:\n- name: t\n  context:\n    cluster: c\n"
+                                                   "    user: u\nusers:\n- name: u\n  user: {}\n");
+  tessera::testing::Process controller({TESSERA_BIN, "fleet", "run", "--kubeconfig", kubeconfig, "--namespace", "tessera", "--poll", "0.5"},
+              dir.path() + "/run.log");
+  for (int i = 0; i < 200 && server.request_count() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_GT(server.request_count(), 0u) << controller.output();
+  server.fail_next(1000, 503, "10");
+  const size_t before = server.request_count();
+  for (int i = 0; i < 100 && server.request_count() == before; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_GT(server.request_count(), before) << "the controller looked again";
+  const auto sent = std::chrono::steady_clock::now();
+  controller.signal(SIGTERM);
+  EXPECT_EQ(controller.wait(5000), 0) << controller.output();
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::milliseconds(2000)) << controller.output();
+  EXPECT_NE(controller.output().find("tessera fleet run: stopped"), std::string::npos) << controller.output();
 }
 
 }  // namespace
