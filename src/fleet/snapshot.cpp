@@ -235,7 +235,9 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
       // Everything the plan depends on: every label (selectors read any), readiness, cordon, taints.
       facts += "N|" + n.name + "|" + n.layout_annotation.value_or("") + "|" + (n.unschedulable ? "cordoned" : "") + "|" +
                (n.ready ? "ready" : "not-ready");
-      for (const auto& [k, v] : n.labels) facts += "|" + k + "=" + v;
+      // Every label but GFD's timestamp, which it rewrites every pass (a plan must not go stale by it).
+      for (const auto& [k, v] : n.labels)
+        if (k != "nvidia.com/gfd.timestamp") facts += "|" + k + "=" + v;
       for (const auto& t : n.taints) facts += "|taint " + t.key + "=" + t.value + ":" + t.effect;
       facts += "\n";
       snap.nodes.push_back(std::move(n));

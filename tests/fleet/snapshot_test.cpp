@@ -116,6 +116,8 @@ TEST(FleetSnapshot, TheHashFollowsTheFactsNotTheOrder) {
   hashes.insert(changed([](json& d) { d["items"][1]["status"]["phase"] = "Unknown"; }));
   hashes.insert(changed([](json& d) { d["items"][1]["spec"]["nodeSelector"] = {{"zone", "a"}}; }));
   EXPECT_EQ(hashes.size(), 7u);
+  // But not GFD's timestamp label, which changes on every GFD pass.
+  EXPECT_EQ(changed([](json& d) { d["items"][0]["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = "1764800000"; }), base);
 }
 
 // A node whose GPUs the catalog lacks (an L4, a part not in it yet) is whole GPUs that never
