@@ -14,15 +14,18 @@ import os
 import re
 import sys
 
-# Short names accepted on the command line, per catalog model.
+# Short names accepted on the command line, per catalog model, and the NVML
+# names of other boards with the same MIG geometry (mig-profiles.json's
+# same_mig_geometry_device_ids: the boards mig-parted's default config groups
+# with the model; GFD writes these names, spaces as dashes, as gpu.product).
 ALIASES = {
     "A100-SXM4-40GB": ["A100-40GB", "A100-PCIE-40GB"],
-    "A100-SXM4-80GB": ["A100-80GB", "A100-PCIE-80GB", "NVIDIA A100 80GB PCIe"],
+    "A100-SXM4-80GB": ["A100-80GB", "A100-PCIE-80GB", "NVIDIA A100 80GB PCIe", "NVIDIA A800-SXM4-80GB", "NVIDIA A800 80GB PCIe"],
     "A30-24GB": ["A30"],
     "H100-SXM5-80GB": ["H100-80GB", "H100-SXM"],
     "H100-PCIe-80GB": ["H100-PCIE", "NVIDIA H100 PCIe"],
     "H100-NVL-94GB": ["H100-NVL", "H100-94GB"],
-    "H200-SXM-141GB": ["H200", "H200-141GB"],
+    "H200-SXM-141GB": ["H200", "H200-141GB", "NVIDIA H200 NVL"],
     "GH200-96GB": ["GH200"],
     "GH200-144GB": ["GH200-144G-HBM3e"],
     "B200-180GB": ["B200"],

@@ -237,7 +237,8 @@ std::vector<Gpu> build() {
   // (A800 80GB); 81920 MiB, 108 SMs (A100 datasheet); compute capability 8.0 [CUDA-CC].
   all.push_back(make(
       {"A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB", true, 0x20B210DE, {0x20B510DE, 0x20F310DE, 0x20F510DE},
-       {"A100-80GB", "A100-PCIE-80GB", "NVIDIA A100 80GB PCIe"}, NVML_DEVICE_ARCH_AMPERE, 8, 0, 81920, true, 108,
+       {"A100-80GB", "A100-PCIE-80GB", "NVIDIA A100 80GB PCIe", "NVIDIA A800-SXM4-80GB", "NVIDIA A800 80GB PCIe"},
+       NVML_DEVICE_ARCH_AMPERE, 8, 0, 81920, true, 108,
        true},
       {
           // [SMI] -lgip of an A100 80GB PCIe, driver 515.86.01; [MIG-SP] A100 table renamed for 80GB.
@@ -317,7 +318,7 @@ std::vector<Gpu> build() {
 
   // H200-SXM-141GB. [PARTED] 0x233510DE ("H200 141GB"), grouped with 0x233B (H200 NVL);
   // 143771 MiB and 132 SMs as nvidia-smi reports them; compute capability 9.0 [CUDA-CC].
-  all.push_back(make({"H200-SXM-141GB", "NVIDIA H200", true, 0x233510DE, {0x233B10DE}, {"H200", "H200-141GB"},
+  all.push_back(make({"H200-SXM-141GB", "NVIDIA H200", true, 0x233510DE, {0x233B10DE}, {"H200", "H200-141GB", "NVIDIA H200 NVL"},
                       NVML_DEVICE_ARCH_HOPPER, 9, 0, 143771, true, 132, true},
                      {
                          // [SMI] -lgip of an H200 (NVIDIA/mig-parted issue #120); [MIG-SP] H200 141GB table.

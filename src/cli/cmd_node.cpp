@@ -5,6 +5,7 @@
 // and, when asked, serves the metrics exporter. docs/design-node-agent.md.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cctype>
 #include <condition_variable>
 #include <cstdlib>
@@ -173,13 +174,24 @@ std::string layout_annotation(const sharing::Inventory& inventory, const std::ve
   std::map<std::pair<std::string, std::string>, const sharing::Device*> by_id;
   for (const auto& r : advertised)
     for (const auto& d : r.devices) by_id[{r.name, d.id}] = &d;
-  std::map<std::string, std::string> holder;  // GPU or MIG device UUID -> "ns/pod"
+  // GPU or MIG device UUID -> every "ns/pod" holding it (replicas of a shared device: several).
+  std::map<std::string, std::vector<std::string>> holder;
   for (const auto& pod : pods)
     for (const auto& c : pod.containers)
       for (const auto& rd : c.resources)
         for (const auto& id : rd.ids)
-          if (auto it = by_id.find({rd.resource, id}); it != by_id.end())
-            holder[it->second->is_mig ? it->second->physical_uuid : it->second->gpu_uuid] = pod.pod_namespace + "/" + pod.name;
+          if (auto it = by_id.find({rd.resource, id}); it != by_id.end()) {
+            auto& list = holder[it->second->is_mig ? it->second->physical_uuid : it->second->gpu_uuid];
+            const std::string name = pod.pod_namespace + "/" + pod.name;
+            if (std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
+          }
+  // One holder: "pod" (what every reader of the annotation reads); several: "pods" as well.
+  auto name_holders = [&](nlohmann::json& e, const std::string& uuid) {
+    auto it = holder.find(uuid);
+    if (it == holder.end()) return;
+    e["pod"] = it->second.front();
+    if (it->second.size() > 1) e["pods"] = it->second;
+  };
   nlohmann::json gpus = nlohmann::json::array();
   for (const auto& g : inventory.gpus) {
     nlohmann::json e = {{"index", g.index}, {"mig", g.mig_enabled}};
@@ -187,12 +199,12 @@ std::string layout_annotation(const sharing::Inventory& inventory, const std::ve
       nlohmann::json insts = nlohmann::json::array();
       for (const auto& m : g.mig_devices) {
         nlohmann::json i = {{"profile", m.profile}, {"start", m.start}};
-        if (auto it = holder.find(m.uuid); it != holder.end()) i["pod"] = it->second;
+        name_holders(i, m.uuid);
         insts.push_back(i);
       }
       e["instances"] = insts;
-    } else if (auto it = holder.find(g.uuid); it != holder.end()) {
-      e["pod"] = it->second;
+    } else {
+      name_holders(e, g.uuid);
     }
     gpus.push_back(e);
   }
@@ -205,7 +217,7 @@ int run_node_as_dra(const NodeArgs& args) {
   const char* cmd = "tessera node --mode dra";
   for (const auto& [given, what] : {std::pair{!args.mig_config.empty(), "--mig-config"},
                                     std::pair{!args.metrics_listen.empty(), "--metrics-listen"},
-                                    std::pair{!args.plugin.config_file.empty(), "--config"}})
+                                    std::pair{!args.plugin.config_file.empty(), "--config-file"}})
     if (given) {
       std::cerr << cmd << ": " << what << " is the device plugin's; the DRA driver cuts MIG per claim and takes no "
                 << "device-plugin config (run the exporter as its own container)\n";

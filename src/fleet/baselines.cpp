@@ -32,14 +32,12 @@ std::vector<int> demand_order(const Problem& p, const State& s) {
 }
 
 // Free instances of `resource` on GPU g.
-std::vector<size_t> free_of(const Problem& p, const PlannedGpu& pg, const Gpu& gpu, const std::string& resource) {
+std::vector<size_t> free_of(const PlannedGpu& pg, const Gpu& gpu, const std::string& resource) {
   std::vector<size_t> out;
-  for (size_t s = 0; s < pg.layout.size(); ++s) {
-    if (pg.layout[s].pod >= 0) continue;
-    std::string r = pg.target.mig ? gpu.model->profiles[pg.layout[s].profile].name : std::string(kWholeGpu);
-    if (r == resource) out.push_back(s);
-  }
-  (void)p;
+  Gpu after = gpu;
+  after.mig = pg.target.mig;
+  for (size_t s = 0; s < pg.layout.size(); ++s)
+    if (pg.layout[s].pod < 0 && instance_resource(after, pg.layout[s]) == resource) out.push_back(s);
   return out;
 }
 
@@ -55,7 +53,7 @@ void first_fit_fixed(const Problem& p, State& s) {
       if (!p.allows(i, int(n)) || !p.nodes[n].accepts_pods()) continue;
       std::vector<std::pair<size_t, size_t>> slots;
       for (int g : p.nodes[n].gpus)
-        for (size_t sl : free_of(p, s.gpus[size_t(g)], p.gpus[size_t(g)], r)) slots.push_back({size_t(g), sl});
+        for (size_t sl : free_of(s.gpus[size_t(g)], p.gpus[size_t(g)], r)) slots.push_back({size_t(g), sl});
       if (slots.size() < pod.count) continue;
       for (uint32_t c = 0; c < pod.count; ++c) s.gpus[slots[c].first].layout[slots[c].second].pod = i;
       s.placement[size_t(i)] = int(n);
@@ -101,12 +99,13 @@ FleetPlan first_fit_plan(const Problem& p) {
       for (int g : p.nodes[n].gpus) saved.push_back(s.gpus[size_t(g)]);
       std::vector<std::pair<size_t, size_t>> slots;
       for (int g : p.nodes[n].gpus)
-        for (size_t sl : free_of(p, s.gpus[size_t(g)], p.gpus[size_t(g)], r)) slots.push_back({size_t(g), sl});
+        for (size_t sl : free_of(s.gpus[size_t(g)], p.gpus[size_t(g)], r)) slots.push_back({size_t(g), sl});
       // Not enough: change GPUs of this node, adding instances without evicting anyone.
       for (int g : p.nodes[n].gpus) {
         if (slots.size() >= pod.count) break;
         PlannedGpu& pg = s.gpus[size_t(g)];
         const Gpu& gpu = p.gpus[size_t(g)];
+        if (gpu.fixed) continue;
         bool busy = std::any_of(pg.layout.begin(), pg.layout.end(), [](const Instance& x) { return x.pod >= 0; });
         if (r == kWholeGpu) {
           if (busy || !pg.target.mig) continue;
@@ -204,7 +203,7 @@ Objective baseline_one_layout(const Problem& p) {
       if (!pod.running()) demand[size_t(pod.resource)] += pod.count;
     for (const auto& gpu : p.gpus) {
       const Target& t = choices.at(gpu.model)[choice.at(gpu.model)];
-      if (t == current_target(gpu)) {
+      if (gpu.fixed || t == current_target(gpu)) {
         for (const auto& i : gpu.instances)
           if (i.pod < 0)
             if (int r = p.resource_index(instance_resource(gpu, i)); r >= 0) ++cap[size_t(r)];
@@ -242,7 +241,7 @@ Objective baseline_one_layout(const Problem& p) {
   for (size_t g = 0; g < p.gpus.size(); ++g) {
     const Gpu& gpu = p.gpus[g];
     const Target& t = choices.at(gpu.model)[pick.at(gpu.model)];
-    if (t == current_target(gpu)) continue;
+    if (gpu.fixed || t == current_target(gpu)) continue;
     for (const auto& i : gpu.instances)
       if (i.pod >= 0) {
         s.evicted[size_t(i.pod)] = true;

@@ -35,7 +35,13 @@ Result<void> check_fleet_plan(const Problem& p, const FleetPlan& plan, const Pla
     const Node& node = p.nodes[size_t(gpu.node)];
     std::string where = "node " + node.name + " GPU " + std::to_string(gpu.index);
     if (gpu.model != node.model) return bad(where + ": not the node's product");
-    if (pg.target.mig) {
+    if (gpu.fixed) {
+      // Planned as it is (uncatalogued product, single strategy, shared replicas): the same devices.
+      bool same_devices = pg.target == current_target(gpu) && pg.layout.size() == gpu.instances.size();
+      for (size_t s = 0; same_devices && s < pg.layout.size(); ++s)
+        same_devices = pg.layout[s].profile == gpu.instances[s].profile && pg.layout[s].start == gpu.instances[s].start;
+      if (!same_devices) return bad(where + ": changed, but its GPUs are planned as they are");
+    } else if (pg.target.mig) {
       MigLayout layout;
       std::vector<uint32_t> profiles;
       for (const auto& i : pg.layout) {

@@ -28,9 +28,16 @@ inline constexpr const char* kProductLabel = "nvidia.com/gpu.product";
 inline constexpr const char* kCountLabel = "nvidia.com/gpu.count";
 inline constexpr const char* kMigConfigLabel = "nvidia.com/mig.config";
 inline constexpr const char* kMigStateLabel = "nvidia.com/mig.config.state";
+// GFD: "single" when every MIG device is advertised as nvidia.com/gpu (then
+// gpu.product ends "-MIG-<profile>" and gpu.count counts MIG devices).
+inline constexpr const char* kMigStrategyLabel = "nvidia.com/mig.strategy";
+// GFD: how many replicas each device is advertised as (time-slicing or MPS sharing).
+inline constexpr const char* kReplicasLabel = "nvidia.com/gpu.replicas";
 // Kept by `tessera node`: each GPU's MIG mode and instances, and the pod on
 // each instance (docs/design-fleet.md, "The layout annotation").
 inline constexpr const char* kLayoutAnnotation = "tessera.dev/mig-layout";
+// The names of the mig-parted configs a plan generates begin so.
+inline constexpr const char* kGeneratedPrefix = "tessera-fleet-";
 // The whole-GPU resource (nvidia.com/gpu: a GPU with MIG off under the mixed strategy).
 inline constexpr const char* kWholeGpu = "gpu";
 
@@ -96,6 +103,11 @@ struct Snapshot {
 // input in messages.
 [[nodiscard]] Result<Snapshot> parse_snapshot(const nlohmann::json& list, const std::string& source);
 [[nodiscard]] Result<Snapshot> parse_snapshot_text(const std::string& text, const std::string& source);
+// An item cut down to what parse_snapshot reads (the same Snapshot and hash
+// come out); false for a pod that asks for no nvidia.com/ resource, which the
+// planner ignores. For reading a big cluster page by page (kube::Client's
+// list_nodes_and_pods keep).
+bool slim_snapshot_item(nlohmann::json& item);
 
 // ---- The problem: GPUs, their instances, pods --------------------------
 
@@ -111,7 +123,18 @@ struct Gpu {
   const GpuModel* model = nullptr;
   bool mig = false;             // MIG mode on
   // MIG on: the GPU instances. MIG off: one instance that stands for the whole GPU.
+  // Shared devices (replicas > 1): each instance once per replica, one pod on each.
   std::vector<Instance> instances;
+  // How the device plugin advertises the GPU's devices (instance_resource):
+  // under the single MIG strategy every MIG device is nvidia.com/gpu;
+  // replicas renamed by the sharing config carry ".shared".
+  bool single = false;
+  std::string suffix;           // "" or ".shared"
+  uint32_t replicas = 1;
+  // Planned as it is, never changed: a product the catalog lacks, the single
+  // strategy (one profile per node, advertised without its name), shared
+  // replicas (a new layout would change what every replica is).
+  bool fixed = false;
 };
 
 struct Node {
@@ -177,8 +200,15 @@ struct Problem {
 // required node-affinity terms matches (each term: all its requirements).
 bool node_admits(const Node& node, const PodRules& rules);
 
-// The resource a GPU instance serves: "gpu" for a whole GPU, else its profile's name.
+// The resource a GPU instance serves: "gpu" for a whole GPU (and for any MIG
+// device under the single strategy), else its profile's name; with the
+// GPU's suffix (".shared" for renamed shared replicas).
 std::string instance_resource(const Gpu& gpu, const Instance& inst);
+// The extended resource a planner resource stands for ("gpu.shared" ->
+// nvidia.com/gpu.shared, "1g.10gb" -> nvidia.com/mig-1g.10gb).
+std::string resource_key(const std::string& resource);
+// Whether node `node` has, or could be given, a device serving `resource`.
+bool node_offers(const Problem& problem, int node, const std::string& resource);
 
 // Nodes from their GFD labels and nvidia.com/mig.config (looked up in
 // `configs`), or the layout annotation when the node agent wrote one; pods
@@ -286,7 +316,7 @@ Objective evaluate(const Problem& problem, const FleetPlan& plan);
 
 // Why a pod the plan leaves unserved is: no GPU has its profile, no node takes it, or no capacity.
 std::string unserved_reason(const Problem& problem, int pod);
-// The JSON contract of `tessera fleet plan --output json`.
+// The JSON contract of `tessera fleet plan --json`.
 nlohmann::json plan_json(const Problem& problem, const FleetPlan& plan);
 std::string plan_text(const Problem& problem, const FleetPlan& plan);
 std::string plan_svg(const Problem& problem, const FleetPlan& plan);

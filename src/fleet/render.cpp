@@ -30,10 +30,11 @@ json entry_json(const config::MigConfigEntry& e) {
   return j;
 }
 
-json gpu_mig(const GpuModel& model, const Target& t) {
+// A target's instances per profile (a shared GPU's target lists each instance once per replica).
+json gpu_mig(const GpuModel& model, const Target& t, uint32_t replicas = 1) {
   if (!t.mig) return nullptr;
   json m = json::object();
-  for (const auto& [name, n] : target_counts(model, t)) m[name] = n;
+  for (const auto& [name, n] : target_counts(model, t)) m[name] = n / std::max(1u, replicas);
   return m;
 }
 
@@ -112,8 +113,13 @@ json plan_json(const Problem& p, const FleetPlan& plan) {
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     const Node& node = p.nodes[n];
     json gpus = json::array();
-    for (int g : node.gpus)
-      gpus.push_back({{"index", p.gpus[size_t(g)].index}, {"mig", gpu_mig(*node.model, plan.gpus[size_t(g)].target)}});
+    for (int g : node.gpus) {
+      const Gpu& gpu = p.gpus[size_t(g)];
+      json e = {{"index", gpu.index}, {"mig", gpu_mig(*node.model, plan.gpus[size_t(g)].target, gpu.replicas)}};
+      if (gpu.fixed) e["fixed"] = true;  // planned as it is
+      if (gpu.replicas > 1) e["replicas"] = gpu.replicas;
+      gpus.push_back(std::move(e));
+    }
     json evict = json::array();
     for (size_t i = 0; i < p.pods.size(); ++i)
       if (plan.evicted[i] && p.pods[i].node == int(n)) evict.push_back(p.pods[i].id);
@@ -163,16 +169,18 @@ std::string unserved_reason(const Problem& p, int pod) {
   const std::string& r = p.resources[size_t(x.resource)];
   bool offered = false, admitted = false;
   for (size_t n = 0; n < p.nodes.size(); ++n) {
-    const bool has = r == kWholeGpu || p.nodes[n].model->profile(r) != nullptr;
+    const bool has = node_offers(p, int(n), r);
     offered = offered || has;
     admitted = admitted || (has && p.allows(pod, int(n)));
   }
-  if (!offered) return "no GPU in the fleet has the profile " + r;
+  if (!offered)
+    return r.ends_with(".shared") ? "no node in the fleet shares its devices as " + resource_key(r)
+                                  : "no GPU in the fleet has the profile " + r;
   if (!admitted)
     return x.constrained ? "no node with " + r + " takes it (its node selector, affinity or tolerations; cordoned or "
                            "not Ready nodes)"
                          : "no node with " + r + " takes new pods (cordoned or not Ready)";
-  const std::string what = r == kWholeGpu ? "whole GPU" : r + " instance";
+  const std::string what = r == kWholeGpu ? "whole GPU" : r.ends_with(".shared") ? resource_key(r) + " replica" : r + " instance";
   const std::string where = x.constrained ? "a node it admits" : "a node that takes pods";
   if (x.count > 1) return "no room: no " + where.substr(2) + " has " + std::to_string(x.count) + " free " + what + "s";
   return "no room: no free " + what + " on " + where;
@@ -207,7 +215,7 @@ std::string plan_text(const Problem& p, const FleetPlan& plan) {
   size_t shown = 0;
   for (size_t n : changed) {
     if (++shown > 15) {
-      out << "  ... and " << changed.size() - 15 << " more (--output json lists all)\n";
+      out << "  ... and " << changed.size() - 15 << " more (--json lists all)\n";
       break;
     }
     const Node& node = p.nodes[n];
@@ -241,7 +249,7 @@ std::string plan_text(const Problem& p, const FleetPlan& plan) {
   for (size_t i = 0; i < p.pods.size(); ++i) {
     if (plan.placement[i] >= 0) continue;
     if (++listed > 15) {
-      out << "unserved: ... and " << plan.objective.unserved - 15 << " more (--output json lists all)\n";
+      out << "unserved: ... and " << plan.objective.unserved - 15 << " more (--json lists all)\n";
       break;
     }
     out << "unserved: " << escape_control(p.pods[i].id) << ": " << escape_control(unserved_reason(p, int(i))) << "\n";

@@ -2,6 +2,7 @@
 // server returns them, to GPUs with their instances and the pods on them.
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <set>
 
 #include "core/text.hpp"
@@ -27,8 +28,12 @@ const json& at(const json& object, const char* key) {
 
 // A resource quantity that must be a whole number ("2", 2).
 std::optional<int64_t> whole_quantity(const json& v) {
+  if (v.is_number_unsigned()) {  // (also is_number_integer: ask it first)
+    const uint64_t u = v.get<uint64_t>();
+    if (u > uint64_t(INT64_MAX)) return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
   if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number_unsigned()) return static_cast<int64_t>(v.get<uint64_t>());
   if (!v.is_string()) return std::nullopt;
   const std::string s = v.get<std::string>();
   int64_t n = 0;
@@ -37,10 +42,13 @@ std::optional<int64_t> whole_quantity(const json& v) {
   return n;
 }
 
-// The resource a name stands for: "gpu" for nvidia.com/gpu, the profile for nvidia.com/mig-<profile>.
+// The resource a name stands for: "gpu" for nvidia.com/gpu, the profile for
+// nvidia.com/mig-<profile>; shared replicas the sharing config renamed keep
+// their ".shared" (nvidia.com/gpu.shared -> "gpu.shared").
 std::optional<std::string> gpu_resource(const std::string& key) {
   if (key == "nvidia.com/gpu") return std::string(kWholeGpu);
-  if (key.starts_with("nvidia.com/mig-")) return key.substr(15);
+  if (key == "nvidia.com/gpu.shared") return std::string(kWholeGpu) + ".shared";
+  if (key.starts_with("nvidia.com/mig-") && key.size() > 15) return key.substr(15);
   return std::nullopt;
 }
 
@@ -185,6 +193,54 @@ std::string hash_text(const std::string& text) {
   return buf;
 }
 
+bool slim_snapshot_item(json& item) {
+  if (!item.is_object()) return true;  // parse_snapshot names what is wrong with it
+  const std::string kind = str_at(item, "kind");
+  auto pick = [](const json& from, std::initializer_list<const char*> keys) {
+    json out = json::object();
+    if (from.is_object())
+      for (const char* k : keys)
+        if (auto it = from.find(k); it != from.end()) out[k] = *it;
+    return out;
+  };
+  if (kind == "Pod") {
+    bool gpu = false;
+    const json& containers = at(at(item, "spec"), "containers");
+    json slim_containers = json::array();
+    for (size_t c = 0; containers.is_array() && c < containers.size(); ++c) {
+      json resources = pick(at(containers[c], "resources"), {"requests", "limits"});
+      for (const auto& [part, m] : resources.items())
+        if (m.is_object())
+          for (const auto& [key, v] : m.items()) gpu = gpu || key.starts_with("nvidia.com/");
+      slim_containers.push_back({{"name", at(containers[c], "name")}, {"resources", resources}});
+    }
+    if (!gpu) return false;
+    json spec = pick(at(item, "spec"), {"nodeName", "nodeSelector", "affinity", "tolerations", "topologySpreadConstraints"});
+    spec["containers"] = std::move(slim_containers);
+    item = {{"kind", "Pod"},
+            {"apiVersion", at(item, "apiVersion")},
+            {"metadata", pick(at(item, "metadata"), {"name", "namespace", "uid", "creationTimestamp"})},
+            {"spec", std::move(spec)},
+            {"status", pick(at(item, "status"), {"phase"})}};
+    return true;
+  }
+  if (kind == "Node") {
+    json meta = pick(at(item, "metadata"), {"name", "uid", "labels"});
+    if (const json& ann = at(at(item, "metadata"), "annotations"); ann.is_object() && ann.contains(kLayoutAnnotation))
+      meta["annotations"] = {{kLayoutAnnotation, ann[kLayoutAnnotation]}};
+    json status = json::object();
+    if (const json& conds = at(at(item, "status"), "conditions"); conds.is_array())
+      for (const auto& c : conds)
+        if (str_at(c, "type") == "Ready") status["conditions"] = json::array({pick(c, {"type", "status"})});
+    item = {{"kind", "Node"},
+            {"apiVersion", at(item, "apiVersion")},
+            {"metadata", std::move(meta)},
+            {"spec", pick(at(item, "spec"), {"unschedulable", "taints"})},
+            {"status", std::move(status)}};
+  }
+  return true;
+}
+
 Result<Snapshot> parse_snapshot_text(const std::string& text, const std::string& source) {
   json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded())
@@ -279,7 +335,7 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
     if (asks.empty()) continue;  // no GPU: not the planner's business
     if (asks.size() > 1) {
       std::vector<std::string> names;
-      for (const auto& [r, q] : asks) names.push_back(r == kWholeGpu ? "nvidia.com/gpu" : "nvidia.com/mig-" + r);
+      for (const auto& [r, q] : asks) names.push_back(resource_key(r));
       errors.push_back("Pod " + p.id + ": asks for " + std::to_string(names.size()) +
                        " different GPU resources (" + join(names) + "); a pod may ask for one MIG profile or whole GPUs");
       continue;
@@ -324,10 +380,16 @@ const GpuModel* find_product(const Catalog& catalog, const std::string& label) {
     return s;
   };
   const std::string want = lower(name);
+  // GFD writes the NVML name with its spaces as dashes ("NVIDIA A100 80GB PCIe" -> "NVIDIA-A100-80GB-PCIe");
+  // boards of one MIG geometry are one model, their names among its aliases.
+  auto dashed = [&](std::string s) {
+    std::replace(s.begin(), s.end(), ' ', '-');
+    return lower(s);
+  };
   for (const auto& m : catalog.models()) {
-    std::string gfd = m.nvml_name;
-    std::replace(gfd.begin(), gfd.end(), ' ', '-');
-    if (lower(gfd) == want) return &m;
+    if (dashed(m.nvml_name) == want) return &m;
+    for (const auto& a : m.aliases)
+      if (dashed(a) == want || "nvidia-" + dashed(a) == want) return &m;
   }
   if (const auto* m = catalog.find(name)) return m;
   if (want.starts_with("nvidia-"))
@@ -341,8 +403,26 @@ int Problem::resource_index(const std::string& name) const {
 }
 
 std::string instance_resource(const Gpu& gpu, const Instance& inst) {
-  if (!gpu.mig) return kWholeGpu;
-  return gpu.model->profiles[inst.profile].name;
+  if (!gpu.mig || gpu.single) return kWholeGpu + gpu.suffix;
+  return gpu.model->profiles[inst.profile].name + gpu.suffix;
+}
+
+std::string resource_key(const std::string& resource) {
+  if (resource.starts_with(kWholeGpu) && (resource.size() == 3 || resource.substr(3) == ".shared")) return "nvidia.com/" + resource;
+  return "nvidia.com/mig-" + resource;
+}
+
+bool node_offers(const Problem& p, int node, const std::string& resource) {
+  for (int g : p.nodes[size_t(node)].gpus) {
+    const Gpu& gpu = p.gpus[size_t(g)];
+    if (gpu.fixed) {
+      for (const auto& i : gpu.instances)
+        if (instance_resource(gpu, i) == resource) return true;
+    } else if (resource == kWholeGpu || gpu.model->profile(resource) != nullptr) {
+      return true;
+    }
+  }
+  return false;
 }
 
 namespace {
@@ -389,35 +469,67 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
     n.taints = sn.taints;
     n.unschedulable = sn.unschedulable;
     n.ready = sn.ready;
-    n.model = find_product(catalog, product->second);
-    const bool fixed = !n.model;
-    if (fixed) {
-      // Not a MIG GPU the catalog knows (an L4, a part not in it yet): whole GPUs, never changed.
+    const std::string& product_label = product->second;
+    n.model = find_product(catalog, product_label);
+    // GFD's labels for the single MIG strategy ("...-MIG-<profile>", mig.strategy=single) and
+    // for shared replicas (gpu.replicas; "-SHARED" on the product when the resources keep their names).
+    std::string single_profile;
+    {
+      std::string name = product_label;
+      if (name.ends_with("-SHARED")) name.resize(name.size() - 7);
+      if (auto mig = name.find("-MIG-"); mig != std::string::npos) single_profile = name.substr(mig + 5);
+    }
+    auto strategy = sn.labels.find(kMigStrategyLabel);
+    const bool single = !single_profile.empty() || (strategy != sn.labels.end() && strategy->second == "single");
+    uint32_t replicas = 1;
+    if (auto r = sn.labels.find(kReplicasLabel); r != sn.labels.end()) {
+      auto [end, ec] = std::from_chars(r->second.data(), r->second.data() + r->second.size(), replicas);
+      if (ec != std::errc() || end != r->second.data() + r->second.size() || replicas == 0 || replicas > 1024) {
+        errors.push_back("Node " + sn.name + ": " + kReplicasLabel + "=" + quote(r->second) + " is not a replica count from 1 to 1024");
+        continue;
+      }
+    }
+    const std::string suffix = replicas > 1 && !product_label.ends_with("-SHARED") ? ".shared" : "";
+    const GpuInstanceProfile* single_prof = single && n.model ? n.model->profile(single_profile) : nullptr;
+    bool uncatalogued = !n.model;
+    if (!uncatalogued && single && !single_prof) {
+      p.warnings.push_back("Node " + sn.name + ": " + kProductLabel + "=" + quote(product_label) + " under the single MIG strategy "
+                           "names no profile of " + n.model->name + ": its devices are planned as whole GPUs that never change");
+      uncatalogued = true;
+    } else if (uncatalogued) {
       std::vector<std::string> names;
       for (const auto& m : catalog.models()) {
         std::string gfd = m.nvml_name;
         std::replace(gfd.begin(), gfd.end(), ' ', '-');
         names.push_back(gfd);
       }
+      p.warnings.push_back("Node " + sn.name + ": " + kProductLabel + "=" + quote(product_label) +
+                           " is not a MIG GPU in the catalog (nearest: " + join(nearest(product_label, names, 3)) +
+                           "): its GPUs are planned as whole GPUs that never change");
+    }
+    if (uncatalogued) {
+      // Not a MIG GPU the catalog knows (an L4, a part not in it yet): whole GPUs, never changed.
       const GpuModel* known = nullptr;
       for (const auto& m : p.fixed_models)
-        if (m->nvml_name == product->second) known = m.get();
+        if (m->nvml_name == product_label) known = m.get();
       if (!known) {
         auto m = std::make_shared<GpuModel>();
-        m->name = m->nvml_name = product->second;
+        m->name = m->nvml_name = product_label;
         p.fixed_models.push_back(m);
         known = m.get();
       }
       n.model = known;
-      p.warnings.push_back("Node " + sn.name + ": " + kProductLabel + "=" + quote(product->second) +
-                           " is not a MIG GPU in the catalog (nearest: " + join(nearest(product->second, names, 3)) +
-                           "): its GPUs are planned as whole GPUs that never change");
     }
+    // Planned as it is: see Gpu::fixed.
+    const bool fixed = uncatalogued || single_prof || replicas > 1;
     uint32_t count = 0;
+    // Under the single strategy gpu.count counts MIG devices (up to 7 per GPU).
+    const uint32_t max_count = single ? 512 : 64;
     if (auto c = sn.labels.find(kCountLabel); c != sn.labels.end()) {
       auto [end, ec] = std::from_chars(c->second.data(), c->second.data() + c->second.size(), count);
-      if (ec != std::errc() || end != c->second.data() + c->second.size() || count == 0 || count > 64) {
-        errors.push_back("Node " + sn.name + ": " + kCountLabel + "=" + quote(c->second) + " is not a GPU count from 1 to 64");
+      if (ec != std::errc() || end != c->second.data() + c->second.size() || count == 0 || count > max_count) {
+        errors.push_back("Node " + sn.name + ": " + kCountLabel + "=" + quote(c->second) + " is not a GPU count from 1 to " +
+                         std::to_string(max_count));
         continue;
       }
     } else {
@@ -425,12 +537,15 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       continue;
     }
     const config::MigConfig* config = nullptr;
-    if (auto c = sn.labels.find(kMigConfigLabel); c != sn.labels.end() && fixed) {
+    if (auto c = sn.labels.find(kMigConfigLabel); c != sn.labels.end() && uncatalogued) {
       n.config = c->second;  // kept as it is: nothing on the node changes
     } else if (c != sn.labels.end()) {
       n.config = c->second;
       config = configs.find(c->second);
-      if (!config) {
+      if (!config && fixed) {
+        p.warnings.push_back("Node " + sn.name + ": " + kMigConfigLabel + "=" + quote(c->second) + " is not a config in " +
+                             configs.file + "; the node is planned as it is, from its GFD labels");
+      } else if (!config) {
         std::vector<std::string> names;
         for (const auto& cfg : configs.configs) names.push_back(cfg.name);
         errors.push_back("Node " + sn.name + ": " + kMigConfigLabel + "=" + quote(c->second) + " is not a config in " +
@@ -438,12 +553,42 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
         continue;
       }
     }
+    // The single strategy: gpu.count MIG devices of one profile, so many per GPU as the config
+    // gives (or as many as fit), hence count / per_gpu GPUs.
+    uint32_t physical = count, per_gpu = 0;
+    if (single_prof) {
+      if (config)
+        for (const auto& entry : config->entries) {
+          if (!entry.devices.selects(0) || !config::filter_selects(entry, n.model->pci_device_id, 0, n.model)) continue;
+          ProfileCounts counts;
+          for (const auto& d : entry.mig_devices)
+            if (d.count) counts[d.canonical.empty() ? d.profile : d.canonical] += d.count;
+          if (entry.mig_enabled && counts.size() == 1 && counts.begin()->first == single_prof->name) per_gpu = counts.begin()->second;
+          break;
+        }
+      for (uint32_t k = single_prof->max_count; per_gpu == 0 && k > 0; --k)
+        if (place_counts(*n.model, {{single_prof->name, k}})) per_gpu = k;
+      if (per_gpu == 0) per_gpu = 1;
+      physical = (count + per_gpu - 1) / per_gpu;
+      if (count % per_gpu)
+        p.warnings.push_back("Node " + sn.name + ": " + kCountLabel + "=" + std::to_string(count) + " " + single_prof->name +
+                             " devices is not a multiple of " + std::to_string(per_gpu) + " per GPU; planned as " +
+                             std::to_string(physical) + " GPUs, the last with " + std::to_string(count % per_gpu));
+    }
     const int ni = static_cast<int>(p.nodes.size());
     std::vector<Gpu> gpus;
     bool failed = false;
-    for (uint32_t i = 0; i < count && !failed; ++i) {
+    for (uint32_t i = 0; i < physical && !failed; ++i) {
       Gpu g;
-      if (config) {
+      if (single_prof) {
+        g.index = i;
+        g.model = n.model;
+        g.mig = true;
+        const uint32_t k = i + 1 < physical || count % per_gpu == 0 ? per_gpu : count % per_gpu;
+        auto placed = place_counts(*n.model, {{single_prof->name, k}});
+        if (placed)
+          for (const auto& x : *placed) g.instances.push_back({x.profile, x.start, -1});
+      } else if (config && !uncatalogued) {
         auto made = gpu_from_config(*n.model, *config, i);
         if (!made) {
           errors.push_back("Node " + sn.name + ": GPU " + std::to_string(i) + ": " + made.error().message);
@@ -460,8 +605,16 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       gpus.push_back(std::move(g));
     }
     if (failed) continue;
+    // Every pod the annotation names on a device: "pod", or "pods" where replicas share it.
+    auto holders = [](const json& e) {
+      std::vector<std::string> out;
+      if (std::string pod = str_at(e, "pod"); !pod.empty()) out.push_back(pod);
+      for (const auto& x : strings_at(e, "pods"))
+        if (!x.empty() && std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+      return out;
+    };
     std::vector<std::pair<std::string, std::pair<int, int>>> claims;  // pod -> (local gpu, instance)
-    if (sn.layout_annotation && !fixed) {
+    if (sn.layout_annotation && !uncatalogued) {
       // {"gpus": [{"index": 0, "mig": true, "instances": [{"profile": "1g.10gb", "start": 0, "pod": "ns/name"}]},
       //           {"index": 1, "mig": false, "pod": "ns/name"}]}
       std::string why;
@@ -472,8 +625,9 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       for (size_t k = 0; why.empty() && k < list.size(); ++k) {
         const json& e = list[k];
         auto idx = whole_quantity(at(e, "index"));
-        if (!idx || *idx < 0 || *idx >= static_cast<int64_t>(count) || !seen.insert(uint32_t(*idx)).second) {
-          why = "gpus[" + std::to_string(k) + "].index is missing, repeated or not below " + kCountLabel;
+        if (!idx || *idx < 0 || *idx >= static_cast<int64_t>(physical) || !seen.insert(uint32_t(*idx)).second) {
+          why = "gpus[" + std::to_string(k) + "].index is missing, repeated or not below the node's " +
+                std::to_string(physical) + " GPUs";
           break;
         }
         Gpu& g = gpus[size_t(*idx)];
@@ -481,7 +635,7 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
         g.mig = at(e, "mig").is_boolean() && at(e, "mig").get<bool>();
         if (!g.mig) {
           g.instances.push_back({0, 0, -1});
-          if (std::string pod = str_at(e, "pod"); !pod.empty()) claims.push_back({pod, {int(*idx), 0}});
+          for (const auto& pod : holders(e)) claims.push_back({pod, {int(*idx), 0}});
           continue;
         }
         MigLayout layout;
@@ -490,15 +644,17 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
           std::string prof = str_at(insts[q], "profile");
           const auto* gp = n.model->profile(prof);
           auto start = whole_quantity(at(insts[q], "start"));
-          if (!gp || !start || *start < 0) {
+          if (!gp || !start || *start < 0 || *start >= int64_t(n.model->memory_slices)) {
             why = "gpus[" + std::to_string(k) + "].instances[" + std::to_string(q) + "]: " +
-                  (gp ? "no start" : "profile " + quote(prof) + " is not a profile of " + n.model->name);
+                  (!gp    ? "profile " + quote(prof) + " is not a profile of " + n.model->name
+                   : start ? "start " + std::to_string(*start) + " is not a memory slice of " + n.model->name + " (0 to " +
+                                 std::to_string(n.model->memory_slices - 1) + ")"
+                           : "start is missing or not a whole number");
             break;
           }
           uint32_t pi = static_cast<uint32_t>(gp - n.model->profiles.data());
           layout.push_back({pi, uint32_t(*start)});
-          if (std::string pod = str_at(insts[q], "pod"); !pod.empty())
-            claims.push_back({pod, {int(*idx), int(g.instances.size())}});
+          for (const auto& pod : holders(insts[q])) claims.push_back({pod, {int(*idx), int(g.instances.size())}});
           g.instances.push_back({pi, uint32_t(*start), -1});
         }
         if (!why.empty()) break;
@@ -510,6 +666,33 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
         continue;
       }
       n.placements_known = true;
+    }
+    for (auto& g : gpus) {
+      g.single = single_prof != nullptr;
+      g.suffix = suffix;
+      g.replicas = replicas;
+      g.fixed = fixed;
+    }
+    if (replicas > 1) {
+      // Each device once per replica; the annotation's holders of a device take its replicas in turn.
+      std::map<std::pair<int, int>, uint32_t> taken;
+      for (auto& [pod, where] : claims) {
+        uint32_t& t = taken[where];
+        if (t >= replicas) {
+          p.warnings.push_back("Node " + sn.name + ": annotation " + kLayoutAnnotation + " names more pods on GPU " +
+                               std::to_string(where.first) + " than its " + std::to_string(replicas) + " replicas; " + pod +
+                               " is counted as the annotation did not name it");
+          where = {-1, -1};
+          continue;
+        }
+        where.second = where.second * int(replicas) + int(t++);
+      }
+      std::erase_if(claims, [](const auto& c) { return c.second.first < 0; });
+      for (auto& g : gpus) {
+        std::vector<Instance> each;
+        for (const auto& i : g.instances) each.insert(each.end(), replicas, i);
+        g.instances = std::move(each);
+      }
     }
     for (auto& g : gpus) {
       if (g.mig)
@@ -550,9 +733,9 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
         continue;
       }
       const Node& n = p.nodes[size_t(it->second)];
-      if (n.model->profiles.empty() && sp.resource != kWholeGpu) {
-        p.warnings.push_back("Pod " + sp.id + " runs on " + n.name + " on " + sp.resource + ", which the planner has no "
-                             "table for there (" + n.model->name + "); left out");
+      if (!node_offers(p, it->second, sp.resource)) {
+        p.warnings.push_back("Pod " + sp.id + " runs on " + n.name + " on " + resource_key(sp.resource) + ", which no device "
+                             "there serves as its labels describe them (" + n.model->name + "); left out");
         continue;
       }
       std::vector<std::pair<int, int>> holds;

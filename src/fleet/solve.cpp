@@ -28,8 +28,11 @@ using planner::Row;
 using planner::SolveLimits;
 using planner::SolveStatus;
 
+// A fixed GPU's one column: the GPU as it is (Gpu::fixed; its layout may be no candidate target).
+constexpr size_t kAsIs = SIZE_MAX;
+
 struct Col {
-  size_t target = 0;  // into candidate_targets(model)
+  size_t target = 0;  // into candidate_targets(model), or kAsIs
   bool used = true;
   bool changed = false;
   std::vector<int> cap;    // free instances per resource
@@ -126,6 +129,7 @@ void build_classes(Model& m) {
     std::sort(insts.begin(), insts.end());
     std::string key = gpu.model->name + (gpu.mig ? "|mig" : "|off");
     if (!p.nodes[size_t(gpu.node)].accepts_pods()) key += "|closed";
+    if (gpu.fixed) key += "|fixed" + std::string(gpu.single ? "|single" : "") + gpu.suffix;
     for (auto [a, b, c] : insts) key += "|" + std::to_string(a) + "@" + std::to_string(b) + (c ? "*" : "");
     if (single) key += "|gpu" + std::to_string(g);
     auto [it, fresh] = by_key.emplace(key, int(m.classes.size()));
@@ -141,8 +145,10 @@ void build_classes(Model& m) {
     Gpu gpu = p.gpus[size_t(k.gpus.front())];
     if (k.block >= 0)
       for (auto& i : gpu.instances) i.pod = -1;  // a freed GPU holds nothing
-    const auto& targets = candidate_targets(*k.model, p.media_engines);
     const Target now = current_target(gpu);
+    // A fixed GPU has one target: as it is.
+    const std::vector<Target> as_is{now};
+    const auto& targets = gpu.fixed ? as_is : candidate_targets(*k.model, p.media_engines);
     // A node that takes no new pods (cordoned, not Ready) is not changed and offers nothing.
     const bool closed = k.block < 0 && !p.nodes[size_t(gpu.node)].accepts_pods();
     bool busy = std::any_of(gpu.instances.begin(), gpu.instances.end(), [](const Instance& i) { return i.pod >= 0; });
@@ -152,11 +158,11 @@ void build_classes(Model& m) {
     for (size_t q = 0; q < k.model->profiles.size(); ++q) resource_of_profile[q] = p.resource_index(k.model->profiles[q].name);
     for (size_t t = 0; t < targets.size(); ++t) {
       Col c;
-      c.target = t;
+      c.target = gpu.fixed ? kAsIs : t;
       c.cap.assign(R, 0);
       c.evict.assign(R, 0);
       c.changed = targets[t] != now;
-      if (!busy) {
+      if (!busy && !gpu.fixed) {
         if (!targets[t].mig) c.cap[0] = 1;
         else
           for (uint32_t q : targets[t].profiles)
@@ -486,7 +492,7 @@ void name_configs(const Problem& p, FleetPlan& plan) {
       if (it == generated_by_content.end()) {
         std::string model = n.model->name;
         for (auto& c : model) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        cfg.name = "tessera-fleet-" + model + "-" + hash_text(content).substr(0, 8);
+        cfg.name = kGeneratedPrefix + model + "-" + hash_text(content).substr(0, 8);
         it = generated_by_content.emplace(content, cfg.name).first;
         plan.generated.configs.push_back(std::move(cfg));
       }
@@ -589,7 +595,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     } else {
       const Klass& k = m.classes[size_t(choice[g].first)];
       const Col& c = k.cols[choice[g].second];
-      outcomes[g] = apply_target(p.gpus[g], candidate_targets(*k.model, p.media_engines)[c.target]);
+      outcomes[g] = apply_target(p.gpus[g], c.target == kAsIs ? current_target(p.gpus[g]) : candidate_targets(*k.model, p.media_engines)[c.target]);
       in_use[g] = c.used;
     }
     plan.gpus[g] = {outcomes[g].target, outcomes[g].changed, outcomes[g].layout};
@@ -748,7 +754,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
       for (int gi : gpus) {
         if (have >= int(pod.count)) break;
         size_t g = size_t(gi);
-        if (!never_busy(g)) continue;
+        if (!never_busy(g) || p.gpus[g].fixed) continue;
         // Pods placed here (never kept ones) may move to free instances on other nodes.
         std::map<int, int> here;
         bool movable = true;
@@ -820,7 +826,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
   auto augment = [&](size_t g, int r) -> bool {
     const Gpu& gpu = p.gpus[g];
     const PlannedGpu& now = plan.gpus[g];
-    if (!now.target.mig || r == 0 || !p.nodes[size_t(gpu.node)].accepts_pods()) return false;
+    if (gpu.fixed || !now.target.mig || r == 0 || !p.nodes[size_t(gpu.node)].accepts_pods()) return false;
     const GpuInstanceProfile* prof = gpu.model->profile(p.resources[size_t(r)]);
     if (!prof) return false;
     uint32_t q = uint32_t(prof - gpu.model->profiles.data());
@@ -1000,7 +1006,7 @@ FleetPlan plan_fleet(const Problem& p, const PlanOptions& options) {
     if (!p.pods[i].running() && p.pods[i].resource == 0 && p.pods[i].count > 1) pending.push_back(int(i));
   std::stable_sort(pending.begin(), pending.end(), [&](int x, int y) { return p.pods[size_t(x)].count > p.pods[size_t(y)].count; });
   auto empty = [&](int g) {
-    return !reserved[size_t(g)] && std::none_of(p.gpus[size_t(g)].instances.begin(), p.gpus[size_t(g)].instances.end(),
+    return !reserved[size_t(g)] && !p.gpus[size_t(g)].fixed && std::none_of(p.gpus[size_t(g)].instances.begin(), p.gpus[size_t(g)].instances.end(),
                                                 [](const Instance& x) { return x.pod >= 0; });
   };
   for (int i : pending) {

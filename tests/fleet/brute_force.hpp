@@ -151,6 +151,18 @@ inline Objective brute_force(const Problem& p, std::optional<int64_t> max_evicti
   std::vector<std::vector<After>> options(G);
   for (size_t g = 0; g < G; ++g) {
     const Node& n = p.nodes[size_t(p.gpus[g].node)];
+    if (const Gpu& gpu = p.gpus[g]; gpu.fixed) {
+      // Planned as it is: each device (each replica of one) serves what the device plugin
+      // advertises it as: nvidia.com/gpu when whole or under the single strategy, else its profile.
+      After a;
+      a.mig = gpu.mig;
+      for (const auto& i : gpu.instances) {
+        a.kept.push_back(true);
+        a.slots.push_back({(!gpu.mig || gpu.single ? std::string("gpu") : gpu.model->profiles[i.profile].name) + gpu.suffix, i.pod});
+      }
+      options[g].push_back(std::move(a));
+      continue;
+    }
     for (const auto& c : all_choices(*p.gpus[g].model)) {
       After a = outcome(p.gpus[g], c);
       if (a.changed && (n.unschedulable || !n.ready || n.frozen)) continue;  // a node that takes no pods stays as it is

@@ -93,6 +93,51 @@ TEST(FleetSnapshot, BadInputIsAPreciseError) {
   json bad_count = node("a", "NVIDIA-A100-SXM4-80GB", 1, "");
   bad_count["metadata"]["labels"]["nvidia.com/gpu.count"] = "eight";
   expect_error(list({bad_count}), "Node a: nvidia.com/gpu.count='eight' is not a GPU count from 1 to 64");
+  json bad_replicas = node("a", "NVIDIA-A100-SXM4-80GB", 1, "");
+  bad_replicas["metadata"]["labels"]["nvidia.com/gpu.replicas"] = "0";
+  expect_error(list({bad_replicas}), "Node a: nvidia.com/gpu.replicas='0' is not a replica count from 1 to 1024");
+  // A start past what 32 bits hold is named as given, not as what it wraps to (1215752191).
+  json far = {{"gpus", json::array({{{"index", 0}, {"mig", true},
+                                     {"instances", json::array({{{"profile", "1g.10gb"}, {"start", 99999999999}}})}}})}};
+  expect_error(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb", far)}),
+               "Node a: annotation tessera.dev/mig-layout: gpus[0].instances[0]: start 99999999999 is not a memory slice of "
+               "A100-SXM4-80GB (0 to 7)");
+  far["gpus"][0]["instances"][0]["start"] = 18446744073709551615ull;
+  expect_error(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb", far)}),
+               "Node a: annotation tessera.dev/mig-layout: gpus[0].instances[0]: start is missing or not a whole number");
+}
+
+// Items cut down as a big cluster is read give the same snapshot and hash; pods without a GPU go.
+TEST(FleetSnapshot, SlimItemsReadTheSame) {
+  json ann = {{"gpus", json::array({{{"index", 0}, {"mig", false}, {"pod", "ml/run"}}})}};
+  json n = node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled", ann);
+  n["metadata"]["annotations"]["other"] = "x";
+  n["metadata"]["managedFields"] = json::array({{{"manager", "kubelet"}}});
+  n["spec"]["taints"] = json::array({{{"key", "k"}, {"value", "v"}, {"effect", "NoSchedule"}}});
+  n["status"]["conditions"] = json::array({{{"type", "MemoryPressure"}, {"status", "False"}}, {{"type", "Ready"}, {"status", "True"}}});
+  n["status"]["images"] = json::array({{{"names", {"a"}}}});
+  json run = pod("run", "gpu", 1, "a");
+  run["spec"]["tolerations"] = json::array({{{"key", "k"}, {"operator", "Exists"}}});
+  run["spec"]["volumes"] = json::array({{{"name", "v"}}});
+  run["spec"]["containers"][0]["env"] = json::array({{{"name", "A"}, {"value", "1"}}});
+  json wait = pod("wait", "1g.10gb", 1);
+  wait["spec"]["nodeSelector"] = {{"zone", "a"}};
+  json web = pod("web", "gpu", 1, "a");
+  web["spec"]["containers"][0]["resources"] = {{"limits", {{"cpu", "1"}}}};
+  const std::vector<json> items = {n, run, wait, web};
+  auto full = parse_snapshot(list(items), "test");
+  ASSERT_TRUE(full) << full.error().message;
+  std::vector<json> slim;
+  for (json item : items)
+    if (slim_snapshot_item(item)) slim.push_back(item);
+  EXPECT_EQ(slim.size(), 3u) << "the CPU-only pod goes";
+  EXPECT_FALSE(slim[0]["metadata"].contains("managedFields"));
+  EXPECT_FALSE(slim[0]["metadata"]["annotations"].contains("other"));
+  EXPECT_FALSE(slim[1]["spec"].contains("volumes"));
+  auto cut = parse_snapshot(list(slim), "test");
+  ASSERT_TRUE(cut) << cut.error().message;
+  EXPECT_EQ(cut->hash, full->hash);
+  EXPECT_EQ(cut->pods.size(), full->pods.size());
 }
 
 TEST(FleetSnapshot, TheHashFollowsTheFactsNotTheOrder) {
