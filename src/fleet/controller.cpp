@@ -1,5 +1,6 @@
 #include "fleet/controller.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "config/mig_parted.hpp"
@@ -49,11 +50,79 @@ Result<Controller::Facts> Controller::read_facts() {
   return f;
 }
 
+// What a restarted controller needs to go on: the phase, the wave and the facts the plan stood on.
+std::string Controller::state_json() const {
+  return json{{"phase", std::string(to_string(phase_))},
+              {"wave", wave_},
+              {"wave_started", wave_started_},
+              {"snapshot", snapshot_hash_},
+              {"evicted", evicted_}}
+      .dump();
+}
+
 void Controller::publish_status(const std::string& status) {
-  if (auto r = api_.put_configmap(kPlanConfigMap, {{"status", status}}, {}); !r) error_ = r.error().message;
+  if (auto r = api_.put_configmap(kPlanConfigMap, {{"status", status}, {"state", state_json()}}, {}); !r) error_ = r.error().message;
+}
+
+void Controller::load_plan(const json& plan) {
+  plan_json_ = plan;
+  waves_.clear();
+  node_config_.clear();
+  for (const auto& wave : plan.at("rollout")) waves_.push_back(wave.get<std::vector<std::string>>());
+  for (const auto& n : plan.at("nodes"))
+    if (n.at("changed").get<bool>()) node_config_[n.at("name").get<std::string>()] = n.at("mig.config").get<std::string>();
+  metrics_.waves_total = int64_t(waves_.size());
+  metrics_.waves_done = 0;
+}
+
+void Controller::resume(Clock::time_point now) {
+  resumed_ = true;
+  auto cm = api_.get_configmap(kPlanConfigMap);
+  if (!cm || !*cm) return;
+  const auto& data = (*cm)->data;
+  auto st = data.find("state"), pj = data.find("plan.json"), h = data.find("hash");
+  if (st == data.end() || pj == data.end() || h == data.end()) return;
+  json state = json::parse(st->second, nullptr, false);
+  json plan = json::parse(pj->second, nullptr, false);
+  const std::string phase = state.is_object() ? state.value("phase", "") : "";
+  if (phase != "proposed" && phase != "propagating" && phase != "rolling") return;  // nothing in flight
+  try {
+    load_plan(plan);
+    generated_ = json::object();
+    for (auto it = plan.at("mig-parted").at("mig-configs").begin(); it != plan.at("mig-parted").at("mig-configs").end(); ++it)
+      if (it.key().starts_with(kGeneratedPrefix)) generated_[it.key()] = *it;
+    wave_ = state.value("wave", size_t(0));
+    wave_started_ = state.value("wave_started", false);
+    evicted_ = state.value("evicted", int64_t(0));
+    snapshot_hash_ = state.value("snapshot", "");
+  } catch (const json::exception& e) {
+    (void)api_.event("Warning", "FleetPlanNotResumed",
+                     "ConfigMap " + std::string(kPlanConfigMap) + " records a plan in phase " + phase +
+                         " that cannot be read (" + e.what() + "); watching afresh");
+    waves_.clear();
+    node_config_.clear();
+    plan_json_ = json();
+    return;
+  }
+  hash_ = h->second;
+  if (wave_ > waves_.size()) wave_ = waves_.size();
+  metrics_.waves_done = int64_t(wave_);
+  if (phase == "proposed") {
+    phase_ = ControllerPhase::proposed;
+  } else if (phase == "propagating") {
+    phase_ = ControllerPhase::propagating;
+    propagated_at_ = now + options_.config_propagation;
+  } else {
+    phase_ = ControllerPhase::rolling;
+    wave_deadline_ = now + options_.wave_timeout;
+  }
+  (void)api_.event("Normal", "FleetControllerResumed",
+                   "resumed plan " + hash_ + " in phase " + phase + " (wave " + std::to_string(wave_ + 1) + " of " +
+                       std::to_string(waves_.size()) + ")");
 }
 
 Clock::time_point Controller::step(Clock::time_point now) {
+  if (!resumed_) resume(now);
   switch (phase_) {
     case ControllerPhase::watching:
     case ControllerPhase::done:
@@ -127,41 +196,40 @@ void Controller::propose(Clock::time_point now, const std::string& why, bool app
     (void)api_.event("Warning", "FleetPlanFailed", error_);
     return;
   }
-  plan_json_ = plan_json(*problem, plan);
+  load_plan(plan_json(*problem, plan));
   // The plan stands on the snapshot and on the mig-parted file's text: a change to either makes it stale.
   snapshot_hash_ = facts->snapshot.hash + "/" + hash_text(facts->mig_text);
   hash_ = hash_text(plan_json_.dump() + "\n" + snapshot_hash_);
-  waves_.clear();
-  for (const auto& wave : plan_json_["rollout"]) waves_.push_back(wave.get<std::vector<std::string>>());
-  node_config_.clear();
-  for (const auto& n : plan_json_["nodes"])
-    if (n["changed"].get<bool>()) node_config_[n["name"].get<std::string>()] = n["mig.config"].get<std::string>();
   generated_ = json::object();
   for (const auto& cfg : plan.generated.configs) generated_[cfg.name] = plan_json_["mig-parted"]["mig-configs"][cfg.name];
-  metrics_.waves_total = int64_t(waves_.size());
-  metrics_.waves_done = 0;
+  wave_ = 0;
+  wave_started_ = false;
+  evicted_ = 0;
   std::string summary = plan_text(*problem, plan);
   bool nothing = waves_.empty();
+  const ControllerPhase before = phase_;
+  phase_ = nothing ? ControllerPhase::watching : ControllerPhase::proposed;  // as the state records it
   std::string status = nothing ? "nothing to change (" + why + ")"
                                : "proposed (" + why + "): approve with kubectl annotate configmap " + kPlanConfigMap + " " +
                                      kApproveAnnotation + "=" + hash_;
   auto put = api_.put_configmap(kPlanConfigMap,
-                                {{"summary", summary}, {"plan.json", plan_json_.dump(2)}, {"hash", hash_}, {"status", status}},
+                                {{"summary", summary},
+                                 {"plan.json", plan_json_.dump(2)},
+                                 {"hash", hash_},
+                                 {"status", status},
+                                 {"state", state_json()}},
                                 {{kPlanHashAnnotation, hash_}, {kApproveAnnotation, std::nullopt}});
   if (!put) {
     error_ = put.error().message;
+    phase_ = before;
     return;
   }
-  if (nothing) {
-    phase_ = ControllerPhase::watching;
-    return;
-  }
+  if (nothing) return;
   (void)api_.event("Normal", "FleetPlanProposed",
                    "plan " + hash_ + " (" + plan.status + "): " + std::to_string(plan.objective.unserved) + " unserved, " +
                        std::to_string(plan.objective.evicted) + " evicted, " + std::to_string(plan.objective.changed_gpus) +
                        " GPUs changed in " + std::to_string(waves_.size()) + " wave(s)" +
                        (options_.auto_approve ? "; approved automatically" : "; waiting for approval"));
-  phase_ = ControllerPhase::proposed;
   // Approved automatically at once, but never again in the same step: a plan found stale is
   // planned again and waits for the next poll, so a changing cluster costs one plan per poll.
   if (options_.auto_approve && approve_now) start_rollout(now);
@@ -216,20 +284,28 @@ void Controller::start_rollout(Clock::time_point now) {
   (void)api_.event("Normal", "FleetPlanApproved", "plan " + hash_ + " approved: rolling out " + std::to_string(waves_.size()) + " wave(s)");
   wave_ = 0;
   wave_started_ = false;
-  if (!generated_.empty()) {
-    auto text = add_mig_configs(facts->mig_text, generated_);
-    if (!text) {
-      fail_rollout("cannot add the plan's configs to ConfigMap " + options_.mig_configmap + ": " + text.error().message);
+  evicted_ = 0;
+  // Configs tessera generated that no node's label and not this plan names go (the file would
+  // only grow, plan after plan); the plan's new ones are added.
+  std::set<std::string> keep;
+  for (const auto& n : facts->snapshot.nodes)
+    if (auto it = n.labels.find(kMigConfigLabel); it != n.labels.end()) keep.insert(it->second);
+  for (const auto& [node, cfg] : node_config_) keep.insert(cfg);
+  auto pruned = prune_mig_configs(facts->mig_text, keep);
+  auto text = pruned ? add_mig_configs(*pruned, generated_) : pruned;
+  if (!text) {
+    fail_rollout("cannot add the plan's configs to ConfigMap " + options_.mig_configmap + ": " + text.error().message);
+    return;
+  }
+  if (*text != facts->mig_text) {
+    if (auto r = api_.put_configmap(options_.mig_configmap, {{options_.mig_configmap_key, *text}}, {}); !r) {
+      fail_rollout("cannot update ConfigMap " + options_.mig_configmap + ": " + r.error().message);
       return;
     }
-    if (*text != facts->mig_text) {
-      if (auto r = api_.put_configmap(options_.mig_configmap, {{options_.mig_configmap_key, *text}}, {}); !r) {
-        fail_rollout("cannot update ConfigMap " + options_.mig_configmap + ": " + r.error().message);
-        return;
-      }
-      publish_status("applying: the plan's configs added to " + options_.mig_configmap + ", waiting for the nodes to see them");
+    if (*text != *pruned) {
       phase_ = ControllerPhase::propagating;
       propagated_at_ = now + options_.config_propagation;
+      publish_status("applying: the plan's configs added to " + options_.mig_configmap + ", waiting for the nodes to see them");
       return;
     }
   }
@@ -246,6 +322,20 @@ void Controller::roll(Clock::time_point now) {
   }
   const auto& wave = waves_[wave_];
   if (!wave_started_) {
+    // The cluster again, before the wave: its nodes must still be what the plan was made for.
+    auto facts = read_facts();
+    if (!facts) {
+      error_ = facts.error().message;
+      return;
+    }
+    int64_t evictions = 0;
+    if (auto why = wave_mismatch(*facts, wave, evictions)) {
+      fail_rollout("wave " + std::to_string(wave_ + 1) + " no longer matches the cluster: " + *why +
+                       "; it and the later waves are left as they are (plan again to go on)",
+                   "FleetPlanStale");
+      return;
+    }
+    evicted_ += evictions;
     for (const auto& node : wave) {
       auto r = api_.label_node(node, {{kMigConfigLabel, node_config_[node]}, {kMigStateLabel, std::nullopt}});
       if (!r) {
@@ -291,11 +381,67 @@ void Controller::roll(Clock::time_point now) {
                  std::to_string(options_.wave_timeout.count() / 1000) + " s; the later waves are left as they are");
 }
 
-void Controller::fail_rollout(const std::string& why) {
+void Controller::fail_rollout(const std::string& why, const std::string& reason) {
   phase_ = ControllerPhase::failed;
   error_ = why;
   publish_status("failed: " + why);
-  (void)api_.event("Warning", "FleetRolloutFailed", "plan " + hash_ + ": " + why);
+  (void)api_.event("Warning", reason, "plan " + hash_ + ": " + why);
+}
+
+std::optional<std::string> Controller::wave_mismatch(const Facts& facts, const std::vector<std::string>& wave,
+                                                     int64_t& evictions) {
+  evictions = 0;
+  auto problem = build_problem(facts.snapshot, facts.configs);
+  if (!problem) return "the cluster no longer reads as a fleet: " + excerpt(problem.error().message, 300);
+  std::map<std::string, const json*> planned;
+  for (const auto& n : plan_json_["nodes"]) planned[n.value("name", "")] = &n;
+  int64_t planned_evictions = 0;
+  for (const auto& name : wave) {
+    auto pn = planned.find(name);
+    auto node = std::find_if(problem->nodes.begin(), problem->nodes.end(), [&](const Node& n) { return n.name == name; });
+    if (pn == planned.end() || node == problem->nodes.end()) return "node " + name + " is no longer a GPU node";
+    const json& entry = *pn->second;
+    if (!node->accepts_pods())
+      return "node " + name + " is " +
+             (node->unschedulable ? "cordoned" : !node->ready ? "not Ready" : "running a pod on devices that cannot be told") + " now";
+    const json& gpus = entry["gpus"];
+    if (!gpus.is_array() || gpus.size() != node->gpus.size() || entry.value("product", "") != node->model->name)
+      return "node " + name + " has other GPUs than when the plan was made";
+    planned_evictions += entry.contains("evict") ? int64_t(entry["evict"].size()) : 0;
+    std::set<int> gone;
+    for (size_t k = 0; k < node->gpus.size(); ++k) {
+      const Gpu& gpu = problem->gpus[size_t(node->gpus[k])];
+      Target t;
+      const json& mig = gpus[k]["mig"];
+      t.mig = mig.is_object();
+      if (t.mig)
+        for (auto it = mig.begin(); it != mig.end(); ++it) {
+          const GpuInstanceProfile* prof = gpu.model->profile(it.key());
+          if (!prof || !it->is_number_unsigned())
+            return "node " + name + ": the plan's " + it.key() + " is no profile of " + gpu.model->name;
+          t.profiles.insert(t.profiles.end(), it->get<size_t>(), uint32_t(prof - gpu.model->profiles.data()));
+        }
+      std::sort(t.profiles.begin(), t.profiles.end());
+      if (gpu.fixed) {
+        if (t != current_target(gpu)) return "node " + name + " GPU " + std::to_string(k) + " is planned as it is now";
+        continue;
+      }
+      GpuOutcome out = apply_target(gpu, t);
+      for (size_t i = 0; i < gpu.instances.size(); ++i)
+        if (!out.kept[i] && gpu.instances[i].pod >= 0) gone.insert(gpu.instances[i].pod);
+    }
+    evictions += int64_t(gone.size());
+  }
+  // Pods that arrived on instances the wave destroys count like the planned ones.
+  const int64_t cap = std::max(options_.plan.max_wave_evictions, planned_evictions);
+  if (evictions > cap)
+    return "it would evict " + std::to_string(evictions) + " pods now (pods arrived on instances it destroys), over " +
+           (planned_evictions > options_.plan.max_wave_evictions ? "the " + std::to_string(planned_evictions) + " planned"
+                                                                 : "--max-wave-evictions " + std::to_string(options_.plan.max_wave_evictions));
+  if (options_.plan.max_evictions && evicted_ + evictions > *options_.plan.max_evictions)
+    return "with it the rollout would evict " + std::to_string(evicted_ + evictions) + " pods, over --max-evictions " +
+           std::to_string(*options_.plan.max_evictions);
+  return std::nullopt;
 }
 
 std::string Controller::metrics_text() const {
@@ -317,6 +463,20 @@ std::string Controller::metrics_text() const {
                  ControllerPhase::done, ControllerPhase::failed})
     out << "tessera_fleet_phase{phase=\"" << to_string(p) << "\"} " << (phase_ == p ? 1 : 0) << "\n";
   return out.str();
+}
+
+Result<std::string> prune_mig_configs(const std::string& text, const std::set<std::string>& keep) {
+  config::Diagnostics diags;
+  auto parsed = config::parse_mig_parted(text, "the mig-parted ConfigMap", diags);
+  if (!parsed || diags.has_errors()) return fail(Errc::validation, "the mig-parted file does not parse");
+  json configs = mig_configs_json(*parsed);
+  std::vector<std::string> gone;
+  for (auto it = configs.begin(); it != configs.end(); ++it)
+    if (it.key().starts_with(kGeneratedPrefix) && !keep.contains(it.key())) gone.push_back(it.key());
+  if (gone.empty()) return text;
+  for (const auto& name : gone) configs.erase(name);
+  return "# Written again by tessera fleet run (" + std::to_string(gone.size()) +
+         " generated config(s) no node names removed).\n" + mig_parted_yaml_of({{"version", "v1"}, {"mig-configs", configs}});
 }
 
 Result<std::string> add_mig_configs(const std::string& text, const json& configs) {

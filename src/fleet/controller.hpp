@@ -99,12 +99,19 @@ class Controller {
     std::string mig_text;
   };
   Result<Facts> read_facts();
+  // After a restart: the plan, phase and wave the plan's ConfigMap records (its "state").
+  void resume(Clock::time_point now);
+  std::string state_json() const;
+  void load_plan(const nlohmann::json& plan);
+  // Before a wave: its nodes as the cluster has them now still match the plan (same GPUs,
+  // taking pods, evictions within --max-wave-evictions and --max-evictions). The reason when not.
+  std::optional<std::string> wave_mismatch(const Facts& facts, const std::vector<std::string>& wave, int64_t& evictions);
   void watch(Clock::time_point now);
   void propose(Clock::time_point now, const std::string& why, bool approve_now = true);
   void check_approval(Clock::time_point now);
   void start_rollout(Clock::time_point now);
   void roll(Clock::time_point now);
-  void fail_rollout(const std::string& why);
+  void fail_rollout(const std::string& why, const std::string& reason = "FleetRolloutFailed");
   void publish_status(const std::string& status);
 
   FleetApi& api_;
@@ -124,6 +131,8 @@ class Controller {
   Clock::time_point wave_deadline_{};
   Clock::time_point propagated_at_{};
   std::string last_planned_snapshot_;
+  bool resumed_ = false;
+  int64_t evicted_ = 0;  // pods the waves so far evicted (counted when each wave starts)
   std::string replan_seen_;
   std::string error_;
 };
@@ -132,5 +141,10 @@ class Controller {
 // text appended under mig-configs when the file allows it (comments kept),
 // else the whole file written again. Configs already there are left alone.
 Result<std::string> add_mig_configs(const std::string& text, const nlohmann::json& configs);
+
+// Configs tessera generated ("tessera-fleet-..." names) that no name in `keep` (the nodes'
+// mig.config labels, the plan's) uses, removed: the file written again without them.
+// The text as it is when there is none.
+Result<std::string> prune_mig_configs(const std::string& text, const std::set<std::string>& keep);
 
 }  // namespace tessera::fleet

@@ -93,6 +93,15 @@ ControllerOptions options() {
   return o;
 }
 
+// Planned on request, approved at once, the first wave labelled (no propagation wait configured).
+void start_first_wave(FakeApi& api, Controller& c, Clock::time_point t) {
+  c.request_plan();
+  c.step(t);
+  api.cms[kPlanConfigMap].annotations[kApproveAnnotation] = c.plan_hash();
+  c.step(t + 1s);
+  c.step(t + 2s);
+}
+
 TEST(FleetController, NothingChangesBeforeApprovalThenWavesGoInOrder) {
   FakeApi api;
   two_node_fleet(api);
@@ -205,12 +214,8 @@ TEST(FleetController, AFailedWaveStopsTheRollout) {
   auto o = options();
   o.config_propagation = 0s;
   Controller c(api, o);
-  c.request_plan();
   Clock::time_point t{};
-  c.step(t);
-  api.cms[kPlanConfigMap].annotations[kApproveAnnotation] = c.plan_hash();
-  c.step(t + 1s);
-  c.step(t + 2s);
+  start_first_wave(api, c, t);
   ASSERT_EQ(api.labelled.size(), 1u);
   api.set_state(api.labelled[0].first, "failed");
   c.step(t + 3s);
@@ -249,6 +254,104 @@ TEST(FleetController, AutoApproveRollsOutWithoutAPerson) {
   c.step(Clock::time_point{} + 1s);
   EXPECT_EQ(api.labelled.size(), 1u);
   EXPECT_FALSE(api.has_event("FleetPlanNotApproved"));
+}
+
+// A controller that restarts goes on from what the plan's ConfigMap records: an approved plan
+// whose configs are propagating, then a wave in flight, without labelling a node twice.
+TEST(FleetController, ARestartedControllerResumesFromTheConfigMap) {
+  FakeApi api;
+  two_node_fleet(api);
+  Clock::time_point t{};
+  std::string hash;
+  {
+    Controller c(api, options());
+    c.request_plan();
+    c.step(t);
+    hash = c.plan_hash();
+    api.cms[kPlanConfigMap].annotations[kApproveAnnotation] = hash;
+    c.step(t + 1s);
+    ASSERT_EQ(c.phase(), ControllerPhase::propagating);
+  }  // the controller's pod is replaced
+  {
+    Controller c(api, options());
+    c.step(t + 2s);
+    EXPECT_EQ(c.phase(), ControllerPhase::propagating);
+    EXPECT_EQ(c.plan_hash(), hash);
+    EXPECT_TRUE(api.has_event("FleetControllerResumed"));
+    EXPECT_TRUE(api.labelled.empty());
+    c.step(t + 20s);  // propagation time, counted again from the restart
+    ASSERT_EQ(api.labelled.size(), 1u);
+    EXPECT_EQ(c.metrics().plans_made, 0) << "resumed, not planned again";
+  }
+  const std::string first = api.labelled[0].first;
+  {
+    Controller c(api, options());
+    c.step(t + 30s);
+    EXPECT_EQ(c.phase(), ControllerPhase::rolling);
+    EXPECT_EQ(api.labelled.size(), 1u) << "the wave in flight is not labelled again";
+    api.set_state(first, "success");
+    c.step(t + 31s);
+    ASSERT_EQ(api.labelled.size(), 2u);
+    EXPECT_NE(api.labelled[1].first, first);
+    api.set_state(api.labelled[1].first, "success");
+    c.step(t + 32s);
+    EXPECT_EQ(c.phase(), ControllerPhase::done);
+  }
+  Controller after(api, options());
+  after.step(t + 40s);
+  EXPECT_EQ(after.phase(), ControllerPhase::watching) << "a finished plan is not resumed";
+}
+
+// Each wave reads the cluster again: a pod that arrived on an instance the wave would destroy
+// counts against --max-wave-evictions, and over it the rollout stops with an Event.
+TEST(FleetController, AWaveWhoseNodesChangedStops) {
+  FakeApi api;
+  two_node_fleet(api);
+  auto o = options();
+  o.config_propagation = 0s;
+  o.plan.max_wave_evictions = 0;
+  Controller c(api, o);
+  Clock::time_point t{};
+  start_first_wave(api, c, t);
+  ASSERT_EQ(api.labelled.size(), 1u);
+  const std::string second = api.labelled[0].first == "a" ? "b" : "a";
+  // The scheduler fills every free 1g.10gb of the second node meanwhile.
+  for (int i = 0; i < 4; ++i) api.pods.push_back(pod(second + "-late-" + std::to_string(i), "1g.10gb", 1, second));
+  api.set_state(api.labelled[0].first, "success");
+  c.step(t + 3s);
+  EXPECT_EQ(c.phase(), ControllerPhase::failed);
+  EXPECT_TRUE(api.has_event("FleetPlanStale"));
+  EXPECT_EQ(api.labelled.size(), 1u) << "the second wave is not started";
+  EXPECT_NE(api.cms[kPlanConfigMap].data["status"].find("--max-wave-evictions 0"), std::string::npos)
+      << api.cms[kPlanConfigMap].data["status"];
+}
+
+// Generated configs no node names are removed when a plan rolls out; those a node names stay.
+TEST(FleetController, GeneratedConfigsNoNodeNamesAreRemoved) {
+  FakeApi api;
+  two_node_fleet(api);
+  const std::string old_cfg = "  tessera-fleet-a100-sxm4-80gb-0badc0de:\n    - devices: all\n      mig-enabled: false\n";
+  const std::string used_cfg = "  tessera-fleet-a100-sxm4-80gb-00c0ffee:\n    - devices: all\n      mig-enabled: true\n"
+                               "      mig-devices:\n        \"1g.10gb\": 7\n";
+  api.cms["tessera-mig-config"].data["config.yaml"] += old_cfg + used_cfg;
+  api.nodes.push_back(node("c", "NVIDIA-A100-SXM4-80GB", 1, "tessera-fleet-a100-sxm4-80gb-00c0ffee"));
+  auto o = options();
+  o.config_propagation = 0s;
+  Controller c(api, o);
+  c.request_plan();
+  c.step(Clock::time_point{});
+  api.cms[kPlanConfigMap].annotations[kApproveAnnotation] = c.plan_hash();
+  c.step(Clock::time_point{} + 1s);
+  const std::string& mig = api.cms.at("tessera-mig-config").data.at("config.yaml");
+  EXPECT_EQ(mig.find("0badc0de"), std::string::npos) << mig;
+  EXPECT_NE(mig.find("tessera-fleet-a100-sxm4-80gb-00c0ffee:"), std::string::npos) << mig;
+  EXPECT_NE(mig.find("all-1g.10gb:"), std::string::npos) << "the operators' own configs stay";
+  auto kept = prune_mig_configs(mig, {"tessera-fleet-a100-sxm4-80gb-00c0ffee"});
+  ASSERT_TRUE(kept);
+  config::Diagnostics d;
+  auto parsed = config::parse_mig_parted(*kept, "x", d);
+  ASSERT_TRUE(parsed && !d.has_errors()) << *kept;
+  EXPECT_NE(parsed->find("tessera-fleet-a100-sxm4-80gb-00c0ffee"), nullptr);
 }
 
 TEST(FleetController, AddMigConfigsKeepsTheFile) {

@@ -4,7 +4,8 @@
 # 7g.80gb, which fits only after a re-plan. The controller, the chart's
 # Deployment tessera-fleet (fleet.enabled) in the cluster with its own service
 # account and roles, polling every second, proposes a plan in ConfigMap
-# tessera-fleet-plan; nothing changes before the plan's hash is approved;
+# tessera-fleet-plan; nothing changes before the plan's hash is approved; an
+# approval after a node label changed is refused as stale and planned again;
 # after approval the waiting pod runs, only the pods the plan named were
 # evicted (the others keep their UIDs), and the waves went in order.
 fleet_pods() {  # "name uid" of the fleet-small pods, sorted
@@ -110,6 +111,20 @@ EOF
   curl -sf "http://$metrics_at/metrics" | grep -c '^tessera_fleet_phase{phase="proposed"} 1' >/dev/null ||
     fail "the controller's metrics do not say proposed"
   echo "  8 s later, not approved: label, state, pods as they were; metrics phase=proposed"
+  # A fact the plan stood on changes after it was made (a label on the node): the approval of
+  # the old hash is refused as stale, nothing changes, and a new plan is proposed.
+  kc label node "$NODE" --overwrite e2e-fleet-stale=1 >/dev/null
+  kc -n tessera annotate configmap tessera-fleet-plan --overwrite "tessera.dev/approve=$hash" >/dev/null
+  wait_for 30 "the stale approval refused and a new plan proposed" \
+    eval '[[ -n $(plan_field hash) && $(plan_field hash) != "$hash" ]]'
+  [[ $(fleet_events) == *FleetPlanStale* ]] || fail "no Event FleetPlanStale about tessera-fleet-plan"
+  [[ $(node_label nvidia.com/mig.config) == fleet-start ]] || fail "the stale plan relabelled the node"
+  [[ $(fleet_pods) == "$before" ]] || fail "pods changed on a stale approval"
+  echo "  a node label changed after plan $hash: its approval refused (FleetPlanStale), plan $(plan_field hash) proposed"
+  hash=$(plan_field hash)
+  plan=$(plan_field 'plan\.json')
+  config=$(jq -r --arg n "$NODE" '.nodes[] | select(.name == $n) | .["mig.config"]' <<<"$plan")
+  evict=$(jq -r --arg n "$NODE" '.nodes[] | select(.name == $n) | .evict[]' <<<"$plan" | sed 's|^default/||' | sort)
   kc -n tessera annotate configmap tessera-fleet-plan --overwrite "tessera.dev/approve=$hash" >/dev/null
   wait_for 60 "the node relabelled to $config" eval '[[ $(node_label nvidia.com/mig.config) == "$config" ]]'
   wait_for 180 "mig.config.state=success for $config" state_is success
@@ -125,12 +140,13 @@ EOF
   local events
   events=$(fleet_events | tr '\n' ' ')
   local reason
-  for reason in FleetPlanProposed FleetPlanApproved FleetPlanApplied; do
+  for reason in FleetPlanProposed FleetPlanStale FleetPlanApproved FleetPlanApplied; do
     [[ $events == *"$reason"* ]] || fail "no Event $reason about tessera-fleet-plan (Events: '$events')"
   done
   [[ $(plan_field status) == "done: plan $hash applied in 1 wave(s)" ]] || fail "the rollout ended '$(plan_field status)'"
   echo "  approved: $NODE -> $config (success), fleet-big Running; evicted [${gone//$'\n'/ }] as planned, kept [${kept//$'\n'/ }]"
   echo "  Events: $events; status: $(plan_field status)"
+  kc label node "$NODE" e2e-fleet-stale- >/dev/null
   kc delete deployment fleet-small --wait=false >/dev/null
   kc delete pod fleet-big --wait=false >/dev/null
   wait_for 60 "the fleet pods to go" eval '[[ -z $(kc get pods -l "app in (e2e-fleet, e2e-fleet-big)" -o name) ]]'
