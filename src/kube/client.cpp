@@ -827,25 +827,38 @@ ApiResult<json> Client::list_nodes() { return request("GET", "/api/v1/nodes"); }
 
 ApiResult<json> Client::list_pods() { return request("GET", "/api/v1/pods"); }
 
-ApiResult<json> Client::list_nodes_and_pods() {
-  auto nodes = list_nodes();
-  if (!nodes) return unexpected(nodes.error());
-  auto pods = list_pods();
-  if (!pods) return unexpected(pods.error());
+ApiResult<json> Client::list_nodes_and_pods(const std::function<bool(json&)>& keep, size_t page) {
   json items = json::array();
-  for (auto* list : {&*nodes, &*pods}) {
-    const bool node_list = list == &*nodes;
-    if (!list->is_object() || !list->contains("items") || !(*list)["items"].is_array()) continue;
-    for (auto& item : (*list)["items"]) {
-      // A typed list's items carry no kind; kubectl's List has it on each.
-      if (item.is_object()) {
-        if (!item.contains("kind")) item["kind"] = node_list ? "Node" : "Pod";
-        if (!item.contains("apiVersion")) item["apiVersion"] = "v1";
+  for (const auto& [path, kind] : {std::pair{"/api/v1/nodes", "Node"}, std::pair{"/api/v1/pods", "Pod"}}) {
+    const size_t first = items.size();
+    std::string token;
+    int restarts = 0;
+    for (;;) {
+      std::string url = std::string(path) + "?limit=" + std::to_string(std::max<size_t>(1, page));
+      if (!token.empty()) url += "&continue=" + escape(token);
+      auto list = request("GET", url);
+      if (!list && list.error().status == 410 && restarts < 3) {
+        // The continue token expired (the list took longer than the server keeps it): from the start.
+        ++restarts;
+        items.erase(items.begin() + std::ptrdiff_t(first), items.end());
+        token.clear();
+        continue;
       }
-      items.push_back(std::move(item));
+      if (!list) return unexpected(list.error());
+      if (list->is_object() && list->contains("items") && (*list)["items"].is_array())
+        for (auto& item : (*list)["items"]) {
+          // A typed list's items carry no kind; kubectl's List has it on each.
+          if (item.is_object()) {
+            if (!item.contains("kind")) item["kind"] = kind;
+            if (!item.contains("apiVersion")) item["apiVersion"] = "v1";
+          }
+          if (!keep || keep(item)) items.push_back(std::move(item));
+        }
+      token = list->is_object() && list->contains("metadata") ? string_at((*list)["metadata"], "continue") : std::string();
+      if (token.empty()) break;
     }
   }
-  return json{{"apiVersion", "v1"}, {"kind", "List"}, {"metadata", {{"resourceVersion", ""}}}, {"items", items}};
+  return json{{"apiVersion", "v1"}, {"kind", "List"}, {"metadata", {{"resourceVersion", ""}}}, {"items", std::move(items)}};
 }
 
 ApiResult<json> Client::get_configmap(const std::string& ns, const std::string& name) {

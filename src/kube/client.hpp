@@ -161,8 +161,11 @@ class Client {
   ApiResult<nlohmann::json> list_nodes();
   // GET /api/v1/pods: every pod in every namespace, as a PodList.
   ApiResult<nlohmann::json> list_pods();
-  // Nodes and pods as one List (kind List), as `kubectl get nodes,pods -A -o json` prints it.
-  ApiResult<nlohmann::json> list_nodes_and_pods();
+  // Nodes and pods as one List (kind List), as `kubectl get nodes,pods -A -o json` prints it, read
+  // in pages of `page` items (limit/continue, as kubectl pages; a continue token that expired
+  // starts the list again). `keep`, when given, sees each item as its page arrives: it may trim
+  // it, and false leaves it out, so a big cluster never sits in memory whole.
+  ApiResult<nlohmann::json> list_nodes_and_pods(const std::function<bool(nlohmann::json&)>& keep = {}, size_t page = 500);
 
   // ConfigMaps: get (404 when absent), create, replace (PUT: the object's
   // metadata.resourceVersion, when set, makes it conditional: 409 Conflict

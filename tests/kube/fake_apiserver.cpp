@@ -256,6 +256,25 @@ void FakeApiServer::keep_body(const httplib::Request& req) {
   }
 }
 
+bool FakeApiServer::page(json& list, const httplib::Request& req, httplib::Response& res) {
+  const std::string token = req.get_param_value("continue");
+  if (!token.empty() && expire_continue_.exchange(false)) {
+    answer_status(res, 410, "Expired", "The provided continue parameter is too old to display a consistent list result.");
+    return false;
+  }
+  size_t from = 0, limit = 0;
+  if (!token.empty()) from = std::stoul(token);
+  if (const std::string l = req.get_param_value("limit"); !l.empty()) limit = std::stoul(l);
+  json& items = list["items"];
+  if (limit == 0 && from == 0) return true;
+  json out = json::array();
+  for (size_t i = from; i < items.size() && (limit == 0 || out.size() < limit); ++i) out.push_back(items[i]);
+  const size_t next = from + out.size();
+  if (next < items.size()) list["metadata"]["continue"] = std::to_string(next);
+  items = std::move(out);
+  return true;
+}
+
 void FakeApiServer::routes() {
   // Before any route: remember the request, check the caller, apply injected failures.
   server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -290,8 +309,8 @@ void FakeApiServer::routes() {
     std::lock_guard lock(mu_);
     json items = json::array();
     for (const auto& [name, node] : nodes_) items.push_back(node);
-    answer(res, 200, {{"kind", "NodeList"}, {"apiVersion", "v1"},
-                      {"metadata", {{"resourceVersion", std::to_string(rv_)}}}, {"items", items}});
+    json list = {{"kind", "NodeList"}, {"apiVersion", "v1"}, {"metadata", {{"resourceVersion", std::to_string(rv_)}}}, {"items", items}};
+    if (page(list, req, res)) answer(res, 200, list);
   });
 
   server_->Get(R"(/api/v1/nodes/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -343,8 +362,8 @@ void FakeApiServer::routes() {
     for (const auto& [key, pod] : pods_) {
       if (node.empty() || pod.object["spec"]["nodeName"] == node) items.push_back(pod.object);
     }
-    answer(res, 200, {{"kind", "PodList"}, {"apiVersion", "v1"},
-                      {"metadata", {{"resourceVersion", std::to_string(rv_)}}}, {"items", items}});
+    json list = {{"kind", "PodList"}, {"apiVersion", "v1"}, {"metadata", {{"resourceVersion", std::to_string(rv_)}}}, {"items", items}};
+    if (page(list, req, res)) answer(res, 200, list);
   });
 
   server_->Get(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+))", [this](const httplib::Request& req,

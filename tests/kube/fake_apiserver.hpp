@@ -8,6 +8,7 @@
 // server before 1.22, no policy/v1 Eviction.
 #pragma once
 
+#include <atomic>
 #include <httplib.h>
 
 #include <condition_variable>
@@ -96,6 +97,9 @@ class FakeApiServer {
   std::vector<SeenRequest> requests() const;
   size_t watch_requests() const;  // those with watch=true
   size_t request_count() const;
+  // The next list request that carries a continue token answers 410 Expired, as the API server
+  // does once a token outlives its compaction window.
+  void expire_next_continue() { expire_continue_ = true; }
   // The common name of the last client certificate shown ("" when none).
   std::string last_client_cn() const;
 
@@ -110,6 +114,9 @@ class FakeApiServer {
     std::string line;  // the watch event, one JSON line
   };
 
+  // limit/continue paging of a list's items (the token: the next item's index); false: answered 410.
+  bool page(nlohmann::json& list, const httplib::Request& req, httplib::Response& res);
+  std::atomic<bool> expire_continue_{false};
   void routes();
   void keep_body(const httplib::Request& req);  // into the request seen last with this method and path
   unsigned long long bump(nlohmann::json& object);  // next resourceVersion, written into object's metadata

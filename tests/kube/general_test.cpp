@@ -3,6 +3,8 @@
 // object, another Node's labels.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "kube/client.hpp"
@@ -54,7 +56,39 @@ TEST(ClientGeneral, NodesAndPodsAsOneList) {
   EXPECT_EQ((*list)["items"][3]["metadata"]["namespace"], "web");
   auto seen = server.requests();
   EXPECT_EQ(seen[seen.size() - 1].path, "/api/v1/pods");
-  EXPECT_TRUE(seen[seen.size() - 1].params.empty()) << "every pod of every namespace: no selector";
+  EXPECT_FALSE(seen[seen.size() - 1].params.contains("fieldSelector")) << "every pod of every namespace: no selector";
+  EXPECT_EQ(seen[seen.size() - 1].params.at("limit"), "500");
+}
+
+// A big cluster is read in pages (limit/continue); a continue token that expired starts that list
+// again; `keep` trims or drops items as their page arrives.
+TEST(ClientGeneral, NodesAndPodsArePagedAndFiltered) {
+  FakeApiServer server;
+  for (int n = 0; n < 5; ++n) server.add_node("node-" + std::to_string(n));
+  for (int i = 0; i < 7; ++i) server.add_pod("ml", "p" + std::to_string(i), "node-0");
+  auto client = client_for(server);
+  const size_t before = server.requests().size();
+  auto list = client->list_nodes_and_pods({}, 2);
+  ASSERT_TRUE(list) << list.error().message;
+  EXPECT_EQ((*list)["items"].size(), 12u);
+  auto seen = server.requests();
+  size_t pages = 0;
+  for (size_t i = before; i < seen.size(); ++i) pages += seen[i].method == "GET";
+  EXPECT_EQ(pages, 3u + 4u) << "5 nodes in pages of 2, 7 pods in pages of 2";
+  std::set<std::string> names;
+  for (const auto& item : (*list)["items"]) names.insert(item["metadata"]["name"].get<std::string>());
+  EXPECT_EQ(names.size(), 12u) << "no item twice, none missing";
+  server.expire_next_continue();
+  auto again = client->list_nodes_and_pods(
+      [](nlohmann::json& item) {
+        if (item["kind"] == "Node") return item["metadata"]["name"] != "node-3";
+        item.erase("spec");
+        return true;
+      },
+      2);
+  ASSERT_TRUE(again) << again.error().message;
+  ASSERT_EQ((*again)["items"].size(), 11u) << "node-3 left out, and nothing twice after the restart";
+  EXPECT_FALSE((*again)["items"][10].contains("spec")) << "trimmed as it came";
 }
 
 TEST(ClientGeneral, ConfigMaps) {
