@@ -71,7 +71,7 @@ sharing:
 YAML
 mkdir -p "$work/device-plugins"
 # Each quota'd container gets a ledger directory under the ledger root; here, the demo's own.
-"$bin" plugin --config "$work/plugin.yaml" --sim "$node" --kubelet-dir "$work/device-plugins" \
+"$bin" plugin --config-file "$work/plugin.yaml" --sim "$node" --kubelet-dir "$work/device-plugins" \
   --quota-ledger-root "$work/ledgers" --quota-library-dir "$(cd "$build/src/cuda_quota" && pwd)" >"$work/plugin.log" 2>&1 &
 plugin_pid=$!
 "$kubelet_sim" --dir "$work/device-plugins" --resources 3 --allocate 2 >"$work/kubelet.out"

@@ -288,19 +288,19 @@ void add_dra_options(CLI::App& cmd, DraArgs& args, bool with_common) {
   add_cdi_hook_option(cmd, args.cdi_hook);
   cmd.add_option("--quota-library-dir", args.quota.library_dir, "Host directory holding libtessera-cuda.so")
       ->capture_default_str();
-  cmd.add_option("--ledger-root", args.quota.ledger_root, "Host directory of the claims' quota files")
+  cmd.add_option("--quota-ledger-root", args.quota.ledger_root, "Host directory of the claims' quota files")
       ->capture_default_str();
-  cmd.add_option("--preload", args.quota.preload, "How a memory share loads the quota library: env, file or both")
+  cmd.add_option("--quota-preload", args.quota.preload, "How a memory share loads the quota library: env, file or both")
       ->transform(CLI::CheckedTransformer(std::map<std::string, sharing::Preload>{
           {"env", sharing::Preload::env}, {"file", sharing::Preload::file}, {"both", sharing::Preload::both}}))
       ->default_str("both");
   cmd.add_flag("--no-quota-library", args.no_quota_library, "Memory shares are counted by the scheduler only");
   add_memory_hook_option(cmd, args.memory_hook);
-  cmd.add_option("--recovery", args.recovery_seconds,
+  cmd.add_option("--health-recovery", args.recovery_seconds,
                   "Seconds without a new critical XID before a tainted device is untainted (its GPU must answer)")
       ->check(positive_number())
       ->capture_default_str();
-  cmd.add_option("--ignored-xids", args.ignored_xids, "XIDs that do not taint (application errors)")
+  cmd.add_option("--ignore-xids", args.ignored_xids, "XIDs that do not taint (application errors)")
       ->delimiter(',')
       ->capture_default_str();
   cmd.add_option("--mps-control", args.mps_control,

@@ -119,7 +119,7 @@ void add_exporter_command(CLI::App& app, int& exit_code) {
                   "Seconds to wait for the kubelet's answer each interval")
       ->check(CLI::Range(0.05, 60.0))
       ->capture_default_str();
-  cmd->add_option("--ledger-root", args->ledger_root,
+  cmd->add_option("--quota-ledger-root", args->ledger_root,
                   "Where the plugin keeps containers' quota ledgers (its --quota-ledger-root); an empty value turns "
                   "replica memory off")
       ->capture_default_str();

@@ -10,11 +10,13 @@
 #include <cstdio>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <mutex>
 #include <thread>
 
+#include "cli/progress.hpp"
 #include "cli/numbers.hpp"
 #include "cli/commands.hpp"
 #include "cli/kube_args.hpp"
@@ -129,7 +131,7 @@ int run_fleet_plan(const FleetPlanArgs& args) {
       return kExitInvalid;
     }
     client = std::move(*c);
-    auto got = client->list_nodes_and_pods();
+    auto got = client->list_nodes_and_pods(fleet::slim_snapshot_item);
     if (!got) {
       std::cerr << cmd << ": " << got.error().message << '\n';
       return kExitInvalid;
@@ -191,16 +193,19 @@ int run_fleet_plan(const FleetPlanArgs& args) {
     return kExitInvalid;
   }
   auto options = plan_options(args.time_limit, args.max_evictions, args.max_wave_evictions, args.max_wave_nodes);
-  auto plan = fleet::plan_fleet(*problem, options);
+  auto plan = [&] {
+    Progress progress("tessera fleet plan: planning " + std::to_string(problem->gpus.size()) + " GPUs", args.time_limit);
+    return fleet::plan_fleet(*problem, options);
+  }();
   if (auto ok = fleet::check_fleet_plan(*problem, plan, options); !ok) {
     std::cerr << cmd << ": internal error, the plan breaks a rule: " << ok.error().message << '\n';
     return kExitInvalid;
   }
   if (!args.svg.empty()) {
     std::ofstream out(args.svg);
-    out << fleet::plan_svg(*problem, plan);
+    if (out) out << fleet::plan_svg(*problem, plan);
     if (!out) {
-      std::cerr << cmd << ": cannot write " << args.svg << '\n';
+      std::cerr << cmd << ": cannot write " << args.svg << ": " << std::strerror(errno) << '\n';
       return kExitInvalid;
     }
   }
@@ -218,7 +223,7 @@ class KubeFleetApi : public fleet::FleetApi {
  public:
   KubeFleetApi(std::unique_ptr<kube::Client> client, std::string ns) : client_(std::move(client)), ns_(std::move(ns)) {}
   Result<json> snapshot() override {
-    auto list = client_->list_nodes_and_pods();
+    auto list = client_->list_nodes_and_pods(fleet::slim_snapshot_item);
     if (!list) return fail(Errc::io, list.error().message);
     return *list;
   }
@@ -413,9 +418,17 @@ void add_fleet_command(CLI::App& app, int& exit_code) {
   plan->add_option("--time-limit", pa->time_limit,
                    "Seconds the solver may take, all levels and both solves together (turning the solution into\n"
                    "GPUs and pods comes on top: under a second for 12,000 GPUs)")->check(CLI::Range(0.1, 3600.0))->capture_default_str();
-  plan->add_option("--output", pa->output, "text, json (the contract for scripts) or yaml")
+  auto* as_json = plan->add_flag_callback("--json", [pa] { pa->output = "json"; }, "Print the plan as JSON (the contract for scripts)");
+  auto* as_yaml = plan->add_flag_callback("--yaml", [pa] { pa->output = "yaml"; }, "Print the plan as YAML");
+  as_json->excludes(as_yaml);
+  // The old spelling (--output text|json|yaml), hidden: the other commands say --json.
+  plan->add_option("--output", pa->output)
+      ->group("")
       ->check(CLI::IsMember({"text", "json", "yaml"}))
-      ->capture_default_str();
+      ->each([](const std::string& v) {
+        std::cerr << "tessera fleet plan: --output " << v << " is now " << (v == "text" ? "the default" : "--" + v)
+                  << " (the old spelling still works; docs/cli.md lists the flags)\n";
+      });
   plan->add_option("--max-evictions", pa->max_evictions, "At most this many running pods evicted (a constraint)")->check(non_negative_number());
   plan->add_option("--max-wave-evictions", pa->max_wave_evictions, "At most this many evictions per rollout wave")
       ->check(non_negative_number())

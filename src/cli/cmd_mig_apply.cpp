@@ -4,8 +4,10 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
+#include <optional>
 #include <sstream>
 
+#include "cli/progress.hpp"
 #include "cli/commands.hpp"
 #include "cli/nvml_driver.hpp"
 #include "cli/output.hpp"
@@ -175,8 +177,19 @@ int run(const ApplyArgs& args, bool apply) {
     return kExitInvalid;
   }
   reconciler::JournalFile journal_file(state_dir(args));
-  reconciler::ApplyRequest request{args.file, *name, mc, args.force, !apply || args.dry_run, {}};
+  reconciler::ApplyRequest request{args.file, *name, mc, args.force, !apply || args.dry_run, {}, {}};
+  std::optional<Progress> progress;
+  if (apply && !args.dry_run) {
+    progress.emplace("tessera mig apply: " + *name);
+    request.on_step = [&progress](const reconciler::Journal& j) {
+      std::string last;
+      for (const auto& s : j.steps)
+        if (s.status == "done") last = s.operation;
+      progress->set("step " + std::to_string(j.done()) + " of " + std::to_string(j.steps.size()) + " (" + last + ")");
+    };
+  }
   auto report = reconciler::apply_config(*session, request, journal_file);
+  progress.reset();
   if (!report) {
     std::cerr << cmd << ": " << report.error().message << '\n';
     return kExitInvalid;

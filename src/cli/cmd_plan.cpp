@@ -10,6 +10,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/progress.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "config/fleet_spec.hpp"
@@ -148,7 +149,10 @@ int run_plan(const PlanArgs& args) {
   planner::SolverOptions options;
   options.mode = args.mode == "exact" ? planner::Mode::exact : args.mode == "fast" ? planner::Mode::fast : planner::Mode::automatic;
   options.seconds = args.time_limit;
-  auto solved = planner::solve(*problem, options);
+  auto solved = [&] {
+    Progress progress("tessera plan: solving", args.time_limit);
+    return planner::solve(*problem, options);
+  }();
   if (!solved) {
     if (solved.error().code == Errc::validation) std::cerr << solved.error().message << "\n";  // names file, line, field
     else std::cerr << "tessera plan: " << spec->file << ": " << solved.error().message << "\n";
@@ -178,9 +182,9 @@ void add_plan_command(CLI::App& app, int& exit_code) {
       "Decide how to cut each GPU (MIG layout, MPS or time-sliced shares) and how many GPUs a set of services\n"
       "needs, with the lower bound that proves how good the plan is. Reads a fleet spec (YAML) or a CSV of\n"
       "services (then --gpu names the model). Writes the plan, a mig-parted config with a node map, NVIDIA\n"
-      "device-plugin configs and Deployments with -o.");
+      "device-plugin configs and Deployments with --output-dir.");
   plan->add_option("-f,--file", args->file, "Fleet spec (YAML), or CSV of services ('-' for standard input)")->required();
-  plan->add_option("-o,--output", args->out_dir, "Write plan.yaml, mig-parted.yaml, nodes.yaml, device-plugin-*.yaml, "
+  plan->add_option("--output-dir", args->out_dir, "Write plan.yaml, mig-parted.yaml, nodes.yaml, device-plugin-*.yaml, "
                                                   "deployments.yaml and report.json here");
   plan->add_flag("--json", args->json, "Print the report as JSON");
   plan->add_option("--svg", args->svg, "Draw the GPUs and their instances to this SVG file");

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/completion.hpp"
+#include "cli/flags.hpp"
 #include "cli/output.hpp"
 #include "core/catalog.hpp"
 #include "core/text.hpp"
@@ -41,7 +43,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("-V,--version", "tessera " TESSERA_VERSION, "Print tessera's version and exit");
   app.footer("Run `tessera COMMAND --help` (or `tessera help COMMAND`) for a command's options; `tessera version`\n"
-             "prints the version. Exit codes: 0 ok, 1 invalid input or failure, 2 usage.");
+             "prints the version; `tessera completion bash|zsh|fish` a completion script (docs/cli.md).\n"
+             "Exit codes: 0 ok, 1 invalid input or failure, 2 usage.");
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "Log level: trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
@@ -69,10 +72,13 @@ int main(int argc, char** argv) {
   tessera::cli::add_dra_command(app, exit_code);
   tessera::cli::add_alerts_command(app, exit_code);
 
+  // Old spellings of renamed flags, rewritten (warned once each).
+  std::vector<std::string> words = tessera::cli::rewrite_renamed_flags(std::vector<std::string>(argv, argv + argc), std::cerr);
   // `tessera help [COMMAND]`, `tessera version`, and a word that names no
   // command said as such, with the nearest names (CLI11 alone answers "A
   // subcommand is required" without naming the word).
-  std::vector<char*> args(argv, argv + argc);
+  std::vector<char*> args;
+  for (auto& w : words) args.push_back(w.data());
   char help_flag[] = "--help";
   if (const int at = command_word(argc, argv); at > 0) {
     const std::string word = argv[at];
@@ -81,6 +87,16 @@ int main(int argc, char** argv) {
     if (word == "version") {
       std::cout << "tessera " TESSERA_VERSION << '\n';
       return tessera::cli::kExitOk;
+    }
+    if (word == "completion") {
+      const std::string shell = at + 1 < int(words.size()) ? words[size_t(at) + 1] : "";
+      if (auto script = tessera::cli::completion_script(app, shell)) {
+        std::cout << *script;
+        return tessera::cli::kExitOk;
+      }
+      std::cerr << "tessera completion: " << (shell.empty() ? "no shell named" : "unknown shell '" + shell + "'")
+                << " (bash, zsh or fish): `source <(tessera completion bash)`\n";
+      return tessera::cli::kExitUsage;
     }
     if (word == "help") {
       args.erase(args.begin() + at);  // `help mig` is `mig --help`; `help` alone, `--help`

@@ -290,7 +290,7 @@ void PluginHost::stop() {
 }
 
 void add_plugin_options(CLI::App& cmd, PluginArgs& args) {
-  cmd.add_option("-c,--config", args.config_file,
+  cmd.add_option("-f,--config-file", args.config_file,
                  "NVIDIA device-plugin config file (default: whole GPUs). Reloaded on SIGHUP and when the file\n"
                  "changes (a mounted ConfigMap's update); an invalid one is reported and the previous one kept");
   cmd.add_flag("--strict", args.strict, "Refuse a config file with warnings (as `tessera config validate --strict`)");

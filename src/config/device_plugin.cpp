@@ -455,6 +455,14 @@ std::optional<DevicePluginConfig> parse_device_plugin_config(std::string_view te
     diags.error(root.where(), "", "expected a device-plugin config (a map with version, flags, sharing), got " + root.kind_name());
     return std::nullopt;
   }
+  for (const auto& e : root.entries())
+    if (e.key == "mig-configs") {
+      // The other file a GPU node has: not a device-plugin config at all.
+      diags.error(e.value.where(), "mig-configs",
+                  "this is a mig-parted config (MIG layouts), not a device-plugin config: check it with "
+                  "`tessera mig validate -f " + file + "`");
+      return std::nullopt;
+    }
   size_t before = diags.error_count();
   for (const auto& e : root.checked_entries(diags, {"version", "flags", "sharing", "resources", "imex"}, kStructKeys)) {
     if (e.key == "version") {
@@ -484,8 +492,8 @@ std::optional<DevicePluginConfig> parse_device_plugin_config(std::string_view te
     if (config.mps_root.empty())
       diags.error(root.where(), "flags.mpsRoot", "MPS needs mpsRoot, a directory for the MPS daemons (for example /run/nvidia/mps)");
     if (config.mig_strategy == MigStrategy::mixed)
-      diags.warning(root.where(), "flags.migStrategy",
-                    "NVIDIA's plugin refuses migStrategy mixed with MPS; tessera shares MIG devices with MPS");
+      diags.note(root.where(), "flags.migStrategy",
+                 "NVIDIA's plugin refuses migStrategy mixed with MPS; tessera's shares MIG devices with MPS");
   }
   // Names that are valid but match no resource the plugin advertises: nothing is shared by them.
   const std::pair<const char*, const std::optional<SharingSpec>*> modes[] = {{"timeSlicing", &config.time_slicing},

@@ -17,7 +17,7 @@ std::string format(const Diagnostic& d) {
     out += ":" + std::to_string(d.where.line);
     if (d.where.column > 0) out += ":" + std::to_string(d.where.column);
   }
-  out += d.severity == Severity::error ? ": error: " : ": warning: ";
+  out += d.severity == Severity::error ? ": error: " : d.severity == Severity::warning ? ": warning: " : ": note: ";
   if (!d.field.empty()) out += excerpt(d.field, kMaxFieldChars) + ": ";
   out += escape_control(d.message);
   return out;
@@ -31,6 +31,11 @@ void Diagnostics::error(SourceLocation where, std::string field, std::string mes
 void Diagnostics::warning(SourceLocation where, std::string field, std::string message) {
   if (items_.size() >= kMaxItems) { ++dropped_; return; }
   items_.push_back({Severity::warning, std::move(where), std::move(field), std::move(message)});
+}
+
+void Diagnostics::note(SourceLocation where, std::string field, std::string message) {
+  if (items_.size() >= kMaxItems) { ++dropped_; return; }
+  items_.push_back({Severity::note, std::move(where), std::move(field), std::move(message)});
 }
 
 bool Diagnostics::has_errors() const { return error_count() > 0 || dropped_ > 0; }

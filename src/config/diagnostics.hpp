@@ -12,7 +12,8 @@ struct SourceLocation {
   int column = 0;  // 1-based; 0 = unknown
 };
 
-enum class Severity { warning, error };
+// note: a fact worth saying that is no fault of the file (never an error, not even under --strict).
+enum class Severity { note, warning, error };
 
 struct Diagnostic {
   Severity severity = Severity::error;
@@ -30,6 +31,7 @@ class Diagnostics {
  public:
   void error(SourceLocation where, std::string field, std::string message);
   void warning(SourceLocation where, std::string field, std::string message);
+  void note(SourceLocation where, std::string field, std::string message);
   bool has_errors() const;
   size_t error_count() const;
   const std::vector<Diagnostic>& items() const { return items_; }

@@ -168,6 +168,10 @@ Diagnostics warnings_as_errors(const Diagnostics& diags) {
   for (const auto& d : diags.items()) {
     // Under --strict nothing is ignored: the file is refused.
     std::string_view message = d.message;
+    if (d.severity == Severity::note) {
+      out.note(d.where, d.field, d.message);
+      continue;
+    }
     if (d.severity == Severity::warning && message.ends_with("; ignored")) message.remove_suffix(9);
     out.error(d.where, d.field, std::string(message));
   }

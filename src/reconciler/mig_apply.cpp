@@ -151,7 +151,8 @@ Result<NodePlan> plan_node(const std::vector<NodeGpu>& node, const config::MigCo
   return out;
 }
 
-ApplyResult execute_plan(const nvml::Session& session, NodePlan plan, const JournalFile& journal_file, Journal& journal) {
+ApplyResult execute_plan(const nvml::Session& session, NodePlan plan, const JournalFile& journal_file, Journal& journal,
+                         const std::function<void(const Journal&)>& on_step) {
   ApplyResult result;
   bool all_ok = true;
   std::map<uint32_t, std::vector<uint32_t>> created_by_gpu;  // GPU -> GI ids created
@@ -196,6 +197,7 @@ ApplyResult execute_plan(const nvml::Session& session, NodePlan plan, const Jour
         result.journal_error = saved.error().message;
         break;
       }
+      if (on_step) on_step(journal);
     }
     created_by_gpu[g.gpu] = std::move(created_gis);
     if (!result.journal_error.empty()) {
@@ -301,7 +303,7 @@ Result<ApplyReport> apply_config(const nvml::Session& session, const ApplyReques
     (void)journal_file.write_state("failed");  // best effort: the label must not stay pending
     return unexpected(s.error());
   }
-  auto result = execute_plan(session, std::move(*plan), journal_file, report.journal);
+  auto result = execute_plan(session, std::move(*plan), journal_file, report.journal, request.on_step);
   report.plan = std::move(result.plan);
   report.outcome = !result.success ? Outcome::failed : result.pending_reset ? Outcome::pending_reset : Outcome::success;
   if (!result.journal_error.empty()) report.message = "the journal cannot be written: " + result.journal_error;

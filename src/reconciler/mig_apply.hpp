@@ -4,6 +4,7 @@
 // and created.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -66,8 +67,9 @@ struct ApplyResult {
 // Stops at the first failure of a GPU's step (its later steps are left for
 // the next apply); other GPUs go on. A journal write that fails stops the
 // whole change before the next step: no step runs unrecorded.
+// `on_step`, when given, is called after each step is recorded (for progress).
 ApplyResult execute_plan(const nvml::Session& session, NodePlan plan, const JournalFile& journal_file,
-                         Journal& journal);
+                         Journal& journal, const std::function<void(const Journal&)>& on_step = {});
 
 // The whole `mig apply` transaction, as a library: the previous journal read
 // (an interrupted apply is reported and planned over from the GPUs' state),
@@ -84,6 +86,8 @@ struct ApplyRequest {
   // count as processes, so the plan keeps those instances, or refuses
   // without `force`.
   std::map<std::string, std::vector<std::string>> in_use;
+  // Called after each step of the change is recorded (a command's progress line).
+  std::function<void(const Journal&)> on_step;
 };
 
 // Adds `in_use` to the instances' processes (see ApplyRequest::in_use).

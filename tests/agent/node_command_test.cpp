@@ -65,7 +65,7 @@ struct Node {
   std::unique_ptr<Process> start(const std::string& kubeconfig_file, std::vector<std::string> extra = {}) {
     std::vector<std::string> argv{kBin, "node", "--node-name", kNode, "--kubeconfig", kubeconfig_file,
                                   "--sim", node, "--kubelet-dir", kubelet_dir, "--pod-resources", pod_resources,
-                                  "--config", dir.path() + "/dp.yaml", "--mig-config", dir.path() + "/mig.yaml",
+                                  "--config-file", dir.path() + "/dp.yaml", "--mig-config", dir.path() + "/mig.yaml",
                                   "--state-dir", dir.path() + "/state", "--quota-ledger-root", dir.path() + "/ledgers",
                                   "--quota-library-dir", dir.path() + "/lib", "--log-level", "info",
                                   "--allow-insecure-http"};

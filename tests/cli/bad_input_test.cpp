@@ -204,7 +204,7 @@ TEST(BadInputs, EveryFileReadSaysWhy) {
       {"mig", "apply", "-f", mig, "--labels-file", "F"},
       {"config", "validate", "-f", "F"},
       {"plan", "-f", "F"},
-      {"plugin", "--config", "F"},
+      {"plugin", "--config-file", "F"},
   };
   std::vector<std::pair<std::string, std::string>> files = {{dir.path() + "/nope.yaml", "No such file or directory"},
                                                             {sub, "Is a directory"}};
@@ -285,7 +285,7 @@ TEST(BadInputs, StrictRefusesWarningsBeforeActing) {
     EXPECT_EQ(r.exit_code, 1) << command << "\n" << r.err;
     EXPECT_NE(r.err.find(mig_line), std::string::npos) << command << "\n" << r.err;
   }
-  auto plugin = run({kBin, "plugin", "--config", dp, "--strict"}, "", {"TESSERA_SIM=" + dir.path() + "/no-node"});
+  auto plugin = run({kBin, "plugin", "--config-file", dp, "--strict"}, "", {"TESSERA_SIM=" + dir.path() + "/no-node"});
   EXPECT_EQ(plugin.exit_code, 1) << plugin.err;
   EXPECT_NE(plugin.err.find(dp_line), std::string::npos) << plugin.err;
 }

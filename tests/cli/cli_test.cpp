@@ -311,5 +311,102 @@ TEST(Cli, MigCommandsSpellConfigTheSameWay) {
   EXPECT_EQ(old.exit_code, 0) << old.err;
 }
 
+// One vocabulary (docs/cli.md): the new names in --help, the old spellings still accepted, each
+// warned once with its new name, and hidden from --help.
+// The bash script completes commands, subcommands and the flags of the command typed, from the
+// command tree itself: run in bash as a shell runs it.
+TEST(Cli, CompletionScriptsCompleteCommandsAndFlags) {
+  testing::TempDir dir;
+  const std::string script = dir.path() + "/tessera.bash";
+  auto b = run({kBin, "completion", "bash"});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  std::ofstream(script) << b.out;
+  auto complete = [&](const std::string& words, int cword) {
+    auto r = run({"/bin/bash", "-c", "source " + script + "; COMP_WORDS=(" + words + "); COMP_CWORD=" + std::to_string(cword) +
+                                    "; _tessera; echo \"${COMPREPLY[*]}\""});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out.substr(0, r.out.find('\n'));
+  };
+  EXPECT_EQ(complete("tessera fle", 1), "fleet");
+  EXPECT_EQ(complete("tessera fleet p", 2), "plan");
+  EXPECT_EQ(complete("tessera --log-level info fleet plan --ya", 5), "--yaml");
+  EXPECT_EQ(complete("tessera plugin --config-f", 2), "--config-file");
+  EXPECT_EQ(complete("tessera mig validate --stri", 3), "--strict");
+  EXPECT_EQ(complete("tessera dra --ignored", 2), "") << "old spellings are not offered";
+  auto z = run({kBin, "completion", "zsh"});
+  EXPECT_EQ(z.exit_code, 0);
+  EXPECT_NE(z.out.find("bashcompinit"), std::string::npos);
+  auto f = run({kBin, "completion", "fish"});
+  EXPECT_EQ(f.exit_code, 0);
+  EXPECT_NE(f.out.find("complete -c tessera -n '__fish_seen_subcommand_from fleet; and __fish_seen_subcommand_from plan' -l yaml"),
+            std::string::npos) << f.out.substr(0, 2000);
+  auto bad = run({kBin, "completion", "tcsh"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.err, "tessera completion: unknown shell 'tcsh' (bash, zsh or fish): `source <(tessera completion bash)`\n");
+}
+
+// Long work shows a progress line on a terminal (TESSERA_PROGRESS=always stands in for one here),
+// erased when done; piped, standard error carries none of it.
+TEST(Cli, ProgressOnATerminalOnly) {
+  const std::string spec = std::string(TESSERA_SOURCE_DIR) + "/examples/fleet.yaml";
+  auto piped = run({kBin, "plan", "-f", spec, "--json"});
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_EQ(piped.err.find('\r'), std::string::npos) << piped.err;
+  auto shown = run({kBin, "plan", "-f", spec, "--json"}, "", {"TESSERA_PROGRESS=always"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  auto report = [](const std::string& out) {
+    auto j = nlohmann::json::parse(out);
+    j.erase("solve_seconds");
+    return j;
+  };
+  EXPECT_EQ(report(shown.out), report(piped.out)) << "the result does not change";
+  EXPECT_NE(shown.err.find("\rtessera plan: solving "), std::string::npos) << shown.err;
+  EXPECT_EQ(shown.err.back(), '\r') << "the line is erased at the end";
+  testing::TempDir dir;
+  const std::string node = dir.path() + "/node";
+  ASSERT_EQ(run({kBin, "sim", "create", node, "--gpu", "A100-80GB"}).exit_code, 0);
+  auto apply = run({kBin, "mig", "apply", "-f", kNvidiaMigDefaults, "-c", "all-1g.10gb", "--sim", node, "--state-dir",
+                    dir.path() + "/state"}, "", {"TESSERA_PROGRESS=always"});
+  ASSERT_EQ(apply.exit_code, 0) << apply.err;
+  EXPECT_NE(apply.err.find("tessera mig apply: all-1g.10gb "), std::string::npos) << apply.err;
+  EXPECT_NE(apply.err.find(": step 1 of "), std::string::npos) << apply.err;
+}
+
+TEST(Cli, RenamedFlagsKeepTheirOldSpellingsWithAWarning) {
+  struct Case {
+    std::string command, old_name, new_name, value;
+  };
+  const std::vector<Case> cases = {
+      {"dra", "--ignored-xids", "--ignore-xids", "13"},    {"dra", "--preload", "--quota-preload", "env"},
+      {"dra", "--ledger-root", "--quota-ledger-root", "/x"}, {"dra", "--recovery", "--health-recovery", "5"},
+      {"exporter", "--ledger-root", "--quota-ledger-root", "/x"}, {"plugin", "--config", "--config-file", "/x"},
+      {"node", "-c", "--config-file", "/x"},                {"plan", "-o", "--output-dir", "/x"},
+  };
+  for (const auto& c : cases) {
+    auto h = run({kBin, c.command, "--help"});
+    ASSERT_EQ(h.exit_code, 0) << c.command;
+    EXPECT_NE(h.out.find(c.new_name + " "), std::string::npos) << c.command << " --help lacks " << c.new_name;
+    EXPECT_FALSE(std::regex_search(h.out, std::regex("(^|[ ,])" + c.old_name + "[ ,\n]")))
+        << c.command << " --help still lists " << c.old_name;
+    auto r = run({kBin, c.command, c.old_name, c.value, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("tessera " + c.command + ": " + c.old_name + " is now " + c.new_name), std::string::npos) << r.err;
+  }
+  auto twice = run({kBin, "dra", "--ignored-xids", "13", "--ignored-xids=31", "--help"});
+  const std::string warning = "--ignored-xids is now --ignore-xids";
+  ASSERT_NE(twice.err.find(warning), std::string::npos) << twice.err;
+  EXPECT_EQ(twice.err.find(warning), twice.err.rfind(warning)) << "warned more than once: " << twice.err;
+  // The old spelling does what the new one does.
+  testing::TempDir dir;
+  auto p = run({kBin, "plan", "-f", std::string(TESSERA_SOURCE_DIR) + "/examples/fleet.yaml", "-o", dir.path() + "/out"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_TRUE(std::ifstream(dir.path() + "/out/mig-parted.yaml").good());
+  auto f = run({kBin, "fleet", "plan", "--snapshot", std::string(TESSERA_SOURCE_DIR) + "/examples/fleet/snapshot.json",
+                "--mig-config", std::string(TESSERA_SOURCE_DIR) + "/examples/fleet/mig-config.yaml", "--output", "json"});
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_NE(f.err.find("tessera fleet plan: --output json is now --json"), std::string::npos) << f.err;
+  EXPECT_TRUE(nlohmann::json::accept(f.out));
+}
+
 }  // namespace
 }  // namespace tessera

@@ -192,7 +192,7 @@ want("init containers", [c["name"] for c in spec.get("initContainers", [])], ["i
 driver = spec["containers"][0]
 cmd = driver["command"]
 want("dra-driver command", cmd, ["tessera", "dra", "--kubelet-dir", "/var/lib/kubelet", "--cdi-spec-dir", spec_dir,
-     "--quota-library-dir", "/var/lib/tessera/lib", "--ledger-root", "/var/lib/tessera/ledgers",
+     "--quota-library-dir", "/var/lib/tessera/lib", "--quota-ledger-root", "/var/lib/tessera/ledgers",
      "--cdi-hook", "/var/lib/tessera/lib/tessera-cdi-hook",
      "--memory-hook", "/var/lib/tessera/lib/tessera-memory-hook"] + args)
 help_text = subprocess.run([binary, "dra", "--help"], capture_output=True, text=True).stdout

@@ -157,7 +157,7 @@ host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" 
 def fail(msg):
     raise SystemExit("  quota library: " + msg)
 # The device plugin: `tessera plugin`, or `tessera node` (the same quota
-# flags); or the DRA driver, `tessera dra` (its ledger root is --ledger-root).
+# flags); or the DRA driver, `tessera dra` (its ledger root is --quota-ledger-root).
 plugin = next(c for c in spec["containers"] if c["name"] in ("device-plugin", "node-agent", "dra-driver"))
 cmd = plugin["command"]
 if "--no-quota-library" in cmd:
@@ -174,7 +174,7 @@ def flag(name):
     if not m:
         fail("tessera %s --help shows no default for %s" % (sub, name))
     return m.group(1)
-library_dir, ledger_root = flag("--quota-library-dir"), flag("--ledger-root" if dra else "--quota-ledger-root")
+library_dir, ledger_root = flag("--quota-library-dir"), flag("--quota-ledger-root")
 # The ledger root: a hostPath mounted read-write at the path it has on the host.
 mounts = [m for m in plugin.get("volumeMounts", []) if host.get(m["name"]) == ledger_root]
 if not any(m["mountPath"] == ledger_root and not m.get("readOnly") for m in mounts):
@@ -248,7 +248,7 @@ for line in help_text.splitlines():
     FLAGS[name] = False if not t else ("+" if re.search(r" \.\.\.(\s|$)", rest) else True)
     if t and t.group(1) == "TEXT" and t.group(2).startswith("="):
         DEFAULTS[name] = t.group(2)[1:]
-for f in ("--driver-name", "--kubelet-dir", "--cdi-spec-dir", "--quota-library-dir", "--ledger-root"):
+for f in ("--driver-name", "--kubelet-dir", "--cdi-spec-dir", "--quota-library-dir", "--quota-ledger-root"):
     if f not in DEFAULTS:
         fail("`tessera dra --help` shows no default for %s: %r" % (f, help_text[:300]))
 
@@ -341,7 +341,7 @@ rw = {kubelet + "/plugins_registry": "the registration socket", kubelet + "/plug
       flag("--cdi-spec-dir"): "the CDI specs"}
 if "--state-dir" in given:
     rw[given["--state-dir"]] = "the checkpoint"
-allowed = set(rw) | {flag("--quota-library-dir"), flag("--ledger-root")}
+allowed = set(rw) | {flag("--quota-library-dir"), flag("--quota-ledger-root")}
 if mps_socket_dir:
     allowed.add(mps_socket_dir)
 root = given.get("--driver-root", "/")
@@ -668,10 +668,10 @@ if not in_agent:
     # A separate exporter reads the plugin's ledgers; the agent has them already.
     plugin = next(c for c in spec["containers"] if c["name"] == "device-plugin")
     pcmd = plugin["command"]
-    if "--quota-ledger-root" in pcmd and flag("--ledger-root") != pcmd[pcmd.index("--quota-ledger-root") + 1]:
-        fail("--ledger-root %s is not the plugin's --quota-ledger-root %s" % (flag("--ledger-root"), pcmd[pcmd.index("--quota-ledger-root") + 1]))
-    if not mounted_ro(flag("--ledger-root")):
-        fail("--ledger-root %s is not a hostPath mounted read-only at its own path" % flag("--ledger-root"))
+    if "--quota-ledger-root" in pcmd and flag("--quota-ledger-root") != pcmd[pcmd.index("--quota-ledger-root") + 1]:
+        fail("--quota-ledger-root %s is not the plugin's %s" % (flag("--quota-ledger-root"), pcmd[pcmd.index("--quota-ledger-root") + 1]))
+    if not mounted_ro(flag("--quota-ledger-root")):
+        fail("--quota-ledger-root %s is not a hostPath mounted read-only at its own path" % flag("--quota-ledger-root"))
 pod_labels = ds["spec"]["template"]["metadata"]["labels"]
 services = [d for d in docs if d["kind"] == "Service"
             and d["spec"].get("selector") and all(pod_labels.get(k) == v for k, v in d["spec"]["selector"].items())]
@@ -706,7 +706,7 @@ rendered, config_file, deploy = sys.argv[1:]
 # `tessera node`'s options (True: takes a value; "+": one or more). The command
 # is checked against this list, not its --help, so the manifests can lead it.
 NODE_FLAGS = {
-    "--node-name": True, "--kubeconfig": True, "-c": True, "--config": True, "--mig-config": True,
+    "--node-name": True, "--kubeconfig": True, "-f": True, "--config-file": True, "--mig-config": True,
     "--state-dir": True, "--eviction-timeout": True, "--no-node-labels": False, "--metrics-listen": True,
     "--kubelet-dir": True, "--pod-resources": True, "--health-recovery": True, "--ignore-xids": "+",
     "--inventory-interval": True, "--quota-library-dir": True, "--quota-ledger-root": True,
@@ -790,7 +790,7 @@ cmd = agent["command"]
 if cmd[:2] != ["tessera", "node"]:
     fail("the node-agent container runs %s, not tessera node" % cmd[:2])
 given = parse_flags(cmd, NODE_FLAGS, fail, lambda f: "tessera node has no option %s (%s)" % (f, " ".join(cmd)))
-given.setdefault("--config", given.get("-c"))
+given.setdefault("--config-file", given.get("-f"))
 for other in containers:
     if other is not agent and other.get("command", [])[:2] in (["tessera", "plugin"], ["tessera", "mig"], ["tessera", "exporter"]):
         fail("container %s runs %s beside the node agent, which does that itself" % (other["name"], " ".join(other["command"][:3])))
@@ -873,8 +873,8 @@ cms = {v["name"]: v["configMap"]["name"] for v in spec["volumes"] if "configMap"
 def from_configmap(path, configmap):
     return any(cms.get(m["name"]) == configmap and not m.get("subPath")
                and path == m["mountPath"].rstrip("/") + "/config.yaml" for m in mounts)
-if not given.get("--config") or not from_configmap(given["--config"], "tessera-device-plugin-config"):
-    fail("--config %s is not config.yaml of a directory mount of ConfigMap tessera-device-plugin-config" % given.get("--config"))
+if not given.get("--config-file") or not from_configmap(given["--config-file"], "tessera-device-plugin-config"):
+    fail("--config-file %s is not config.yaml of a directory mount of ConfigMap tessera-device-plugin-config" % given.get("--config-file"))
 if mig and not from_configmap(given["--mig-config"], "tessera-mig-config"):
     fail("--mig-config %s is not config.yaml of a directory mount of ConfigMap tessera-mig-config" % given["--mig-config"])
 if any(d["kind"] == "ConfigMap" and d["metadata"]["name"] == "tessera-node" for d in docs):

@@ -162,7 +162,7 @@ struct Node {
   // `tessera plugin` with `config`, until `stop()`.
   std::unique_ptr<Process> plugin(const std::string& config, const std::vector<std::string>& extra = {}) const {
     auto file = dir.write("dp-" + std::to_string(std::hash<std::string>{}(config)) + ".yaml", config);
-    std::vector<std::string> argv{kBin, "plugin", "--config", file, "--sim", node, "--kubelet-dir", kubelet_dir,
+    std::vector<std::string> argv{kBin, "plugin", "--config-file", file, "--sim", node, "--kubelet-dir", kubelet_dir,
                                   "--log-level", "info", "--quota-library-dir", dir.path() + "/lib",
                                   "--quota-ledger-root", ledger_root};
     argv.insert(argv.end(), extra.begin(), extra.end());
@@ -325,7 +325,7 @@ TEST(Exporter, EightGpusMixedMigReplicasAndPodsMatchTheSimulator) {
   for (const char* ecc : {"single", "single", "double"}) n.sim({"event", "--gpu", "6", "--ecc", ecc});
   state = n.show();
 
-  Exporter e(n, {"--pod-resources", n.pod_resources, "--ledger-root", n.ledger_root});
+  Exporter e(n, {"--pod-resources", n.pod_resources, "--quota-ledger-root", n.ledger_root});
   // Xid events come after the exporter registered for them, as on a node.
   n.sim({"event", "--gpu", "7", "--xid", "48"});
   n.sim({"event", "--gpu", "0", "--xid", "94", "--gpu-instance", std::to_string(gi0)});
@@ -503,7 +503,7 @@ TEST(Exporter, EightGpusMixedMigReplicasAndPodsMatchTheSimulator) {
 TEST(Exporter, PodResourcesAbsentOrHangingCostOnlyPodLabels) {
   Node n("A100-SXM4-80GB", 2);
   {
-    Exporter e(n, {"--pod-resources", n.dir.path() + "/absent.sock", "--ledger-root", n.ledger_root});
+    Exporter e(n, {"--pod-resources", n.dir.path() + "/absent.sock", "--quota-ledger-root", n.ledger_root});
     EXPECT_TRUE(e.process->wait_for_output("absent.sock does not exist", 5000)) << e.process->output();
     auto all = parse(e.metrics());
     EXPECT_EQ(select(all, "DCGM_FI_DEV_FB_USED", {{"pod", ""}}).size(), 2u);

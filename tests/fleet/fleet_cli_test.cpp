@@ -22,6 +22,15 @@ json snapshot() {
                pod("s", "1g.10gb", 1)});
 }
 
+// A file that cannot be written is named with the system's reason.
+TEST(FleetCli, AnSvgThatCannotBeWrittenSaysWhy) {
+  const std::string dir = std::string(TESSERA_SOURCE_DIR) + "/examples/fleet/";
+  auto r = run({TESSERA_BIN, "fleet", "plan", "--snapshot", dir + "snapshot.json", "--mig-config", dir + "mig-config.yaml",
+                "--svg", "/nonexistent-dir/plan.svg"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "tessera fleet plan: cannot write /nonexistent-dir/plan.svg: No such file or directory\n");
+}
+
 // The example in examples/fleet, as its README says: the cordoned node left alone, the pinned pod
 // unserved with its reason.
 TEST(FleetCli, TheExampleSnapshotPlansAsItsReadmeSays) {
@@ -29,6 +38,7 @@ TEST(FleetCli, TheExampleSnapshotPlansAsItsReadmeSays) {
   auto r = run({TESSERA_BIN, "fleet", "plan", "--snapshot", dir + "snapshot.json", "--mig-config", dir + "mig-config.yaml",
                 "--output", "json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("--output json is now --json"), std::string::npos) << "the old spelling, warned: " << r.err;
   json doc = json::parse(r.out);
   EXPECT_EQ(doc["placements"]["d/free"], "open");
   EXPECT_EQ(doc["unserved"], json::array({"d/pinned"}));
@@ -45,7 +55,7 @@ TEST(FleetCli, JsonIsTheContract) {
   TempDir dir;
   std::string snap = dir.write("snap.json", snapshot().dump());
   std::string mig = dir.write("mig.yaml", kMigConfigs);
-  auto r = run({TESSERA_BIN, "fleet", "plan", "--snapshot", snap, "--mig-config", mig, "--output", "json", "--svg", dir.path() + "/p.svg"});
+  auto r = run({TESSERA_BIN, "fleet", "plan", "--snapshot", snap, "--mig-config", mig, "--json", "--svg", dir.path() + "/p.svg"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json doc = json::parse(r.out);
   EXPECT_EQ(doc["status"], "optimal");
@@ -75,7 +85,7 @@ TEST(FleetCli, JsonIsTheContract) {
   ASSERT_EQ(t.exit_code, 0) << t.err;
   EXPECT_NE(t.out.find("fleet plan: optimal"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("pods unserved"), std::string::npos);
-  auto y = run({TESSERA_BIN, "fleet", "plan", "--snapshot", snap, "--mig-config", mig, "--output", "yaml"});
+  auto y = run({TESSERA_BIN, "fleet", "plan", "--snapshot", snap, "--mig-config", mig, "--yaml"});
   ASSERT_EQ(y.exit_code, 0) << y.err;
   EXPECT_NE(y.out.find("\nstatus: \"optimal\""), std::string::npos) << "keys plain, values quoted: " << y.out.substr(0, 200);
   EXPECT_EQ(y.out.find("\"status\":"), std::string::npos) << y.out.substr(0, 200);
@@ -119,7 +129,7 @@ TEST(FleetCli, FromTheCluster) {
   std::string kubeconfig = dir.write("kubeconfig", "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
                                                    "    server: " + server.url() + "\ncontexts:\n- name: t\n  context:\n    cluster: c\n"
                                                    "    user: u\nusers:\n- name: u\n  user: {}\n");
-  auto r = run({TESSERA_BIN, "fleet", "plan", "--from-cluster", "--kubeconfig", kubeconfig, "--namespace", "tessera", "--output", "json"});
+  auto r = run({TESSERA_BIN, "fleet", "plan", "--from-cluster", "--kubeconfig", kubeconfig, "--namespace", "tessera", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json doc = json::parse(r.out);
   ASSERT_EQ(doc["nodes"].size(), 1u);

@@ -29,7 +29,7 @@ std::string slurp(const std::string& path) {
 TEST(PlanCli, ExampleWritesEveryOutputAndTheyValidate) {
   TempDir dir;
   std::string svg = dir.path() + "/plan.svg";
-  auto r = run({kBin, "plan", "-f", kExample, "-o", dir.path() + "/out", "--json", "--svg", svg});
+  auto r = run({kBin, "plan", "-f", kExample, "--output-dir", dir.path() + "/out", "--json", "--svg", svg});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["gpus_used"], 9);
@@ -60,7 +60,7 @@ TEST(PlanCli, WorkloadCsvOnEveryModelValidates) {
   for (const char* gpu : {"A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB"}) {
     TempDir dir;
     for (const char* mode : {"exact", "fast"}) {
-      auto r = run({kBin, "plan", "-f", kWorkload, "--gpu", gpu, "--mode", mode, "--json", "-o", dir.path()});
+      auto r = run({kBin, "plan", "-f", kWorkload, "--gpu", gpu, "--mode", mode, "--json", "--output-dir", dir.path()});
       ASSERT_EQ(r.exit_code, 0) << gpu << " " << mode << "\n" << r.err;
       auto j = nlohmann::json::parse(r.out);
       EXPECT_GE(j["gpus_used"].get<int>(), j["lower_bound"].get<int>());

@@ -87,7 +87,7 @@ size_t occurrences(const std::string& text, const std::string& what) {
 std::unique_ptr<Process> start_plugin(SimNode& n, const std::string& config_yaml,
                                       const std::vector<std::string>& extra) {
   auto config = n.dir.write("dp.yaml", config_yaml);
-  std::vector<std::string> argv{kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
+  std::vector<std::string> argv{kBin, "plugin", "--config-file", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
                                 "--log-level", "info"};
   auto quota = n.quota_args();
   argv.insert(argv.end(), quota.begin(), quota.end());
@@ -127,7 +127,7 @@ sharing:
   timeSlicing:
     resources: [{name: nvidia.com/gpu, replicas: 4}]
 )");
-  Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
+  Process plugin({kBin, "plugin", "--config-file", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
                   "--health-recovery", "1", "--log-level", "info", "--quota-library-dir", n.dir.path() + "/lib",
                   "--quota-ledger-root", n.ledger_root},
                  n.dir.path() + "/plugin.log");
@@ -178,7 +178,7 @@ sharing:
 TEST(PluginCommand, InvalidConfigExitsWithTheMessage) {
   SimNode n;
   auto config = n.dir.write("bad.yaml", "version: v1\nflags:\n  migStrategy: sometimes\n");
-  auto r = run({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir});
+  auto r = run({kBin, "plugin", "--config-file", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(config + ":3:16: error: flags.migStrategy: got 'sometimes' (allowed: none, single, mixed)"),
             std::string::npos)
@@ -188,7 +188,7 @@ TEST(PluginCommand, InvalidConfigExitsWithTheMessage) {
 TEST(PluginCommand, SighupReloadsTheConfig) {
   SimNode n;
   auto config = n.dir.write("dp.yaml", "version: v1\n");
-  Process plugin({kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
+  Process plugin({kBin, "plugin", "--config-file", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
                   "--quota-ledger-root", n.ledger_root},
                  n.dir.path() + "/plugin.log");
   ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
@@ -227,7 +227,7 @@ TEST(PluginCommand, AConfigMapUpdateReloadsWithoutASignal) {
   };
   publish("..v1", "version: v1\n");
   fs::create_symlink("..data/config.yaml", mount / "config.yaml");
-  Process plugin({kBin, "plugin", "--config", (mount / "config.yaml").string(), "--sim", n.node, "--kubelet-dir",
+  Process plugin({kBin, "plugin", "--config-file", (mount / "config.yaml").string(), "--sim", n.node, "--kubelet-dir",
                   n.kubelet_dir, "--quota-ledger-root", n.ledger_root, "--log-level", "info"},
                  n.dir.path() + "/plugin.log");
   ASSERT_TRUE(plugin.wait_for_output("ready", 10000)) << plugin.output();
@@ -260,7 +260,7 @@ TEST(PluginCommand, UnwritableLedgerRootFailsAllocateUnlessTheLibraryIsOff) {
   }
   auto config = n.dir.write("dp.yaml", "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/gpu, replicas: 2}]\n");
   auto argv = prefix;
-  argv.insert(argv.end(), {kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
+  argv.insert(argv.end(), {kBin, "plugin", "--config-file", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir,
                            "--log-level", "info"});
   auto quota = n.quota_args();
   argv.insert(argv.end(), quota.begin(), quota.end());
@@ -847,7 +847,7 @@ TEST(PluginCommand, CdiBadInputIsRefusedBeforeAnythingIsServed) {
   SimNode n;
   const std::string config = n.dir.write("cdi.yaml", "version: v1\nflags: {plugin: {deviceListStrategy: cdi-cri}}\n");
   auto base = [&](std::vector<std::string> extra) {
-    std::vector<std::string> argv{kBin, "plugin", "--config", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir};
+    std::vector<std::string> argv{kBin, "plugin", "--config-file", config, "--sim", n.node, "--kubelet-dir", n.kubelet_dir};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return run(argv);
   };

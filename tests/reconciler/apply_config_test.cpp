@@ -52,7 +52,7 @@ struct SimNode {
     if (s) session.emplace(std::move(*s));
   }
   reconciler::ApplyRequest request(const std::string& name, bool dry_run = false) const {
-    return {"configs.yaml", name, configs.find(name), false, dry_run, {}};
+    return {"configs.yaml", name, configs.find(name), false, dry_run, {}, {}};
   }
   // MIG device count on the node, as NVML reports it.
   size_t mig_devices() const {

@@ -136,7 +136,7 @@ YAML
 # (mps.enabled: deploy/components/dra-mps), a 5 s health recovery, and
 # EXTRA-VALUE-ARGs (e.g. --set dra.memoryShares=true).
 dra_values() {
-  printf '%s\n' --set dra.enabled=true --set mps.enabled=true --set-json "extraArgs=[\"--recovery\",\"$HEALTH_RECOVERY\"]" "$@"
+  printf '%s\n' --set dra.enabled=true --set mps.enabled=true --set-json "extraArgs=[\"--health-recovery\",\"$HEALTH_RECOVERY\"]" "$@"
 }
 
 # dra_slices NODE: how many devices the node's ResourceSlices of gpu.nvidia.com list.
