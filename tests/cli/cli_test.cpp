@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 
@@ -257,6 +258,30 @@ sharing:
   auto r = run({kBin, "config", "validate", "-f", file});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("nvidia.com/gpu x4 -> nvidia.com/gpu.shared (devices: all)"), std::string::npos) << r.out;
+}
+
+// A mig-parted file is not a device-plugin config, and says so; every file tessera plan writes for
+// the device plugin passes --strict (MPS on MIG devices, which NVIDIA's plugin refuses, is a note).
+TEST(Cli, ConfigValidateKnowsItsFiles) {
+  auto mig = run({kBin, "config", "validate", "-f", std::string(TESSERA_SOURCE_DIR) + "/examples/fleet/mig-config.yaml"});
+  EXPECT_EQ(mig.exit_code, 1);
+  EXPECT_NE(mig.err.find("error: mig-configs: this is a mig-parted config (MIG layouts), not a device-plugin config: check it "
+                         "with `tessera mig validate -f "),
+            std::string::npos)
+      << mig.err;
+  testing::TempDir dir;
+  auto plan = run({kBin, "plan", "-f", std::string(TESSERA_SOURCE_DIR) + "/examples/fleet.yaml", "--output-dir", dir.path()});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    if (!e.path().filename().string().starts_with("device-plugin-")) continue;
+    ++files;
+    auto v = run({kBin, "config", "validate", "-f", e.path().string(), "--strict"});
+    EXPECT_EQ(v.exit_code, 0) << e.path() << "\n" << v.err;
+  }
+  EXPECT_GE(files, 2);
+  auto mps = run({kBin, "config", "validate", "-f", dir.path() + "/device-plugin-mps.yaml", "--strict"});
+  EXPECT_NE(mps.err.find("note: flags.migStrategy: NVIDIA's plugin refuses migStrategy mixed with MPS"), std::string::npos) << mps.err;
 }
 
 // docs/errors.md: an unknown GPU model on the command line is a usage error, with one message
