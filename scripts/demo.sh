@@ -74,7 +74,7 @@ mkdir -p "$work/device-plugins"
 "$bin" plugin --config-file "$work/plugin.yaml" --sim "$node" --kubelet-dir "$work/device-plugins" \
   --quota-ledger-root "$work/ledgers" --quota-library-dir "$(cd "$build/src/cuda_quota" && pwd)" >"$work/plugin.log" 2>&1 &
 plugin_pid=$!
-"$kubelet_sim" --dir "$work/device-plugins" --resources 3 --allocate 2 >"$work/kubelet.out"
+"$kubelet_sim" --dir "$work/device-plugins" --resources 3 --allocate 2 --timeout 60 >"$work/kubelet.out"
 # Two containers per resource were allocated; show the time-sliced ones.
 sed -n '/^registered nvidia.com\/mig-1g.10gb/,/^registered/p' "$work/kubelet.out" | sed '$d'
 grep '^registered' "$work/kubelet.out" | tail -n +2

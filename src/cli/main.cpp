@@ -90,6 +90,13 @@ int main(int argc, char** argv) {
     }
     if (word == "completion") {
       const std::string shell = at + 1 < int(words.size()) ? words[size_t(at) + 1] : "";
+      if (shell == "--help" || shell == "-h") {
+        std::cout << "Print a shell completion script: tessera completion bash|zsh|fish\n"
+                     "  bash: source <(tessera completion bash)   (or save it under /etc/bash_completion.d)\n"
+                     "  zsh:  source <(tessera completion zsh)\n"
+                     "  fish: tessera completion fish | source\n";
+        return tessera::cli::kExitOk;
+      }
       if (auto script = tessera::cli::completion_script(app, shell)) {
         std::cout << *script;
         return tessera::cli::kExitOk;
