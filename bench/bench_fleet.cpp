@@ -11,6 +11,7 @@
 //   bench_fleet [--nodes N] [--pods N] [--seeds K] [--time-limit S] [--write DIR]
 //
 // Run it on 2 cores: `taskset -c 0,1 build/release/bench/bench_fleet`.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -103,7 +104,10 @@ struct Generated {
 
 // Nodes first, then pods: a running pod takes free instances of its resource on a random node that has
 // them (as the scheduler placed it); one that finds none, and every pod past the running share, waits.
-Generated generate(int nodes, int pods, double running_share, unsigned seed, const config::MigPartedConfig& cfgs) {
+// hard: running pods scattered over each node's GPUs (a shuffled GPU order per pod) and every
+// pending pod asking for one whole GPU, so serving them costs evictions (levels 1 and 2 work).
+Generated generate(int nodes, int pods, double running_share, unsigned seed, const config::MigPartedConfig& cfgs,
+                   bool hard = false) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(0, 1);
   json items = json::array();
@@ -165,8 +169,11 @@ Generated generate(int nodes, int pods, double running_share, unsigned seed, con
         int n = (start + k) % nodes;
         std::string r = h200[size_t(n)] ? h200_name(shape->resource) : shape->resource;
         std::vector<Slot*> got;
-        for (auto& gpu : free[size_t(n)])
-          for (auto& s : gpu)
+        std::vector<size_t> order(free[size_t(n)].size());
+        for (size_t g = 0; g < order.size(); ++g) order[g] = g;
+        if (hard) std::shuffle(order.begin(), order.end(), rng);
+        for (size_t g : order)
+          for (auto& s : free[size_t(n)][g])
             if (!s.used && s.resource == r && int(got.size()) < shape->count) got.push_back(&s);
         if (int(got.size()) < shape->count) continue;
         for (auto* s : got) s->used = true;
@@ -177,13 +184,15 @@ Generated generate(int nodes, int pods, double running_share, unsigned seed, con
       }
     } else {
       on_h200 = u(rng) < 0.2;  // pending pods ask in the names of the product they were written for
+      if (hard) resource = "gpu";
     }
     if (on_h200) resource = h200_name(resource);
+    const int count = !wants_running && hard ? 1 : shape->count;
     std::string key = resource == "gpu" ? "nvidia.com/gpu" : "nvidia.com/mig-" + resource;
     json pod = {{"kind", "Pod"},
                 {"apiVersion", "v1"},
                 {"metadata", {{"name", "job-" + std::to_string(i)}, {"namespace", "team-" + std::to_string(i % 17)}}},
-                {"spec", {{"containers", json::array({{{"name", "main"}, {"resources", {{"limits", {{key, std::to_string(shape->count)}}}}}}})}}},
+                {"spec", {{"containers", json::array({{{"name", "main"}, {"resources", {{"limits", {{key, std::to_string(count)}}}}}}})}}},
                 {"status", {{"phase", on.empty() ? "Pending" : "Running"}}}};
     if (!on.empty()) {
       pod["spec"]["nodeName"] = on;
@@ -206,6 +215,7 @@ double since(std::chrono::steady_clock::time_point t) {
 int main(int argc, char** argv) {
   int nodes = 1500, pods = 8000, seeds = 3;
   double time_limit = 8, running_share = 0.8;
+  bool hard = false;
   std::string write_dir;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -216,8 +226,9 @@ int main(int argc, char** argv) {
     else if (a == "--time-limit") time_limit = std::atof(next().c_str());
     else if (a == "--running") running_share = std::atof(next().c_str());
     else if (a == "--write") write_dir = next();
+    else if (a == "--hard") hard = true;
     else {
-      std::cerr << "usage: bench_fleet [--nodes N] [--pods N] [--seeds K] [--running SHARE] [--time-limit S] [--write DIR]\n";
+      std::cerr << "usage: bench_fleet [--nodes N] [--pods N] [--seeds K] [--running SHARE] [--time-limit S] [--hard] [--write DIR]\n";
       return 2;
     }
   }
@@ -227,11 +238,12 @@ int main(int argc, char** argv) {
     std::cerr << "bench_fleet: the built-in mig-parted configs do not parse\n";
     return 1;
   }
-  std::printf("| seed | nodes | GPUs | pods running / pending | read + build | plan | status | gap | plan unserved / evicted | "
-              "changed GPUs | GPUs used | mig-manager unserved / evicted | first-fit unserved / evicted |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| seed | nodes | GPUs | pods running / pending | read + build | plan (limit %.0f s) | levels 1-4 | status | gap | "
+              "plan unserved / evicted | changed GPUs | GPUs used | mig-manager unserved / evicted | first-fit unserved / evicted |\n",
+              time_limit);
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int seed = 1; seed <= seeds; ++seed) {
-    auto gen = generate(nodes, pods, running_share, unsigned(seed), *cfgs);
+    auto gen = generate(nodes, pods, running_share, unsigned(seed), *cfgs, hard);
     if (!write_dir.empty()) {
       std::filesystem::create_directories(write_dir);
       std::ofstream(write_dir + "/snapshot-" + std::to_string(seed) + ".json") << gen.snapshot.dump();
@@ -261,8 +273,19 @@ int main(int argc, char** argv) {
     }
     auto mm = fleet::baseline_one_layout(*problem);
     auto ff = fleet::baseline_first_fit(*problem);
-    std::printf("| %d | %zu | %zu | %d / %d | %.2f s | %.2f s | %s | %.4f | %lld / %lld | %lld | %lld | %lld / %lld | %lld / %lld |\n",
-                seed, problem->nodes.size(), problem->gpus.size(), gen.running, gen.pending, read_s, plan_s,
+    // Each level's value and time, from the plan's notes ("evicted: 12 (optimal) in 0.31 s").
+    std::string levels;
+    for (const char* name : {"unserved", "evicted", "changed_gpus", "gpus_used"}) {
+      std::string cell = "-";
+      for (const auto& n : plan.notes)
+        if (n.rfind(std::string(name) + ": ", 0) == 0 && n.find(" in ") != std::string::npos) {
+          cell = n.substr(std::strlen(name) + 2);
+          break;
+        }
+      levels += (levels.empty() ? "" : "; ") + cell;
+    }
+    std::printf("| %d | %zu | %zu | %d / %d | %.2f s | %.2f s | %s | %s | %.4f | %lld / %lld | %lld | %lld | %lld / %lld | %lld / %lld |\n",
+                seed, problem->nodes.size(), problem->gpus.size(), gen.running, gen.pending, read_s, plan_s, levels.c_str(),
                 plan.status.c_str(), plan.gap, (long long)plan.objective.unserved, (long long)plan.objective.evicted,
                 (long long)plan.objective.changed_gpus, (long long)plan.objective.gpus_used, (long long)mm.unserved,
                 (long long)mm.evicted, (long long)ff.unserved, (long long)ff.evicted);
