@@ -423,7 +423,7 @@ std::optional<std::string> Controller::wave_mismatch(const Facts& facts, const s
         }
       std::sort(t.profiles.begin(), t.profiles.end());
       if (gpu.fixed) {
-        if (t != current_target(gpu)) return "node " + name + " GPU " + std::to_string(k) + " is planned as it is now";
+        return "node " + name + " now shares its devices or runs the single strategy, so it is not re-cut";
         continue;
       }
       GpuOutcome out = apply_target(gpu, t);

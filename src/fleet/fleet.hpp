@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -127,10 +128,11 @@ struct Gpu {
   std::vector<Instance> instances;
   // How the device plugin advertises the GPU's devices (instance_resource):
   // under the single MIG strategy every MIG device is nvidia.com/gpu;
-  // replicas renamed by the sharing config carry ".shared".
+  // shared replicas the sharing config renames carry ".shared": `renamed`
+  // holds the names ("gpu", a profile) whose devices are advertised so.
   bool single = false;
-  std::string suffix;           // "" or ".shared"
-  uint32_t replicas = 1;
+  std::set<std::string> renamed;
+  uint32_t replicas = 1;         // the most replicas of any of its devices
   // Planned as it is, never changed: a product the catalog lacks, the single
   // strategy (one profile per node, advertised without its name), shared
   // replicas (a new layout would change what every replica is).

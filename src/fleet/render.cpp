@@ -30,11 +30,20 @@ json entry_json(const config::MigConfigEntry& e) {
   return j;
 }
 
-// A target's instances per profile (a shared GPU's target lists each instance once per replica).
-json gpu_mig(const GpuModel& model, const Target& t, uint32_t replicas = 1) {
+json gpu_mig(const GpuModel& model, const Target& t) {
   if (!t.mig) return nullptr;
   json m = json::object();
-  for (const auto& [name, n] : target_counts(model, t)) m[name] = n / std::max(1u, replicas);
+  for (const auto& [name, n] : target_counts(model, t)) m[name] = n;
+  return m;
+}
+
+// A GPU's instances per profile, each placement once (a shared GPU lists each once per replica).
+json gpu_mig(const Gpu& gpu, const Target& t) {
+  if (!gpu.fixed || !t.mig) return gpu_mig(*gpu.model, t);
+  std::set<std::pair<uint32_t, uint32_t>> placed;
+  for (const auto& i : gpu.instances) placed.insert({i.profile, i.start});
+  json m = json::object();
+  for (const auto& [profile, start] : placed) m[gpu.model->profiles[profile].name] = m.value(gpu.model->profiles[profile].name, 0) + 1;
   return m;
 }
 
@@ -115,7 +124,7 @@ json plan_json(const Problem& p, const FleetPlan& plan) {
     json gpus = json::array();
     for (int g : node.gpus) {
       const Gpu& gpu = p.gpus[size_t(g)];
-      json e = {{"index", gpu.index}, {"mig", gpu_mig(*node.model, plan.gpus[size_t(g)].target, gpu.replicas)}};
+      json e = {{"index", gpu.index}, {"mig", gpu_mig(gpu, plan.gpus[size_t(g)].target)}};
       if (gpu.fixed) e["fixed"] = true;  // planned as it is
       if (gpu.replicas > 1) e["replicas"] = gpu.replicas;
       gpus.push_back(std::move(e));

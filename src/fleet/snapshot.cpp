@@ -403,8 +403,8 @@ int Problem::resource_index(const std::string& name) const {
 }
 
 std::string instance_resource(const Gpu& gpu, const Instance& inst) {
-  if (!gpu.mig || gpu.single) return kWholeGpu + gpu.suffix;
-  return gpu.model->profiles[inst.profile].name + gpu.suffix;
+  const std::string base = !gpu.mig || gpu.single ? std::string(kWholeGpu) : gpu.model->profiles[inst.profile].name;
+  return gpu.renamed.contains(base) ? base + ".shared" : base;
 }
 
 std::string resource_key(const std::string& resource) {
@@ -481,15 +481,34 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
     }
     auto strategy = sn.labels.find(kMigStrategyLabel);
     const bool single = !single_profile.empty() || (strategy != sn.labels.end() && strategy->second == "single");
-    uint32_t replicas = 1;
-    if (auto r = sn.labels.find(kReplicasLabel); r != sn.labels.end()) {
-      auto [end, ec] = std::from_chars(r->second.data(), r->second.data() + r->second.size(), replicas);
-      if (ec != std::errc() || end != r->second.data() + r->second.size() || replicas == 0 || replicas > 1024) {
-        errors.push_back("Node " + sn.name + ": " + kReplicasLabel + "=" + quote(r->second) + " is not a replica count from 1 to 1024");
-        continue;
+    // Replicas per device: gpu.replicas for whole GPUs (and, under the single strategy, its MIG
+    // devices), mig-<profile>.replicas for a MIG profile under the mixed strategy (GFD's labels);
+    // 0 (what a labeller writes for a resource with no devices) and 1 mean not shared.
+    std::map<std::string, uint32_t> replicas_of;  // "" for gpu.replicas, else the profile
+    bool bad_replicas = false;
+    for (const auto& [key, value] : sn.labels) {
+      std::string which;
+      if (key == kReplicasLabel) which = "";
+      else if (key.starts_with("nvidia.com/mig-") && key.ends_with(".replicas")) which = key.substr(15, key.size() - 15 - 9);
+      else continue;
+      uint32_t r = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), r);
+      if (value.empty() || ec != std::errc() || end != value.data() + value.size() || r > 1024) {
+        errors.push_back("Node " + sn.name + ": " + key + "=" + quote(value) + " is not a replica count from 0 to 1024");
+        bad_replicas = true;
+        break;
       }
+      replicas_of[which] = std::max<uint32_t>(1, r);
     }
-    const std::string suffix = replicas > 1 && !product_label.ends_with("-SHARED") ? ".shared" : "";
+    if (bad_replicas) continue;
+    uint32_t replicas = 1;  // the most of any device
+    for (const auto& [which, r] : replicas_of) replicas = std::max(replicas, r);
+    // Renamed (NVIDIA's renameByDefault) unless GFD marks the product -SHARED: only the shared
+    // resources get ".shared"; the others keep their names.
+    std::set<std::string> renamed;
+    if (!product_label.ends_with("-SHARED"))
+      for (const auto& [which, r] : replicas_of)
+        if (r > 1) renamed.insert(which.empty() ? std::string(kWholeGpu) : which);
     const GpuInstanceProfile* single_prof = single && n.model ? n.model->profile(single_profile) : nullptr;
     bool uncatalogued = !n.model;
     if (!uncatalogued && single && !single_prof) {
@@ -669,30 +688,42 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
     }
     for (auto& g : gpus) {
       g.single = single_prof != nullptr;
-      g.suffix = suffix;
+      g.renamed = renamed;
       g.replicas = replicas;
       g.fixed = fixed;
     }
     if (replicas > 1) {
       // Each device once per replica; the annotation's holders of a device take its replicas in turn.
-      std::map<std::pair<int, int>, uint32_t> taken;
+      auto device_replicas = [&](const Gpu& g, const Instance& i) {
+        auto it = g.mig && !g.single ? replicas_of.find(n.model->profiles[i.profile].name) : replicas_of.end();
+        if (it == replicas_of.end()) it = replicas_of.find("");
+        return it == replicas_of.end() ? 1u : it->second;
+      };
+      std::vector<std::vector<int>> first(gpus.size());  // per GPU and old instance: its first replica's index
+      for (size_t g = 0; g < gpus.size(); ++g) {
+        std::vector<Instance> each;
+        for (const auto& i : gpus[g].instances) {
+          first[g].push_back(int(each.size()));
+          each.insert(each.end(), device_replicas(gpus[g], i), i);
+        }
+        first[g].push_back(int(each.size()));
+        gpus[g].instances = std::move(each);
+      }
+      std::map<std::pair<int, int>, int> taken;
       for (auto& [pod, where] : claims) {
-        uint32_t& t = taken[where];
-        if (t >= replicas) {
-          p.warnings.push_back("Node " + sn.name + ": annotation " + kLayoutAnnotation + " names more pods on GPU " +
-                               std::to_string(where.first) + " than its " + std::to_string(replicas) + " replicas; " + pod +
-                               " is counted as the annotation did not name it");
+        const auto& starts = first[size_t(where.first)];
+        int& t = taken[where];
+        const int count = starts[size_t(where.second) + 1] - starts[size_t(where.second)];
+        if (t >= count) {
+          p.warnings.push_back("Node " + sn.name + ": annotation " + kLayoutAnnotation + " names more pods on a device of GPU " +
+                               std::to_string(where.first) + " than its " + std::to_string(count) + " replica(s); " + pod +
+                               " is counted as if the annotation did not name it");
           where = {-1, -1};
           continue;
         }
-        where.second = where.second * int(replicas) + int(t++);
+        where.second = starts[size_t(where.second)] + t++;
       }
       std::erase_if(claims, [](const auto& c) { return c.second.first < 0; });
-      for (auto& g : gpus) {
-        std::vector<Instance> each;
-        for (const auto& i : g.instances) each.insert(each.end(), replicas, i);
-        g.instances = std::move(each);
-      }
     }
     for (auto& g : gpus) {
       if (g.mig)

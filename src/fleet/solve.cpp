@@ -129,7 +129,10 @@ void build_classes(Model& m) {
     std::sort(insts.begin(), insts.end());
     std::string key = gpu.model->name + (gpu.mig ? "|mig" : "|off");
     if (!p.nodes[size_t(gpu.node)].accepts_pods()) key += "|closed";
-    if (gpu.fixed) key += "|fixed" + std::string(gpu.single ? "|single" : "") + gpu.suffix;
+    if (gpu.fixed) {
+      key += "|fixed" + std::string(gpu.single ? "|single" : "");
+      for (const auto& r : gpu.renamed) key += "|" + r + ".shared";
+    }
     for (auto [a, b, c] : insts) key += "|" + std::to_string(a) + "@" + std::to_string(b) + (c ? "*" : "");
     if (single) key += "|gpu" + std::to_string(g);
     auto [it, fresh] = by_key.emplace(key, int(m.classes.size()));

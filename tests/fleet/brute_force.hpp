@@ -158,7 +158,8 @@ inline Objective brute_force(const Problem& p, std::optional<int64_t> max_evicti
       a.mig = gpu.mig;
       for (const auto& i : gpu.instances) {
         a.kept.push_back(true);
-        a.slots.push_back({(!gpu.mig || gpu.single ? std::string("gpu") : gpu.model->profiles[i.profile].name) + gpu.suffix, i.pod});
+        const std::string name = !gpu.mig || gpu.single ? std::string("gpu") : gpu.model->profiles[i.profile].name;
+        a.slots.push_back({gpu.renamed.count(name) ? name + ".shared" : name, i.pod});
       }
       options[g].push_back(std::move(a));
       continue;

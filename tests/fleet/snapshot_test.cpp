@@ -94,8 +94,8 @@ TEST(FleetSnapshot, BadInputIsAPreciseError) {
   bad_count["metadata"]["labels"]["nvidia.com/gpu.count"] = "eight";
   expect_error(list({bad_count}), "Node a: nvidia.com/gpu.count='eight' is not a GPU count from 1 to 64");
   json bad_replicas = node("a", "NVIDIA-A100-SXM4-80GB", 1, "");
-  bad_replicas["metadata"]["labels"]["nvidia.com/gpu.replicas"] = "0";
-  expect_error(list({bad_replicas}), "Node a: nvidia.com/gpu.replicas='0' is not a replica count from 1 to 1024");
+  bad_replicas["metadata"]["labels"]["nvidia.com/mig-1g.10gb.replicas"] = "-1";
+  expect_error(list({bad_replicas}), "Node a: nvidia.com/mig-1g.10gb.replicas='-1' is not a replica count from 0 to 1024");
   // A start past what 32 bits hold is named as given, not as what it wraps to (1215752191).
   json far = {{"gpus", json::array({{{"index", 0}, {"mig", true},
                                      {"instances", json::array({{{"profile", "1g.10gb"}, {"start", 99999999999}}})}}})}};

@@ -89,7 +89,7 @@ TEST(FleetStrategy, RenamedReplicasServeSeveralPodsPerDevice) {
   auto f = fleet_of(items);
   ASSERT_EQ(f.problem.nodes.size(), 2u);
   EXPECT_EQ(f.problem.gpus[f.problem.nodes[1].gpus[0]].instances.size(), 4u) << "one device, four replicas";
-  EXPECT_EQ(f.problem.gpus[f.problem.nodes[1].gpus[0]].suffix, ".shared");
+  EXPECT_EQ(f.problem.gpus[f.problem.nodes[1].gpus[0]].renamed, std::set<std::string>{"gpu"});
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(f.problem.pods[size_t(pod_index(f.problem, "ml/run" + std::to_string(i)))].running());
   FleetPlan plan = solve_and_check(f);
   EXPECT_EQ(describe(plan.objective), "unserved 1, evicted 0, changed 0, used 3");
@@ -110,10 +110,30 @@ TEST(FleetStrategy, ReplicasThatKeepTheirNameAndSharedMigDevices) {
                      pod("d", "gpu", 1), pod("x", "3g.40gb", 1, "m"), pod("y", "3g.40gb", 1), pod("z", "3g.40gb", 1),
                      pod("w", "3g.40gb", 1), pod("v", "3g.40gb", 1)});
   EXPECT_EQ(f.problem.gpus[f.problem.nodes[0].gpus[0]].instances.size(), 4u) << "two 3g.40gb, two replicas each";
-  EXPECT_EQ(f.problem.gpus[f.problem.nodes[0].gpus[0]].suffix, "");
+  EXPECT_TRUE(f.problem.gpus[f.problem.nodes[0].gpus[0]].renamed.empty());
   FleetPlan plan = solve_and_check(f);
   EXPECT_EQ(describe(plan.objective), "unserved 2, evicted 0, changed 0, used 2");
   EXPECT_EQ(describe(plan.objective), describe(brute_force(f.problem)));
+}
+
+// Under the mixed strategy each profile's replicas are its own label (mig-<profile>.replicas);
+// gpu.replicas=0, as a labeller writes it for a resource without devices, means not shared.
+TEST(FleetStrategy, ReplicasPerMigProfile) {
+  json n = with_labels(node("m", "NVIDIA-A100-SXM4-80GB", 1, "all-balanced"),
+                       {{"nvidia.com/gpu.replicas", "0"}, {"nvidia.com/mig-1g.10gb.replicas", "3"}});
+  std::vector<json> items = {n};
+  for (int i = 0; i < 7; ++i) items.push_back(asking("s" + std::to_string(i), "nvidia.com/mig-1g.10gb.shared", 1));
+  items.push_back(pod("b", "3g.40gb", 1));
+  auto f = fleet_of(items);
+  const Gpu& g = f.problem.gpus[0];
+  EXPECT_EQ(g.instances.size(), 2u * 3u + 1u + 1u) << "two 1g.10gb of three replicas, a 2g.20gb and a 3g.40gb once";
+  EXPECT_TRUE(g.fixed);
+  FleetPlan plan = solve_and_check(f);
+  EXPECT_EQ(describe(plan.objective), "unserved 1, evicted 0, changed 0, used 1")
+      << "six replicas for seven pods; the 3g.40gb, not shared, keeps its name";
+  EXPECT_EQ(g.renamed, std::set<std::string>{"1g.10gb"});
+  json doc = plan_json(f.problem, plan);
+  EXPECT_EQ(doc["nodes"][0]["gpus"][0]["mig"], json({{"1g.10gb", 2}, {"2g.20gb", 1}, {"3g.40gb", 1}}));
 }
 
 // The node agent names every holder of a shared device ("pods"); they take its replicas in turn.

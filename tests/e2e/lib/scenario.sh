@@ -17,11 +17,15 @@ show_logs() {
   echo "--- last 15 lines of containerd's log ($NODE)"
   tail -n 15 "$E2E_STATE/logs/node-$NODE-containerd.log" 2>/dev/null || echo "(no containerd log)"
   echo "--- last 25 lines of each tessera container's log"
-  # Straight from the node's pod log directory: there even when the API server is not.
-  for f in "$n"/pods-log/tessera_tessera-*/*/*.log; do
-    [[ -f $f ]] || continue
-    echo "[$(basename "$(dirname "$f")")] ($(basename "$(dirname "$(dirname "$f")")" | cut -d_ -f2), $(basename "$f"))"
-    tail -n 25 "$f" | cut -d' ' -f4-
+  # Straight from the nodes' pod log directories: there even when the API server is not (the
+  # fleet controller, a Deployment, may run on either node).
+  local node
+  for node in "$NODE" "$NODE2"; do
+    for f in "$(node_dir "$node")"/pods-log/tessera_tessera-*/*/*.log; do
+      [[ -f $f ]] || continue
+      echo "[$(basename "$(dirname "$f")")] ($(basename "$(dirname "$(dirname "$f")")" | cut -d_ -f2) on $node, $(basename "$f"))"
+      tail -n 25 "$f" | cut -d' ' -f4-
+    done
   done
   if [[ $current == setup ]]; then
     for f in "$E2E_STATE"/logs/*.log; do
