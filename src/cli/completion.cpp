@@ -10,7 +10,6 @@ namespace {
 
 struct Command {
   std::string path;  // "fleet plan"
-  std::string description;
   std::vector<std::string> subcommands;
   std::vector<std::string> flags;  // --long and -s spellings shown in --help
   std::vector<std::pair<std::string, std::string>> options;  // (long name, description), for fish
@@ -21,7 +20,6 @@ std::string first_line(const std::string& text) { return text.substr(0, text.fin
 void walk(CLI::App* app, const std::string& path, std::vector<Command>& out) {
   Command c;
   c.path = path;
-  c.description = first_line(app->get_description());
   for (const CLI::Option* o : app->get_options([](const CLI::Option* o) { return !o->get_group().empty(); })) {
     for (const auto& l : o->get_lnames()) {
       c.flags.push_back("--" + l);

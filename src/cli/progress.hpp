@@ -21,7 +21,6 @@ class Progress {
   Progress& operator=(const Progress&) = delete;
   // What is being done now ("step 3 of 16: create GI 1g.10gb on GPU 0").
   void set(std::string detail);
-  bool shown() const { return shown_; }
 
  private:
   void draw(bool last);

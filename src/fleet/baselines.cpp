@@ -34,10 +34,8 @@ std::vector<int> demand_order(const Problem& p, const State& s) {
 // Free instances of `resource` on GPU g.
 std::vector<size_t> free_of(const PlannedGpu& pg, const Gpu& gpu, const std::string& resource) {
   std::vector<size_t> out;
-  Gpu after = gpu;
-  after.mig = pg.target.mig;
   for (size_t s = 0; s < pg.layout.size(); ++s)
-    if (pg.layout[s].pod < 0 && instance_resource(after, pg.layout[s]) == resource) out.push_back(s);
+    if (pg.layout[s].pod < 0 && instance_resource(gpu, pg.layout[s], pg.target.mig) == resource) out.push_back(s);
   return out;
 }
 

@@ -89,9 +89,7 @@ Result<void> check_fleet_plan(const Problem& p, const FleetPlan& plan, const Pla
       for (auto [g, s] : it->second) {
         const Gpu& gpu = p.gpus[g];
         if (gpu.node != plan.placement[i]) return bad("pod " + pod.id + ": its devices are not all on its node");
-        Gpu after = gpu;
-        after.mig = plan.gpus[g].target.mig;
-        if (instance_resource(after, plan.gpus[g].layout[s]) != p.resources[size_t(pod.resource)])
+        if (instance_resource(gpu, plan.gpus[g].layout[s], plan.gpus[g].target.mig) != p.resources[size_t(pod.resource)])
           return bad("pod " + pod.id + ": a device of another resource");
       }
     }

@@ -411,6 +411,7 @@ std::optional<std::string> Controller::wave_mismatch(const Facts& facts, const s
     std::set<int> gone;
     for (size_t k = 0; k < node->gpus.size(); ++k) {
       const Gpu& gpu = problem->gpus[size_t(node->gpus[k])];
+      if (gpu.fixed) return "node " + name + " now shares its devices or runs the single strategy, so it is not re-cut";
       Target t;
       const json& mig = gpus[k]["mig"];
       t.mig = mig.is_object();
@@ -422,10 +423,6 @@ std::optional<std::string> Controller::wave_mismatch(const Facts& facts, const s
           t.profiles.insert(t.profiles.end(), it->get<size_t>(), uint32_t(prof - gpu.model->profiles.data()));
         }
       std::sort(t.profiles.begin(), t.profiles.end());
-      if (gpu.fixed) {
-        return "node " + name + " now shares its devices or runs the single strategy, so it is not re-cut";
-        continue;
-      }
       GpuOutcome out = apply_target(gpu, t);
       for (size_t i = 0; i < gpu.instances.size(); ++i)
         if (!out.kept[i] && gpu.instances[i].pod >= 0) gone.insert(gpu.instances[i].pod);

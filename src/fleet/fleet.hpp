@@ -206,6 +206,8 @@ bool node_admits(const Node& node, const PodRules& rules);
 // device under the single strategy), else its profile's name; with the
 // GPU's suffix (".shared" for renamed shared replicas).
 std::string instance_resource(const Gpu& gpu, const Instance& inst);
+// The same, as the GPU serves it with MIG mode `mig` (a planned layout's instance).
+std::string instance_resource(const Gpu& gpu, const Instance& inst, bool mig);
 // The extended resource a planner resource stands for ("gpu.shared" ->
 // nvidia.com/gpu.shared, "1g.10gb" -> nvidia.com/mig-1g.10gb).
 std::string resource_key(const std::string& resource);

@@ -402,10 +402,12 @@ int Problem::resource_index(const std::string& name) const {
   return it == resources.end() ? -1 : static_cast<int>(it - resources.begin());
 }
 
-std::string instance_resource(const Gpu& gpu, const Instance& inst) {
-  const std::string base = !gpu.mig || gpu.single ? std::string(kWholeGpu) : gpu.model->profiles[inst.profile].name;
+std::string instance_resource(const Gpu& gpu, const Instance& inst, bool mig) {
+  const std::string base = !mig || gpu.single ? std::string(kWholeGpu) : gpu.model->profiles[inst.profile].name;
   return gpu.renamed.contains(base) ? base + ".shared" : base;
 }
+
+std::string instance_resource(const Gpu& gpu, const Instance& inst) { return instance_resource(gpu, inst, gpu.mig); }
 
 std::string resource_key(const std::string& resource) {
   if (resource.starts_with(kWholeGpu) && (resource.size() == 3 || resource.substr(3) == ".shared")) return "nvidia.com/" + resource;

@@ -172,11 +172,9 @@ void build_classes(Model& m) {
             if (resource_of_profile[q] >= 0) ++c.cap[size_t(resource_of_profile[q])];
       } else {
         GpuOutcome out = apply_target(gpu, targets[t]);
-        Gpu after = gpu;
-        after.mig = targets[t].mig;
         for (const auto& i : out.layout)
           if (i.pod < 0) {
-            int r = p.resource_index(instance_resource(after, i));
+            int r = p.resource_index(instance_resource(gpu, i, targets[t].mig));
             if (r >= 0) ++c.cap[size_t(r)];
           }
         std::map<int, std::pair<int, int>> multi_here;  // multi -> (kept, total)
@@ -647,11 +645,9 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
       slots[g][q].clear();
     }
     if (!in_use[g] || !p.nodes[size_t(node)].accepts_pods()) return;
-    Gpu after = p.gpus[g];
-    after.mig = plan.gpus[g].target.mig;
     const auto& layout = plan.gpus[g].layout;
     for (size_t s = 0; s < layout.size(); ++s) {
-      int r = p.resource_index(instance_resource(after, layout[s]));
+      int r = p.resource_index(instance_resource(p.gpus[g], layout[s], plan.gpus[g].target.mig));
       if (layout[s].pod < 0 && r >= 0) slots[g][size_t(r)].push_back(s);
     }
     for (size_t q = 0; q < R; ++q)
@@ -856,12 +852,10 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     std::vector<Instance> layout = out.layout;
     for (auto& y : layout)
       if (y.pod >= 0 && plan.evicted[size_t(y.pod)]) y.pod = -1;  // an evicted pod's instance kept by chance is free
-    Gpu after = gpu;
-    after.mig = true;
     for (int pod : placed_here) {
       bool ok = false;
       for (auto& y : layout)
-        if (y.pod < 0 && p.resource_index(instance_resource(after, y)) == p.pods[size_t(pod)].resource) {
+        if (y.pod < 0 && p.resource_index(instance_resource(gpu, y, true)) == p.pods[size_t(pod)].resource) {
           y.pod = pod;
           ok = true;
           break;

@@ -4,6 +4,8 @@
 // stops the rollout, --dry-run changes nothing.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "fleet/controller.hpp"
 #include "fleet/helpers.hpp"
 
@@ -300,6 +302,26 @@ TEST(FleetController, ARestartedControllerResumesFromTheConfigMap) {
   Controller after(api, options());
   after.step(t + 40s);
   EXPECT_EQ(after.phase(), ControllerPhase::watching) << "a finished plan is not resumed";
+}
+
+// A plan ConfigMap whose record cannot be read is said so in an Event and not resumed; a state
+// that is not JSON, or names no phase in flight, is not resumed either.
+TEST(FleetController, AnUnreadableRecordIsNotResumed) {
+  for (const auto& [state, plan, event] : std::vector<std::tuple<std::string, std::string, bool>>{
+           {R"({"phase": "rolling", "wave": 1})", R"({"nodes": "not a list"})", true},
+           {R"({"phase": "rolling"})", "not JSON", true},
+           {"not JSON", R"({"rollout": [], "nodes": []})", false},
+           {R"({"phase": "done"})", R"({"rollout": [], "nodes": []})", false}}) {
+    FakeApi api;
+    two_node_fleet(api);
+    api.cms[kPlanConfigMap].data = {{"state", state}, {"plan.json", plan}, {"hash", "0123456789abcdef"}};
+    Controller c(api, options());
+    c.step(Clock::time_point{});
+    EXPECT_EQ(c.phase(), ControllerPhase::watching) << state << " " << plan;
+    EXPECT_EQ(api.has_event("FleetPlanNotResumed"), event) << state << " " << plan;
+    EXPECT_FALSE(api.has_event("FleetControllerResumed"));
+    EXPECT_TRUE(api.labelled.empty());
+  }
 }
 
 // Each wave reads the cluster again: a pod that arrived on an instance the wave would destroy
