@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,13 @@ struct Snapshot {
 // planner ignores. For reading a big cluster page by page (kube::Client's
 // list_nodes_and_pods keep).
 bool slim_snapshot_item(nlohmann::json& item);
+// Whether parse_snapshot may read a Node's or Pod's field at `path` (object keys from the item
+// down, array levels adding no step: {"spec", "containers", "resources", "limits"}). Everything
+// slim_snapshot_item keeps is wanted but a container's requests and limits of other resources
+// than nvidia.com/ ones; fields a cluster is full of (managedFields, images, env, volumes, other
+// annotations) are not. For kube::Client's list_nodes_and_pods, which then never
+// builds them.
+bool snapshot_field_wanted(std::span<const std::string> path);
 
 // ---- The problem: GPUs, their instances, pods --------------------------
 

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdint>
 #include <set>
+#include <string_view>
 
 #include "core/text.hpp"
 #include "fleet/fleet.hpp"
@@ -196,47 +197,87 @@ std::string hash_text(const std::string& text) {
 bool slim_snapshot_item(json& item) {
   if (!item.is_object()) return true;  // parse_snapshot names what is wrong with it
   const std::string kind = str_at(item, "kind");
-  auto pick = [](const json& from, std::initializer_list<const char*> keys) {
+  // The item is replaced by what is picked, so the picked fields are moved, not copied.
+  auto pick = [](json& from, std::initializer_list<const char*> keys) {
     json out = json::object();
     if (from.is_object())
       for (const char* k : keys)
-        if (auto it = from.find(k); it != from.end()) out[k] = *it;
+        if (auto it = from.find(k); it != from.end()) out[k] = std::move(*it);
     return out;
+  };
+  auto field = [](json& object, const char* key) -> json& {
+    thread_local json none;  // a missing field reads as null (reset on each use)
+    if (!object.is_object()) return none = nullptr;
+    auto it = object.find(key);
+    return it != object.end() ? *it : none = nullptr;
   };
   if (kind == "Pod") {
     bool gpu = false;
-    const json& containers = at(at(item, "spec"), "containers");
+    json& containers = field(field(item, "spec"), "containers");
     json slim_containers = json::array();
     for (size_t c = 0; containers.is_array() && c < containers.size(); ++c) {
-      json resources = pick(at(containers[c], "resources"), {"requests", "limits"});
+      json resources = pick(field(containers[c], "resources"), {"requests", "limits"});
       for (const auto& [part, m] : resources.items())
         if (m.is_object())
           for (const auto& [key, v] : m.items()) gpu = gpu || key.starts_with("nvidia.com/");
-      slim_containers.push_back({{"name", at(containers[c], "name")}, {"resources", resources}});
+      slim_containers.push_back({{"name", std::move(field(containers[c], "name"))}, {"resources", std::move(resources)}});
     }
     if (!gpu) return false;
-    json spec = pick(at(item, "spec"), {"nodeName", "nodeSelector", "affinity", "tolerations", "topologySpreadConstraints"});
+    json spec = pick(field(item, "spec"), {"nodeName", "nodeSelector", "affinity", "tolerations", "topologySpreadConstraints"});
     spec["containers"] = std::move(slim_containers);
-    item = {{"kind", "Pod"},
-            {"apiVersion", at(item, "apiVersion")},
-            {"metadata", pick(at(item, "metadata"), {"name", "namespace", "uid", "creationTimestamp"})},
-            {"spec", std::move(spec)},
-            {"status", pick(at(item, "status"), {"phase"})}};
+    json slim = {{"kind", "Pod"},
+                 {"apiVersion", std::move(field(item, "apiVersion"))},
+                 {"metadata", pick(field(item, "metadata"), {"name", "namespace", "uid", "creationTimestamp"})},
+                 {"spec", std::move(spec)},
+                 {"status", pick(field(item, "status"), {"phase"})}};
+    item = std::move(slim);
     return true;
   }
   if (kind == "Node") {
-    json meta = pick(at(item, "metadata"), {"name", "uid", "labels"});
-    if (const json& ann = at(at(item, "metadata"), "annotations"); ann.is_object() && ann.contains(kLayoutAnnotation))
-      meta["annotations"] = {{kLayoutAnnotation, ann[kLayoutAnnotation]}};
+    json& metadata = field(item, "metadata");
+    json annotations = std::move(field(metadata, "annotations"));
+    json meta = pick(metadata, {"name", "uid", "labels"});
+    if (annotations.is_object() && annotations.contains(kLayoutAnnotation))
+      meta["annotations"] = {{kLayoutAnnotation, std::move(annotations[kLayoutAnnotation])}};
     json status = json::object();
-    if (const json& conds = at(at(item, "status"), "conditions"); conds.is_array())
-      for (const auto& c : conds)
+    if (json& conds = field(field(item, "status"), "conditions"); conds.is_array())
+      for (auto& c : conds)
         if (str_at(c, "type") == "Ready") status["conditions"] = json::array({pick(c, {"type", "status"})});
-    item = {{"kind", "Node"},
-            {"apiVersion", at(item, "apiVersion")},
-            {"metadata", std::move(meta)},
-            {"spec", pick(at(item, "spec"), {"unschedulable", "taints"})},
-            {"status", std::move(status)}};
+    json slim = {{"kind", "Node"},
+                 {"apiVersion", std::move(field(item, "apiVersion"))},
+                 {"metadata", std::move(meta)},
+                 {"spec", pick(field(item, "spec"), {"unschedulable", "taints"})},
+                 {"status", std::move(status)}};
+    item = std::move(slim);
+  }
+  return true;
+}
+
+bool snapshot_field_wanted(std::span<const std::string> path) {
+  auto one_of = [](const std::string& key, std::initializer_list<std::string_view> keys) {
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+  };
+  if (path.empty()) return true;
+  const std::string& top = path[0];
+  if (path.size() == 1) return one_of(top, {"kind", "apiVersion", "metadata", "spec", "status"});
+  const std::string& field = path[1];
+  if (top == "metadata") {
+    if (path.size() == 2) return one_of(field, {"name", "namespace", "uid", "creationTimestamp", "labels", "annotations"});
+    return field != "annotations" || path.size() > 3 || path[2] == kLayoutAnnotation;
+  }
+  if (top == "spec") {
+    if (path.size() == 2)
+      return one_of(field, {"nodeName", "nodeSelector", "affinity", "tolerations", "topologySpreadConstraints", "containers",
+                            "unschedulable", "taints"});
+    if (field != "containers") return true;
+    if (path.size() == 3) return one_of(path[2], {"name", "resources"});
+    if (path[2] != "resources") return true;
+    if (path.size() == 4) return one_of(path[3], {"requests", "limits"});
+    return path.size() > 5 || path[4].starts_with("nvidia.com/");  // cpu and memory are not the planner's
+  }
+  if (top == "status") {
+    if (path.size() == 2) return one_of(field, {"phase", "conditions"});
+    return field != "conditions" || path.size() > 3 || one_of(path[2], {"type", "status"});
   }
   return true;
 }

@@ -801,6 +801,122 @@ ApiResult<void> Client::create_node_event(const std::string& node, const std::st
 
 std::string escape_path_segment(std::string_view text) { return escape(text); }
 
+namespace {
+
+// nlohmann's SAX events turned into a DOM of the fields `wanted` accepts; a refused field's value,
+// however deep, is scanned and never built. The path handed to `wanted` holds one key per open
+// object from the item down (an array adds none).
+class FilteredDom {
+ public:
+  using string_t = json::string_t;
+  FilteredDom(json& root, const FieldFilter& wanted) : root_(root), wanted_(wanted) {}
+
+  bool null() { return value(nullptr); }
+  bool boolean(bool v) { return value(v); }
+  bool number_integer(json::number_integer_t v) { return value(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return value(v); }
+  bool number_float(json::number_float_t v, const string_t&) { return value(v); }
+  bool string(string_t& v) { return value(std::move(v)); }
+  bool binary(json::binary_t& v) { return value(std::move(v)); }
+  bool start_object(std::size_t) {
+    if (!open(json::object())) return true;
+    keys_.emplace_back();
+    objects_.push_back(true);
+    return true;
+  }
+  bool start_array(std::size_t) {
+    if (open(json::array())) objects_.push_back(false);
+    return true;
+  }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(string_t& k) {
+    if (skipping_ > 0) return true;
+    keys_.back() = k;
+    // Inside an item: the List object, its items array and the item are open.
+    if (stack_.size() >= 3 && keys_.front() == "items" && !wanted_(std::span<const std::string>(keys_).subspan(1))) {
+      skip_next_ = true;
+      return true;
+    }
+    slot_ = &(*stack_.back())[k];
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+
+ private:
+  // Where the next value goes: the root, the open array's end, or the key's slot.
+  json* place(json&& v) {
+    if (stack_.empty()) return &(root_ = std::move(v));
+    if (!objects_.back()) {
+      stack_.back()->push_back(std::move(v));
+      return &stack_.back()->back();
+    }
+    return &(*slot_ = std::move(v));
+  }
+  template <typename T>
+  bool value(T&& v) {
+    if (skipping_ > 0) return true;
+    if (skip_next_) {
+      skip_next_ = false;
+      return true;
+    }
+    place(json(std::forward<T>(v)));
+    return true;
+  }
+  // A container starts: false when it is skipped.
+  bool open(json&& empty) {
+    if (skipping_ > 0 || skip_next_) {
+      skip_next_ = false;
+      ++skipping_;
+      return false;
+    }
+    stack_.push_back(place(std::move(empty)));
+    return true;
+  }
+  bool close() {
+    if (skipping_ > 0) {
+      --skipping_;
+      return true;
+    }
+    if (objects_.back()) keys_.pop_back();
+    objects_.pop_back();
+    stack_.pop_back();
+    return true;
+  }
+
+  json& root_;
+  const FieldFilter& wanted_;
+  std::vector<json*> stack_;       // the open containers being built
+  std::vector<bool> objects_;      // whether each is an object
+  std::vector<std::string> keys_;  // each open object's current key
+  json* slot_ = nullptr;           // the current key's value in the innermost object
+  bool skip_next_ = false;         // the current key's value is not wanted
+  int skipping_ = 0;               // containers open inside a value not wanted
+};
+
+}  // namespace
+
+json parse_list(std::string_view text, const FieldFilter& wanted) {
+  if (!wanted) return json::parse(text, nullptr, false);
+  json root;
+  FilteredDom dom(root, wanted);
+  if (!json::sax_parse(text, &dom, json::input_format_t::json)) return json(json::value_t::discarded);
+  return root;
+}
+
+namespace {
+
+// A successful answer's body as JSON (null when empty).
+ApiResult<json> answer_json(const Call& call, const Answer& a, const FieldFilter& wanted = {}) {
+  if (trim(a.body).empty()) return json(nullptr);
+  json parsed = parse_list(a.body, wanted);
+  if (parsed.is_discarded())
+    return unexpected(ApiError{a.status, "", describe(call) + ": the answer is not JSON: " + quote(a.body, kMessageChars)});
+  return parsed;
+}
+
+}  // namespace
+
 ApiResult<json> Client::request(const std::string& method, const std::string& path, const std::string& body,
                                 const std::string& content_type, bool retry_post) {
   Call call{method, path, body, body.empty() ? std::string() : content_type, true};
@@ -808,26 +924,18 @@ ApiResult<json> Client::request(const std::string& method, const std::string& pa
     // Once: a create that reached the server must not be sent again.
     Answer a = impl_->once(call);
     if (!is_success(a.status)) return unexpected(to_error(call, a, 1));
-    if (trim(a.body).empty()) return json(nullptr);
-    json parsed = json::parse(a.body, nullptr, false);
-    if (parsed.is_discarded())
-      return unexpected(ApiError{a.status, "", describe(call) + ": the answer is not JSON: " + quote(a.body, kMessageChars)});
-    return parsed;
+    return answer_json(call, a);
   }
   auto answer = impl_->perform(call);
   if (!answer) return unexpected(answer.error());
-  if (trim(answer->body).empty()) return json(nullptr);
-  json parsed = json::parse(answer->body, nullptr, false);
-  if (parsed.is_discarded())
-    return unexpected(ApiError{answer->status, "", describe(call) + ": the answer is not JSON: " + quote(answer->body, kMessageChars)});
-  return parsed;
+  return answer_json(call, *answer);
 }
 
 ApiResult<json> Client::list_nodes() { return request("GET", "/api/v1/nodes"); }
 
 ApiResult<json> Client::list_pods() { return request("GET", "/api/v1/pods"); }
 
-ApiResult<json> Client::list_nodes_and_pods(const std::function<bool(json&)>& keep, size_t page) {
+ApiResult<json> Client::list_nodes_and_pods(const std::function<bool(json&)>& keep, size_t page, const FieldFilter& wanted) {
   json items = json::array();
   for (const auto& [path, kind] : {std::pair{"/api/v1/nodes", "Node"}, std::pair{"/api/v1/pods", "Pod"}}) {
     const size_t first = items.size();
@@ -836,7 +944,9 @@ ApiResult<json> Client::list_nodes_and_pods(const std::function<bool(json&)>& ke
     for (;;) {
       std::string url = std::string(path) + "?limit=" + std::to_string(std::max<size_t>(1, page));
       if (!token.empty()) url += "&continue=" + escape(token);
-      auto list = request("GET", url);
+      const Call call{"GET", url, {}, {}, true};
+      auto answer = impl_->perform(call);
+      auto list = answer ? answer_json(call, *answer, wanted) : ApiResult<json>(unexpected(answer.error()));
       if (!list && list.error().status == 410 && restarts < 3) {
         // The continue token expired (the list took longer than the server keeps it): from the start.
         ++restarts;

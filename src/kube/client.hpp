@@ -11,7 +11,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -74,6 +76,13 @@ enum class EvictionResult {
   gone,          // the pod no longer exists
   blocked,       // 429: a PodDisruptionBudget allows no disruption now; try again later
 };
+
+// Which fields of a listed item to build: the path of object keys from the item down.
+using FieldFilter = std::function<bool(std::span<const std::string> path)>;
+
+// A List's JSON with each item's fields that `wanted` refuses left out as they are parsed (all of
+// them kept when `wanted` is empty). Discarded (is_discarded()) when the text is not JSON.
+nlohmann::json parse_list(std::string_view text, const FieldFilter& wanted);
 
 // One watch event on a Node.
 struct NodeEvent {
@@ -165,7 +174,12 @@ class Client {
   // in pages of `page` items (limit/continue, as kubectl pages; a continue token that expired
   // starts the list again). `keep`, when given, sees each item as its page arrives: it may trim
   // it, and false leaves it out, so a big cluster never sits in memory whole.
-  ApiResult<nlohmann::json> list_nodes_and_pods(const std::function<bool(nlohmann::json&)>& keep = {}, size_t page = 500);
+  // `wanted`, when given, sees the path of each field of an item as it is parsed (object keys from
+  // the item down, array levels adding no step: {"spec", "containers", "resources"}); a field it
+  // refuses is never built, so fields nobody reads (managedFields, images, env) cost a scan, not
+  // a tree of allocations.
+  ApiResult<nlohmann::json> list_nodes_and_pods(const std::function<bool(nlohmann::json&)>& keep = {}, size_t page = 500,
+                                                const FieldFilter& wanted = {});
 
   // ConfigMaps: get (404 when absent), create, replace (PUT: the object's
   // metadata.resourceVersion, when set, makes it conditional: 409 Conflict

@@ -140,6 +140,79 @@ TEST(FleetSnapshot, SlimItemsReadTheSame) {
   EXPECT_EQ(cut->pods.size(), full->pods.size());
 }
 
+namespace {
+
+// The test's own pruning by a field filter: object keys from the item down, arrays adding no step.
+void prune(json& value, std::vector<std::string>& path, size_t& dropped) {
+  if (value.is_array()) {
+    for (auto& v : value) prune(v, path, dropped);
+  } else if (value.is_object()) {
+    for (auto it = value.begin(); it != value.end();) {
+      path.push_back(it.key());
+      if (!snapshot_field_wanted(path)) {
+        ++dropped;
+        it = value.erase(it);
+      } else {
+        prune(it.value(), path, dropped);
+        ++it;
+      }
+      path.pop_back();
+    }
+  }
+}
+
+}  // namespace
+
+// Fields left unbuilt as a page is parsed are fields the snapshot never reads: the same hash.
+TEST(FleetSnapshot, UnwantedFieldsAreNotRead) {
+  json ann = {{"gpus", json::array({{{"index", 0}, {"mig", false}, {"pod", "ml/run"}}})}};
+  json n = node("a", "NVIDIA-A100-SXM4-80GB", 2, "all-disabled", ann);
+  n["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{\"big\": true}";
+  n["metadata"]["managedFields"] = json::array({{{"manager", "kubelet"}, {"fieldsV1", {{"f:status", json::object()}}}}});
+  n["spec"]["taints"] = json::array({{{"key", "k"}, {"value", "v"}, {"effect", "NoSchedule"}}});
+  n["spec"]["podCIDR"] = "10.0.0.0/24";
+  n["status"]["conditions"] = json::array({{{"type", "Ready"}, {"status", "True"}, {"message", "kubelet is posting ready status"}}});
+  n["status"]["images"] = json::array({{{"names", {"a"}}, {"sizeBytes", 1}}});
+  n["status"]["capacity"] = {{"nvidia.com/gpu", "2"}};
+  json cordoned = node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb");
+  cordoned["spec"]["unschedulable"] = true;
+  json run = pod("run", "gpu", 1, "a");
+  run["spec"]["tolerations"] = json::array({{{"key", "k"}, {"operator", "Exists"}}});
+  run["spec"]["affinity"] = {{"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution",
+                               {{"nodeSelectorTerms", json::array({{{"matchExpressions", json::array({{{"key", "zone"}, {"operator", "In"}, {"values", {"a"}}}})}}})}}}}}};
+  run["spec"]["volumes"] = json::array({{{"name", "v"}, {"emptyDir", json::object()}}});
+  run["spec"]["containers"][0]["env"] = json::array({{{"name", "A"}, {"value", "1"}}});
+  run["spec"]["containers"][0]["image"] = "registry/app:v1";
+  run["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "4";
+  run["spec"]["containers"][0]["resources"]["limits"]["memory"] = "16Gi";
+  run["metadata"]["labels"] = {{"app", "x"}};
+  run["status"]["conditions"] = json::array({{{"type", "Ready"}, {"status", "True"}}});
+  json wait = pod("wait", "1g.10gb", 1);
+  wait["spec"]["nodeSelector"] = {{"zone", "a"}};
+  wait["spec"]["topologySpreadConstraints"] = json::array({{{"maxSkew", 1}, {"topologyKey", "zone"}}});
+  json doc = list({n, cordoned, run, wait});
+  auto full = parse_snapshot(doc, "test");
+  ASSERT_TRUE(full) << full.error().message;
+  size_t dropped = 0;
+  for (auto& item : doc["items"]) {
+    std::vector<std::string> path;
+    prune(item, path, dropped);
+  }
+  EXPECT_GE(dropped, 8u) << "managedFields, images, env, volumes, image, podCIDR, capacity, an annotation";
+  EXPECT_FALSE(doc["items"][0]["metadata"]["annotations"].contains("kubectl.kubernetes.io/last-applied-configuration"));
+  EXPECT_TRUE(doc["items"][0]["metadata"]["annotations"].contains(kLayoutAnnotation));
+  EXPECT_FALSE(doc["items"][0]["status"]["conditions"][0].contains("message"));
+  EXPECT_EQ(doc["items"][2]["spec"]["containers"][0]["resources"]["limits"].size(), 1u) << "only nvidia.com/ resources";
+  auto cut = parse_snapshot(doc, "test");
+  ASSERT_TRUE(cut) << cut.error().message;
+  EXPECT_EQ(cut->hash, full->hash);
+  EXPECT_EQ(cut->pods.size(), full->pods.size());
+  EXPECT_EQ(cut->nodes.size(), full->nodes.size());
+  // And a field the snapshot reads, if left out, changes it: the filter is not "keep nothing".
+  doc["items"][1]["spec"].erase("unschedulable");
+  EXPECT_NE(parse_snapshot(doc, "test")->hash, full->hash);
+}
+
 TEST(FleetSnapshot, TheHashFollowsTheFactsNotTheOrder) {
   json a = list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), pod("p", "1g.10gb", 1)});
   json b = list({pod("p", "1g.10gb", 1), node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb")});

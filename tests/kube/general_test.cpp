@@ -91,6 +91,70 @@ TEST(ClientGeneral, NodesAndPodsArePagedAndFiltered) {
   EXPECT_FALSE((*again)["items"][10].contains("spec")) << "trimmed as it came";
 }
 
+// A field filter leaves an item's unwanted fields unbuilt as the page is parsed, at any depth, and
+// sees each field's path from the item down (arrays adding no step); the List's own fields stay.
+TEST(ClientGeneral, ListedItemsKeepOnlyWantedFields) {
+  FakeApiServer server;
+  server.add_node("gpu-1", {{"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"}});
+  server.add_pod("ml", "a", "gpu-1");
+  auto client = client_for(server);
+  std::set<std::string> paths;
+  auto list = client->list_nodes_and_pods(
+      {}, 1, [&](std::span<const std::string> path) {
+        std::string joined;
+        for (const auto& k : path) joined += (joined.empty() ? "" : ".") + k;
+        paths.insert(joined);
+        if (path[0] == "status") return false;
+        return path.size() < 2 || path[0] != "metadata" || path[1] == "name" || path[1] == "labels";
+      });
+  ASSERT_TRUE(list) << list.error().message;
+  ASSERT_EQ((*list)["items"].size(), 2u) << "both pages read: the List's metadata.continue was kept";
+  for (const auto& item : (*list)["items"]) {
+    EXPECT_FALSE(item.contains("status")) << item.dump();
+    EXPECT_FALSE(item["metadata"].contains("namespace")) << item.dump();
+    EXPECT_TRUE(item["metadata"].contains("name")) << item.dump();
+  }
+  EXPECT_EQ((*list)["items"][0]["metadata"]["labels"]["nvidia.com/gpu.product"], "NVIDIA-A100-SXM4-80GB");
+  EXPECT_TRUE((*list)["items"][1]["spec"].contains("nodeName"));
+  EXPECT_TRUE(paths.contains("metadata.labels.nvidia.com/gpu.product")) << "a label's path is item-relative";
+  EXPECT_TRUE(paths.contains("spec.nodeName"));
+}
+
+// Arrays add no step to a field's path; a refused field is left out at any depth, whatever its type;
+// the List's own fields are never offered; text that is not one JSON document is refused.
+TEST(ClientGeneral, ParseListFiltersItemsFields) {
+  const std::string text = R"({"kind": "PodList", "metadata": {"continue": "t"}, "items": [
+    {"metadata": {"name": "a", "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:spec": {}}}]},
+     "spec": {"containers": [{"name": "main", "env": [{"name": "X", "value": "1"}], "resources": {"limits": {"cpu": 1}}},
+                             {"name": "side", "image": "x", "resources": {}}]},
+     "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "message": "m"}], "x": [1, 2.5, null, true]}},
+    {"metadata": {"name": "b"}, "spec": {"containers": []}}]})";
+  std::set<std::string> seen;
+  auto wanted = [&](std::span<const std::string> path) {
+    std::string joined;
+    for (const auto& k : path) joined += (joined.empty() ? "" : ".") + k;
+    seen.insert(joined);
+    return joined != "metadata.managedFields" && joined != "spec.containers.env" && joined != "spec.containers.image" &&
+           joined != "status.conditions.message" && joined != "status.x";
+  };
+  json got = tessera::kube::parse_list(text, wanted);
+  ASSERT_FALSE(got.is_discarded());
+  json want = json::parse(text);
+  want["items"][0]["metadata"].erase("managedFields");
+  want["items"][0]["spec"]["containers"][0].erase("env");
+  want["items"][0]["spec"]["containers"][1].erase("image");
+  want["items"][0]["status"]["conditions"][0].erase("message");
+  want["items"][0]["status"].erase("x");
+  EXPECT_EQ(got, want) << got.dump();
+  EXPECT_TRUE(seen.contains("spec.containers.resources.limits.cpu"));
+  EXPECT_FALSE(seen.contains("metadata.managedFields.manager")) << "nothing inside a refused field is offered";
+  EXPECT_FALSE(seen.contains("continue")) << "the List's own fields are not items' fields";
+  EXPECT_EQ(tessera::kube::parse_list(text, {}), json::parse(text)) << "no filter: everything";
+  EXPECT_TRUE(tessera::kube::parse_list(R"({"items": [)", wanted).is_discarded());
+  EXPECT_TRUE(tessera::kube::parse_list(R"({"items": []} {)", wanted).is_discarded()) << "one document only";
+  EXPECT_TRUE(tessera::kube::parse_list(R"({"items": [{"a": tru}]})", wanted).is_discarded());
+}
+
 TEST(ClientGeneral, ConfigMaps) {
   FakeApiServer server;
   auto client = client_for(server);
