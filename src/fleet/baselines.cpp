@@ -93,8 +93,10 @@ FleetPlan first_fit_plan(const Problem& p) {
     bool done = false;
     for (size_t n = 0; n < p.nodes.size() && !done; ++n) {
       if (!p.allows(i, int(n)) || !p.nodes[n].accepts_pods()) continue;
-      std::vector<PlannedGpu> saved;
-      for (int g : p.nodes[n].gpus) saved.push_back(s.gpus[size_t(g)]);
+      // The GPUs this node's attempt changes, as they were (saved before the first change, so a
+      // node that cannot serve costs no copies).
+      std::vector<std::pair<int, PlannedGpu>> saved;
+      auto save = [&](int g) { saved.emplace_back(g, s.gpus[size_t(g)]); };
       std::vector<std::pair<size_t, size_t>> slots;
       for (int g : p.nodes[n].gpus)
         for (size_t sl : free_of(s.gpus[size_t(g)], p.gpus[size_t(g)], r)) slots.push_back({size_t(g), sl});
@@ -107,6 +109,7 @@ FleetPlan first_fit_plan(const Problem& p) {
         bool busy = std::any_of(pg.layout.begin(), pg.layout.end(), [](const Instance& x) { return x.pod >= 0; });
         if (r == kWholeGpu) {
           if (busy || !pg.target.mig) continue;
+          save(g);
           pg.layout = {{0, 0, -1}};
           pg.target = {false, {}};
           pg.changed = pg.target != current_target(gpu);
@@ -116,8 +119,9 @@ FleetPlan first_fit_plan(const Problem& p) {
         const GpuInstanceProfile* prof = gpu.model->profile(r);
         if (!prof) continue;
         uint32_t q = uint32_t(prof - gpu.model->profiles.data());
+        if (!pg.target.mig && busy) continue;
+        save(g);
         if (!pg.target.mig) {
-          if (busy) continue;
           pg.layout.clear();
           pg.target = {true, {}};
         }
@@ -154,7 +158,7 @@ FleetPlan first_fit_plan(const Problem& p) {
         s.placement[size_t(i)] = int(n);
         done = true;
       } else {
-        for (size_t k = 0; k < p.nodes[n].gpus.size(); ++k) s.gpus[size_t(p.nodes[n].gpus[k])] = saved[k];
+        for (auto& [g, was] : saved) s.gpus[size_t(g)] = std::move(was);
       }
     }
     if (!done && !pod.constrained) exhausted.insert({pod.resource, pod.count});

@@ -283,12 +283,13 @@ struct FleetPlan {
   config::MigPartedConfig generated;  // configs the plan names that the input file lacks
   std::vector<std::vector<int>> rollout;  // waves of changed nodes
   std::vector<std::string> notes;     // how each level ended, warnings
-  double seconds = 0;
+  double seconds = 0;                 // the whole plan
+  double convert_seconds = 0;         // of which: the aggregate turned into GPUs and pods, repaired, checked
   bool node_changed(const Problem& p, int node) const;
 };
 
 struct PlanOptions {
-  double seconds = 10;                        // for all levels together
+  double seconds = 10;                        // the whole plan: every solve, the conversion, the repair
   std::optional<int64_t> max_evictions;       // level 2 as a constraint
   int64_t max_wave_evictions = 10;            // per rollout wave
   int64_t max_wave_nodes = 0;                 // 0: no limit

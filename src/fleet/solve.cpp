@@ -585,6 +585,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
   }
 
   // From the aggregate to GPUs and pods.
+  const double solved = elapsed();
   auto choice = spread(m, values);
   plan.gpus.resize(p.gpus.size());
   std::vector<GpuOutcome> outcomes(p.gpus.size());
@@ -943,6 +944,8 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
   name_configs(p, plan);
   plan.rollout = order_rollout(p, plan, options, &plan.notes);
   plan.seconds = elapsed();
+  plan.convert_seconds = plan.seconds - solved;
+  plan.notes.push_back("turned into GPUs and pods in " + format_seconds(plan.convert_seconds));
   return plan;
 }
 
@@ -970,16 +973,25 @@ void grade(FleetPlan& plan, const Objective& bound) {
 // the concrete plan leaves such pods out, a second solve sets them on nodes first (the nodes with the
 // most GPUs that hold nothing, MIG off ones first) and plans the rest around them; the better plan
 // wins, graded against the first solve's bounds, which hold for both.
+//
+// The whole plan keeps to options.seconds: the first solve's levels get 40 % of it; then the first
+// fit is made; the second solve gets what is left once a conversion like the first's is set aside,
+// and is skipped when that is too little to be worth it.
 FleetPlan plan_fleet(const Problem& p, const PlanOptions& options) {
   auto started = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
   PlanOptions first = options;
   first.seconds = options.seconds * 0.4;
   FleetPlan a = solve_once(p, first);
   if (a.status == "optimal") return a;
   const Objective bound = a.bound;  // the first solve's: they hold for every plan below
-  // The greedy first fit (no eviction) is a plan too: never return a worse one.
+  // The greedy first fit (no eviction) is a plan too: never return a worse one. Made now, so that
+  // the time it takes is known before the second solve's share is.
+  const double ff_started = elapsed();
+  FleetPlan ff = first_fit_plan(p);
+  const double convert_seconds = a.convert_seconds;  // the first solve's, without the first fit
+  a.convert_seconds += elapsed() - ff_started;
   auto fall_back = [&](FleetPlan best) {
-    FleetPlan ff = first_fit_plan(p);
     if (ff.objective < best.objective && (!options.max_evictions || ff.objective.evicted <= *options.max_evictions)) {
       ff.notes = best.notes;
       ff.notes.push_back("the greedy first fit beat the model's plan: it is the plan, graded against the model's bounds");
@@ -988,7 +1000,7 @@ FleetPlan plan_fleet(const Problem& p, const PlanOptions& options) {
       ff.rollout = order_rollout(p, ff, options, &ff.notes);
       best = std::move(ff);
     }
-    best.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    best.seconds = elapsed();
     return best;
   };
   bool left_out = false;
@@ -1042,7 +1054,14 @@ FleetPlan plan_fleet(const Problem& p, const PlanOptions& options) {
     }
   }
   PlanOptions second = options;
-  second.seconds = std::max(0.2, options.seconds * 0.75 - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  // Set aside: the second plan's conversion (as long as the first's, and a half again) and a
+  // twentieth of the limit for the solver's overrun of its own limits.
+  const double reserve = convert_seconds * 1.5 + 0.05 * options.seconds;
+  second.seconds = options.seconds - elapsed() - reserve;
+  if (second.seconds < 0.2) {
+    a.notes.push_back("pods on several whole GPUs: the first plan left some out; no time left to plan again with them set first");
+    return fall_back(std::move(a));
+  }
   FleetPlan b = solve_once(q, second);
   // Back to the real problem: the pinned pods are placed, not running; their GPUs change if they had MIG on.
   FleetPlan c = b;
