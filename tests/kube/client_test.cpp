@@ -193,8 +193,8 @@ TEST(Client, RetriesUntilTheServerIsUp) {
   std::this_thread::sleep_for(150ms);
   FakeOptions fo;
   fo.port = port;
+  fo.nodes = {"gpu-1"};  // there before the port opens: the first answer the client gets has it
   FakeApiServer server(fo);
-  server.add_node("gpu-1");
   caller.join();
   ASSERT_TRUE(node) << node.error().message;
   EXPECT_EQ((*node)["metadata"]["name"], "gpu-1");

@@ -79,6 +79,7 @@ FakeApiServer::FakeApiServer(FakeOptions options) : options_(options) {
     server_ = std::make_unique<httplib::Server>();
   }
   if (!server_->is_valid()) throw std::runtime_error("fake API server: TLS setup failed");
+  for (const auto& name : options_.nodes) add_node(name);
   routes();
   if (options_.port > 0) {
     if (!server_->bind_to_port("127.0.0.1", options_.port)) {

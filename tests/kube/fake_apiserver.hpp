@@ -34,6 +34,9 @@ struct FakeOptions {
   bool before_1_22 = false;
   int v1_eviction_status = 404;
   int port = 0;  // 0: any free port
+  // Nodes there before the port opens (a client retrying until the server is up never sees it
+  // without them).
+  std::vector<std::string> nodes;
   // Every watch ends as soon as it opens, with nothing sent: as a proxy that
   // closes long streams at once does.
   bool end_watches_at_once = false;
