@@ -74,6 +74,12 @@ Result<std::unique_ptr<kube::Client>> connect(const ClusterArgs& a) {
   return kube::Client::create(*creds, options);
 }
 
+// Nodes and GPU pods as the snapshot reads them, so that `fleet plan --from-cluster` and `fleet
+// run` read a cluster alike: pages of 500, the fields the snapshot never reads never built.
+kube::ApiResult<json> list_snapshot(kube::Client& client) {
+  return client.list_nodes_and_pods(fleet::slim_snapshot_item, 500, fleet::snapshot_field_wanted);
+}
+
 void add_cluster_options(CLI::App& cmd, ClusterArgs& a) {
   cmd.add_option("--kubeconfig", a.kubeconfig, "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the pod's service account)");
   cmd.add_flag("--allow-insecure-http", a.allow_insecure_http, "Send credentials to an http:// API server (tests only)");
@@ -135,7 +141,7 @@ int run_fleet_plan(const FleetPlanArgs& args) {
       return kExitInvalid;
     }
     client = std::move(*c);
-    auto got = client->list_nodes_and_pods(fleet::slim_snapshot_item, 500, fleet::snapshot_field_wanted);
+    auto got = list_snapshot(*client);
     if (!got) {
       std::cerr << cmd << ": " << got.error().message << '\n';
       return kExitInvalid;
@@ -228,7 +234,7 @@ class KubeFleetApi : public fleet::FleetApi {
   KubeFleetApi(std::unique_ptr<kube::Client> client, std::string ns) : client_(std::move(client)), ns_(std::move(ns)) {}
   Result<json> snapshot() override {
     const auto start = std::chrono::steady_clock::now();
-    auto list = client_->list_nodes_and_pods(fleet::slim_snapshot_item, 500, fleet::snapshot_field_wanted);
+    auto list = list_snapshot(*client_);
     if (!list) return fail(Errc::io, list.error().message);
     spdlog::debug("listed nodes and GPU pods: {} items in {} ms", (*list)["items"].size(),
                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());

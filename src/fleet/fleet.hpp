@@ -105,18 +105,16 @@ struct Snapshot {
 // input in messages.
 [[nodiscard]] Result<Snapshot> parse_snapshot(const nlohmann::json& list, const std::string& source);
 [[nodiscard]] Result<Snapshot> parse_snapshot_text(const std::string& text, const std::string& source);
-// An item cut down to what parse_snapshot reads (the same Snapshot and hash
-// come out); false for a pod that asks for no nvidia.com/ resource, which the
-// planner ignores. For reading a big cluster page by page (kube::Client's
-// list_nodes_and_pods keep).
-bool slim_snapshot_item(nlohmann::json& item);
 // Whether parse_snapshot may read a Node's or Pod's field at `path` (object keys from the item
-// down, array levels adding no step: {"spec", "containers", "resources", "limits"}). Everything
-// slim_snapshot_item keeps is wanted but a container's requests and limits of other resources
-// than nvidia.com/ ones; fields a cluster is full of (managedFields, images, env, volumes, other
-// annotations) are not. For kube::Client's list_nodes_and_pods, which then never
-// builds them.
+// down, array levels adding no step: {"spec", "containers", "resources", "limits"}). Fields a
+// cluster is full of (managedFields, images, env, volumes, other annotations, requests of other
+// resources than nvidia.com/ ones) are not wanted. For kube::Client's list_nodes_and_pods, which
+// then never builds them.
 bool snapshot_field_wanted(std::span<const std::string> path);
+// A Node or Pod cut down to the fields snapshot_field_wanted accepts (the same Snapshot and hash
+// come out); false for a pod that asks for no nvidia.com/ resource, which the planner ignores.
+// For reading a big cluster page by page (kube::Client's list_nodes_and_pods keep).
+bool slim_snapshot_item(nlohmann::json& item);
 
 // ---- The problem: GPUs, their instances, pods --------------------------
 
@@ -284,7 +282,7 @@ struct FleetPlan {
   std::vector<std::vector<int>> rollout;  // waves of changed nodes
   std::vector<std::string> notes;     // how each level ended, warnings
   double seconds = 0;                 // the whole plan
-  double convert_seconds = 0;         // of which: the aggregate turned into GPUs and pods, repaired, checked
+  double convert_seconds = 0;         // of which: the solve's aggregate turned into GPUs and pods, repaired
   bool node_changed(const Problem& p, int node) const;
 };
 

@@ -194,62 +194,47 @@ std::string hash_text(const std::string& text) {
   return buf;
 }
 
+namespace {
+
+// Removes from `value` the fields snapshot_field_wanted refuses; `path` is where `value` sits.
+void drop_unwanted(json& value, std::vector<std::string>& path) {
+  if (value.is_array()) {
+    for (auto& v : value) drop_unwanted(v, path);
+    return;
+  }
+  if (!value.is_object()) return;
+  for (auto it = value.begin(); it != value.end();) {
+    path.push_back(it.key());
+    if (snapshot_field_wanted(path)) {
+      drop_unwanted(it.value(), path);
+      ++it;
+    } else {
+      it = value.erase(it);
+    }
+    path.pop_back();
+  }
+}
+
+// Whether one of a pod's containers asks for an nvidia.com/ resource.
+bool asks_for_gpu(const json& pod) {
+  const json& containers = at(at(pod, "spec"), "containers");
+  for (size_t c = 0; containers.is_array() && c < containers.size(); ++c)
+    for (const char* part : {"requests", "limits"})
+      if (const json& m = at(at(containers[c], "resources"), part); m.is_object())
+        for (auto it = m.begin(); it != m.end(); ++it)
+          if (it.key().starts_with("nvidia.com/")) return true;
+  return false;
+}
+
+}  // namespace
+
 bool slim_snapshot_item(json& item) {
   if (!item.is_object()) return true;  // parse_snapshot names what is wrong with it
   const std::string kind = str_at(item, "kind");
-  // The item is replaced by what is picked, so the picked fields are moved, not copied.
-  auto pick = [](json& from, std::initializer_list<const char*> keys) {
-    json out = json::object();
-    if (from.is_object())
-      for (const char* k : keys)
-        if (auto it = from.find(k); it != from.end()) out[k] = std::move(*it);
-    return out;
-  };
-  auto field = [](json& object, const char* key) -> json& {
-    thread_local json none;  // a missing field reads as null (reset on each use)
-    if (!object.is_object()) return none = nullptr;
-    auto it = object.find(key);
-    return it != object.end() ? *it : none = nullptr;
-  };
-  if (kind == "Pod") {
-    bool gpu = false;
-    json& containers = field(field(item, "spec"), "containers");
-    json slim_containers = json::array();
-    for (size_t c = 0; containers.is_array() && c < containers.size(); ++c) {
-      json resources = pick(field(containers[c], "resources"), {"requests", "limits"});
-      for (const auto& [part, m] : resources.items())
-        if (m.is_object())
-          for (const auto& [key, v] : m.items()) gpu = gpu || key.starts_with("nvidia.com/");
-      slim_containers.push_back({{"name", std::move(field(containers[c], "name"))}, {"resources", std::move(resources)}});
-    }
-    if (!gpu) return false;
-    json spec = pick(field(item, "spec"), {"nodeName", "nodeSelector", "affinity", "tolerations", "topologySpreadConstraints"});
-    spec["containers"] = std::move(slim_containers);
-    json slim = {{"kind", "Pod"},
-                 {"apiVersion", std::move(field(item, "apiVersion"))},
-                 {"metadata", pick(field(item, "metadata"), {"name", "namespace", "uid", "creationTimestamp"})},
-                 {"spec", std::move(spec)},
-                 {"status", pick(field(item, "status"), {"phase"})}};
-    item = std::move(slim);
-    return true;
-  }
-  if (kind == "Node") {
-    json& metadata = field(item, "metadata");
-    json annotations = std::move(field(metadata, "annotations"));
-    json meta = pick(metadata, {"name", "uid", "labels"});
-    if (annotations.is_object() && annotations.contains(kLayoutAnnotation))
-      meta["annotations"] = {{kLayoutAnnotation, std::move(annotations[kLayoutAnnotation])}};
-    json status = json::object();
-    if (json& conds = field(field(item, "status"), "conditions"); conds.is_array())
-      for (auto& c : conds)
-        if (str_at(c, "type") == "Ready") status["conditions"] = json::array({pick(c, {"type", "status"})});
-    json slim = {{"kind", "Node"},
-                 {"apiVersion", std::move(field(item, "apiVersion"))},
-                 {"metadata", std::move(meta)},
-                 {"spec", pick(field(item, "spec"), {"unschedulable", "taints"})},
-                 {"status", std::move(status)}};
-    item = std::move(slim);
-  }
+  if (kind != "Pod" && kind != "Node") return true;
+  if (kind == "Pod" && !asks_for_gpu(item)) return false;
+  std::vector<std::string> path;
+  drop_unwanted(item, path);
   return true;
 }
 

@@ -987,10 +987,7 @@ FleetPlan plan_fleet(const Problem& p, const PlanOptions& options) {
   const Objective bound = a.bound;  // the first solve's: they hold for every plan below
   // The greedy first fit (no eviction) is a plan too: never return a worse one. Made now, so that
   // the time it takes is known before the second solve's share is.
-  const double ff_started = elapsed();
   FleetPlan ff = first_fit_plan(p);
-  const double convert_seconds = a.convert_seconds;  // the first solve's, without the first fit
-  a.convert_seconds += elapsed() - ff_started;
   auto fall_back = [&](FleetPlan best) {
     if (ff.objective < best.objective && (!options.max_evictions || ff.objective.evicted <= *options.max_evictions)) {
       ff.notes = best.notes;
@@ -1056,7 +1053,7 @@ FleetPlan plan_fleet(const Problem& p, const PlanOptions& options) {
   PlanOptions second = options;
   // Set aside: the second plan's conversion (as long as the first's, and a half again) and a
   // twentieth of the limit for the solver's overrun of its own limits.
-  const double reserve = convert_seconds * 1.5 + 0.05 * options.seconds;
+  const double reserve = a.convert_seconds * 1.5 + 0.05 * options.seconds;
   second.seconds = options.seconds - elapsed() - reserve;
   if (second.seconds < 0.2) {
     a.notes.push_back("pods on several whole GPUs: the first plan left some out; no time left to plan again with them set first");
