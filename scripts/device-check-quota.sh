@@ -31,10 +31,12 @@ command -v nvcc >/dev/null || { say "quota: no nvcc; skipped"; exit 0; }
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { say "quota: no GPU; skipped"; exit 0; }
 
 log "building the quota library, the client and the probe (log: $OUT/quota-build.log)"
+# Each step must succeed: a group's status is its last command's, and a probe built after a failed
+# library build would measure the driver without the library.
 {
-  [[ -f build/release/build.ninja ]] || cmake --preset release
-  cmake --build build/release -j "$(nproc)" --target tessera_cuda tessera_cuda_client
-  nvcc -O2 -o "$OUT/quota_probe" scripts/device/quota_probe.cu -ldl
+  { [[ -f build/release/build.ninja ]] || cmake --preset release; } &&
+    cmake --build build/release -j "$(nproc)" --target tessera_cuda tessera_cuda_client &&
+    nvcc -O2 -o "$OUT/quota_probe" scripts/device/quota_probe.cu -ldl
 } >"$OUT/quota-build.log" 2>&1 || { say "quota: build failed (see quota-build.log)"; exit 1; }
 lib=$PWD/build/release/src/cuda_quota/libtessera-cuda.so
 client=build/release/tests/cuda_quota/tessera_cuda_client
