@@ -42,6 +42,7 @@
 #include <cstring>
 
 #include "cuda_quota/driver_limits.hpp"
+#include "cuda_quota/glibc_floor.hpp"
 #include "cuda_quota/hook_io.hpp"
 #include "cuda_quota/limits.hpp"
 #include "nvml/abi.hpp"
@@ -109,13 +110,17 @@ struct State {
 // is not usable.
 bool parse_state(const char* text, std::size_t size, State& out, const char*& why) {
   Scanner s{text, text + size};
-  bool have_id = false;
+  bool have_id = false, have_pid = false;
   why = nullptr;
   const bool walked = members(s, [&](const char* key, std::size_t length) {
     const char* at = s.p;
     if (!s.value(1)) return false;
     if (length == 3 && std::memcmp(key, "pid", 3) == 0) {
-      if (out.pid) return why = "it gives \"pid\" twice", false;
+      if (have_pid) return why = "it gives \"pid\" twice", false;
+      have_pid = true;
+      // crun's poststop state says "pid": 0 for a process that is gone
+      // (runtime-spec: pid is required only while created or running): no pid.
+      if (s.p - at == 1 && *at == '0') return true;
       long v = 0;
       for (const char* c = at; c < s.p; ++c) {
         if (*c < '0' || *c > '9' || v > (INT_MAX - (*c - '0')) / 10) return why = "its \"pid\" is not a positive integer", false;
@@ -209,7 +214,7 @@ bool cgroup_dir(const char* proc_root, const char* cgroup_root, long pid, char* 
       !valid_cgroup_path(out, static_cast<std::size_t>(written)))
     return out[0] = '\0', why = "the container's cgroup path is not one a limit can name", false;
   struct stat st {};
-  if (::lstat(out, &st) != 0 || !S_ISDIR(st.st_mode))
+  if (tessera::hook::path_stat(out, &st, false) != 0 || !S_ISDIR(st.st_mode))
     return out[0] = '\0', why = "the container's cgroup directory is missing", false;
   return true;
 }
@@ -366,7 +371,7 @@ int clear_recorded(const char* dir, const State& state, const char* library) {
   char name[kPathBytes];
   container_record_name(state, name, sizeof name);
   DriverLimits record, left, current;
-  char why[256];
+  char why[kPathBytes + 256];  // room for a path and its reason
   if (!read_record(dir, name, record, why, sizeof why)) {
     if (why[0]) say("warn", "the driver-limits record of container %s is not valid (%s): nothing cleared", state.id, why);
     else say("info", "no driver-limits record of container %s in %s: the driver holds nothing for it", state.id, dir);
@@ -399,6 +404,17 @@ int clear_recorded(const char* dir, const State& state, const char* library) {
 }
 
 }  // namespace
+
+// The program's .init_array, run as __libc_csu_init ran it: hook_start.S
+// hands this to __libc_start_main as its init (glibc_floor.hpp).
+extern "C" {
+extern void (*__init_array_start[])(int, char**, char**) __attribute__((visibility("hidden")));
+extern void (*__init_array_end[])(int, char**, char**) __attribute__((visibility("hidden")));
+__attribute__((used)) void tessera_hook_init(int argc, char** argv, char** envp) {
+  const std::size_t count = static_cast<std::size_t>(__init_array_end - __init_array_start);
+  for (std::size_t i = 0; i < count; ++i) __init_array_start[i](argc, argv, envp);
+}
+}
 
 int main(int argc, char** argv) {
   const char* limits_path = nullptr;

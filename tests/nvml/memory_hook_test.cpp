@@ -219,8 +219,9 @@ TEST(MemoryHook, ClearAtPoststopRemovesOnlyThisContainersLimitsEvenAfterItsCgrou
   r = c.hook(node, R"({"id":"c1"})", {"--clear"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("no driver-limits record of container c1"), std::string::npos) << r.err;
-  // c2's own poststop: its limits and driver-limits go.
-  r = c.hook(node, R"({"id":"c2","status":"stopped"})", {"--clear"});
+  // c2's own poststop as CRI-O's crun gives it, "pid": 0 for the process
+  // that is gone: its limits and driver-limits go.
+  r = c.hook(node, R"({"ociVersion":"1.0.0","id":"c2","pid":0,"status":"stopped","bundle":"/b"})", {"--clear"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(OK(OK(session.device(0)).memory_limits(second)), std::nullopt);
   EXPECT_FALSE(std::filesystem::exists(c.record));
@@ -243,7 +244,9 @@ TEST(MemoryHook, BadInputFailsTheContainerAndChangesNothing) {
       {R"({"pid":4242})", "no \"id\""},
       {R"({"id":"c1","pid":"4242"})", "not a positive integer"},
       {R"({"id":"c1","pid":-1})", "not a positive integer"},
-      {R"({"id":"c1","pid":0})", "not a positive integer"},
+      {R"({"id":"c1","pid":0})", "no \"pid\""},  // createRuntime needs one; 0 is crun's "gone"
+      {R"({"id":"c1","pid":00})", "not a positive integer"},
+      {R"({"id":"c1","pid":0,"pid":0})", "twice"},
       {R"({"id":"c1","pid":99999999999})", "not a positive integer"},
       {R"({"id":"c1","pid":4242,"pid":4243})", "twice"},
       {R"({"id":"c1","id":"c2","pid":4242})", "twice"},
