@@ -33,6 +33,7 @@ struct SimArgs {
   uint64_t seed = 1;
   std::string driver_version;
   bool device_nodes = false;
+  std::string module;  // modprobe
   // the others
   uint32_t gpu = 0;
   std::string mig_device;
@@ -63,12 +64,19 @@ int report(const char* what, const Result<nlohmann::json>& r) {
 
 // What the driver puts outside NVML, laid out under the node's directory as
 // under / on a real node, so that tessera finds a simulated node's device
-// nodes and MIG capabilities where it finds a real one's:
+// nodes and MIG capabilities where it finds a real one's, and no more than
+// a driver install leaves there:
 //   proc/driver/nvidia/capabilities/gpu<minor>/mig/{config,monitor} and
 //   .../mig/gi<g>/access, .../mig/gi<g>/ci<c>/access, each "DeviceFileMinor: N";
 //   proc/driver/nvidia-caps/mig-minors, the whole table;
-//   with device_nodes, dev/nvidia<minor>, dev/nvidiactl, dev/nvidia-uvm,
-//   dev/nvidia-uvm-tools and dev/nvidia-caps/nvidia-cap<N> as character devices.
+//   proc/devices, the kernel's list of character-device majors: the driver's
+//   nvidia-frontend and nvidia-caps; nvidia-uvm only once `tessera sim
+//   modprobe DIR nvidia-uvm` has loaded the simulated nvidia_uvm;
+//   with device_nodes, dev/nvidia<minor> and dev/nvidiactl as character
+//   devices: what the driver (through nvidia-modprobe or its udev rules)
+//   creates. Never nvidia-uvm, nvidia-uvm-tools or the MIG capabilities'
+//   dev/nvidia-caps/nvidia-cap<N>, which only nvidia-modprobe makes, on
+//   request: whoever needs them in a container must name their numbers.
 // Minors follow the driver's table: config 1, monitor 2, then per GPU 15 GPU
 // instances of one access node and 8 compute instances each (NVIDIA MIG User
 // Guide, "Device Nodes and Capabilities"). Majors: 195 for nvidia<minor> and
@@ -78,6 +86,17 @@ constexpr unsigned kGpuInstances = 15, kComputeInstances = 8;
 constexpr unsigned kNvidiaMajor = 195, kUvmMajor = 510, kCapsMajor = 511;
 
 unsigned gi_minor(unsigned gpu, unsigned gi) { return 3 + gpu * kGpuInstances * (1 + kComputeInstances) + gi * (1 + kComputeInstances); }
+
+// The kernel's /proc/devices on a node with the driver loaded, and
+// nvidia_uvm too when `uvm` (a few of the usual devices around them; Linux
+// fs/proc/devices.c prints "%3d %s").
+std::string proc_devices(bool uvm) {
+  std::string text = "Character devices:\n  1 mem\n  4 /dev/vc/0\n  5 /dev/tty\n 10 misc\n" +
+                     std::to_string(kNvidiaMajor) + " nvidia-frontend\n";
+  if (uvm) text += std::to_string(kUvmMajor) + " nvidia-uvm\n";
+  text += std::to_string(kCapsMajor) + " nvidia-caps\n\nBlock devices:\n  7 loop\n  8 sd\n";
+  return text;
+}
 
 bool write_text(const std::filesystem::path& p, const std::string& text, std::string& why) {
   std::error_code ec;
@@ -109,12 +128,11 @@ bool write_driver_files(const std::string& dir, const nlohmann::json& gpus, bool
                  std::to_string(gi_minor(g, gi) + 1 + ci) + "\n";
     }
   if (!write_text(root / "proc/driver/nvidia-caps/mig-minors", table, why)) return false;
+  if (!write_text(root / "proc/devices", proc_devices(false), why)) return false;
   auto access = [](unsigned minor) {
     return "DeviceFileMinor: " + std::to_string(minor) + "\nDeviceFileMode: 292\nDeviceFileModify: 1\n";
   };
-  std::vector<std::pair<std::string, std::pair<unsigned, unsigned>>> nodes = {
-      {"nvidiactl", {kNvidiaMajor, 255}}, {"nvidia-uvm", {kUvmMajor, 0}}, {"nvidia-uvm-tools", {kUvmMajor, 1}},
-      {"nvidia-caps/nvidia-cap1", {kCapsMajor, 1}}, {"nvidia-caps/nvidia-cap2", {kCapsMajor, 2}}};
+  std::vector<std::pair<std::string, std::pair<unsigned, unsigned>>> nodes = {{"nvidiactl", {kNvidiaMajor, 255}}};
   for (const auto& gpu : gpus) {
     const unsigned minor = gpu.value("minor", 0u);
     const auto mig = caps / ("gpu" + std::to_string(minor)) / "mig";
@@ -123,11 +141,9 @@ bool write_driver_files(const std::string& dir, const nlohmann::json& gpus, bool
     for (unsigned gi = 0; gi < kGpuInstances; ++gi) {
       const auto gdir = mig / ("gi" + std::to_string(gi));
       if (!write_text(gdir / "access", access(gi_minor(minor, gi)), why)) return false;
-      nodes.push_back({"nvidia-caps/nvidia-cap" + std::to_string(gi_minor(minor, gi)), {kCapsMajor, gi_minor(minor, gi)}});
       for (unsigned ci = 0; ci < kComputeInstances; ++ci) {
         const unsigned m = gi_minor(minor, gi) + 1 + ci;
         if (!write_text(gdir / ("ci" + std::to_string(ci)) / "access", access(m), why)) return false;
-        nodes.push_back({"nvidia-caps/nvidia-cap" + std::to_string(m), {kCapsMajor, m}});
       }
     }
   }
@@ -154,6 +170,25 @@ int run_create(const SimArgs& a) {
   std::cout << "created " << a.dir << ": " << gpus.size() << " x " << gpus[0]["model"].get<std::string>()
             << (a.nvlink == "all" ? ", NVLink between all" : "") << (a.mig ? ", MIG on" : "")
             << (a.unprivileged ? ", unprivileged" : "") << '\n';
+  return kExitOk;
+}
+
+// `tessera sim modprobe DIR nvidia-uvm`: the simulated nvidia_uvm loaded, as
+// `modprobe nvidia-uvm` (or nvidia-modprobe -u) loads the real one: its
+// major appears in proc/devices; no device node is made.
+int run_modprobe(const SimArgs& a) {
+  const std::filesystem::path devices = std::filesystem::path(a.dir) / "proc/devices";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(devices, ec)) {
+    std::cerr << "tessera sim modprobe: " << devices.string()
+              << " does not exist: is " << quote(a.dir) << " a node made by `tessera sim create`?\n";
+    return kExitInvalid;
+  }
+  if (std::string why; !write_text(devices, proc_devices(true), why)) {
+    std::cerr << "tessera sim modprobe: " << why << '\n';
+    return kExitInvalid;
+  }
+  std::cout << "loaded nvidia-uvm on " << a.dir << " (major " << kUvmMajor << ")\n";
   return kExitOk;
 }
 
@@ -259,9 +294,16 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   create->add_option("--seed", a->seed, "Seed of the GPU and MIG device UUIDs");
   create->add_option("--driver-version", a->driver_version, "Driver version to report (default 550.90.07)");
   create->add_flag("--device-nodes", a->device_nodes,
-                   "Also make the driver's device nodes under DIR/dev (nvidia<N>, nvidiactl, nvidia-uvm, the MIG\n"
-                   "capabilities' nvidia-caps/nvidia-cap<N>) as character devices, as CDI specs name them (root)");
+                   "Also make the device nodes a driver install makes under DIR/dev (nvidia<N>, nvidiactl) as\n"
+                   "character devices (root). Never nvidia-uvm or the MIG capabilities' nvidia-caps/nvidia-cap<N>,\n"
+                   "which only nvidia-modprobe makes on a real node");
   create->callback([a, &exit_code] { exit_code = run_create(*a); });
+
+  auto* modprobe = sim->add_subcommand(
+      "modprobe", "Load a simulated kernel module: nvidia-uvm registers its major in DIR/proc/devices (no device node)");
+  add_dir(modprobe, *a);
+  modprobe->add_option("module", a->module, "The module: nvidia-uvm")->required()->check(CLI::IsMember({"nvidia-uvm"}));
+  modprobe->callback([a, &exit_code] { exit_code = run_modprobe(*a); });
 
   auto* process = sim->add_subcommand("process", "Start a simulated process holding GPU memory");
   add_dir(process, *a);

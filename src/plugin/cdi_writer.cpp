@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +17,7 @@
 
 #include "core/file_write.hpp"
 #include "core/text.hpp"
+#include <spdlog/spdlog.h>
 
 namespace tessera::plugin {
 namespace {
@@ -68,8 +71,116 @@ constexpr const char* kLibraries[] = {"libcuda.so.1",          "libnvidia-ml.so.
                                       "libnvidia-cfg.so.1",    "libnvidia-allocator.so.1", "libnvidia-gpucomp.so.1"};
 constexpr const char* kLibraryDirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
                                         "/usr/lib", "/lib/x86_64-linux-gnu", "/lib64"};
+// The compute and utility libraries of a driver install, by the name before
+// ".so.<version>": what nvidia-ctk's generated spec mounts of the installed
+// version beside the sonames above (nvidia-container-toolkit internal/discover,
+// the compute and utility library lists; the research notes name them).
+constexpr const char* kVersionedLibraries[] = {
+    "libcuda",          "libnvidia-ml",      "libnvidia-ptxjitcompiler", "libnvidia-nvvm",
+    "libcudadebugger",  "libnvidia-opencl",  "libnvidia-cfg",            "libnvidia-allocator",
+    "libnvidia-gpucomp", "libnvidia-pkcs11", "libnvidia-pkcs11-openssl3", "libnvidia-nscq",
+    "libnvidia-fatbinaryloader", "libnvidia-compiler", "libnvidia-sandboxutils"};
+// The driver's IPC sockets a container's NVML and CUDA use where they exist.
+constexpr const char* kSockets[] = {"/run/nvidia-persistenced/socket", "/run/nvidia-fabricmanager/socket"};
 constexpr const char* kPrograms[] = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control",
                                      "nvidia-cuda-mps-server"};
+
+// The driver's majors from the kernel's device list: the driver root's view
+// first (a simulated node keeps its own), else this host's /proc/devices
+// (not namespaced: a container reads the host's).
+sharing::DriverMajors driver_majors(const std::string& view) {
+  for (const std::string& path : {under(view, "/proc/devices"), std::string("/proc/devices")}) {
+    std::ifstream in(path);
+    if (!in) continue;
+    std::stringstream text;
+    text << in.rdbuf();
+    auto majors = sharing::parse_proc_devices(text.str());
+    if (majors.frontend || majors.uvm || majors.caps) return majors;
+  }
+  return {};
+}
+
+// CUDA opens /dev/nvidia-uvm; without nvidia_uvm loaded no spec can give it.
+void warn_without_uvm(const sharing::DriverFiles& files) {
+  static std::atomic<int> said{-1};
+  const int now = files.uvm_major ? 1 : 0;
+  if (said.exchange(now) == now) return;
+  if (now == 0 && std::find(files.control_nodes.begin(), files.control_nodes.end(), "/dev/nvidia-uvm") == files.control_nodes.end())
+    spdlog::warn("CDI: the kernel lists no nvidia-uvm device (nvidia_uvm not loaded) and the node has no /dev/nvidia-uvm: "
+                 "CUDA programs in containers will fail to initialise until the host runs `nvidia-modprobe -u -c=0` "
+                 "(or `modprobe nvidia-uvm`); the specs name it once it is loaded");
+  else if (now == 1)
+    spdlog::info("CDI: nvidia-uvm is registered (major {}): the specs describe /dev/nvidia-uvm as a character device",
+                 *files.uvm_major);
+}
+
+// A driver version as the .run installer and the packages suffix files: digits and dots.
+bool is_driver_version(const std::string& v) {
+  if (v.empty() || v.size() > 32 || v.front() == '.' || v.back() == '.') return false;
+  return std::all_of(v.begin(), v.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
+}
+
+// What nvidia-ctk adds beside the sonames: every compute and utility library
+// of the installed version (libcuda.so.1's file gives it: libcuda.so.<version>)
+// in that file's folder, mounted at its own name; the GSP firmware of that
+// version; and the IPC sockets that exist. `taken` holds the sonames mounted
+// already; a file mounted at its soname is not mounted twice.
+void add_versioned_files(const std::string& view, const std::string& driver_root, const std::set<std::string>& taken,
+                         std::vector<std::pair<std::string, std::string>>& files) {
+  auto rel = [&](const fs::path& p) {
+    std::string s = p.string();
+    if (view != "/" && s.starts_with(view + "/")) s = s.substr(view.size());
+    return s;
+  };
+  std::set<std::string> mounted;  // host files already in the spec
+  for (const auto& f : files) mounted.insert(f.second);
+  std::string version;
+  fs::path folder;
+  for (const char* dir : kLibraryDirs) {
+    if (!taken.count("libcuda.so.1")) break;
+    std::error_code ec;
+    auto real = fs::canonical(under(view, std::string(dir) + "/libcuda.so.1"), ec);
+    if (ec) continue;
+    const std::string name = real.filename().string();
+    if (name.starts_with("libcuda.so.") && is_driver_version(name.substr(11))) {
+      version = name.substr(11);
+      folder = real.parent_path();
+    }
+    break;
+  }
+  if (!version.empty()) {
+    std::error_code ec;
+    std::vector<fs::path> found;
+    for (const auto& e : fs::directory_iterator(folder, ec)) {
+      const std::string name = e.path().filename().string();
+      for (const char* lib : kVersionedLibraries)
+        if (name == std::string(lib) + ".so." + version && e.is_regular_file(ec)) found.push_back(e.path());
+    }
+    std::sort(found.begin(), found.end());
+    for (const auto& p : found) {
+      const std::string host = under(driver_root, rel(p));
+      if (mounted.insert(host).second) files.push_back({rel(p), host});
+    }
+    // GSP firmware: /lib/firmware/nvidia/<version>/gsp*.bin (or under /usr).
+    for (const char* fw : {"/lib/firmware/nvidia/", "/usr/lib/firmware/nvidia/"}) {
+      const std::string dir = under(view, std::string(fw) + version);
+      if (!fs::is_directory(dir, ec)) continue;
+      std::vector<fs::path> blobs;
+      for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.path().filename().string().starts_with("gsp") && e.path().extension() == ".bin" && e.is_regular_file(ec))
+          blobs.push_back(e.path());
+      std::sort(blobs.begin(), blobs.end());
+      for (const auto& b : blobs) files.push_back({std::string(fw) + version + "/" + b.filename().string(),
+                                                   under(driver_root, std::string(fw) + version + "/" + b.filename().string())});
+      break;
+    }
+  }
+  for (const char* socket : kSockets) {
+    struct stat st{};
+    if (::stat(under(view, socket).c_str(), &st) == 0 && S_ISSOCK(st.st_mode))
+      files.push_back({socket, under(driver_root, socket)});
+  }
+}
 
 // Readers (the container runtime) see the old spec or the new one, whole; the
 // aside file's name does not end in .json, so no runtime loads it.
@@ -85,7 +196,14 @@ nlohmann::json edits_json(const sharing::CdiEdits& e) {
   if (!e.env.empty()) j["env"] = e.env;
   if (!e.device_nodes.empty()) {
     j["deviceNodes"] = nlohmann::json::array();
-    for (const auto& n : e.device_nodes) j["deviceNodes"].push_back({{"path", n.path}, {"hostPath", n.host_path}});
+    for (const auto& n : e.device_nodes) {
+      nlohmann::json node = {{"path", n.path}, {"hostPath", n.host_path}};
+      // Type and numbers given: the runtime makes the node without a host node to copy
+      // (CDI specification, "Device nodes"; tags.cncf.io/container-device-interface
+      // DeviceNode.fillMissingInfo stats hostPath only when they are missing).
+      if (n.number) node.update({{"type", "c"}, {"major", n.number->major}, {"minor", n.number->minor}});
+      j["deviceNodes"].push_back(std::move(node));
+    }
   }
   if (!e.mounts.empty()) {
     j["mounts"] = nlohmann::json::array();
@@ -113,9 +231,19 @@ Result<sharing::DriverFiles> read_driver_files(const CdiOptions& options, const 
   out.dev_root = dev_root(options);
   out.cdi_hook = options.cdi_hook;
   const std::string devs = dev_view(options);
-  for (const char* p : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"})
-    if (exists(under(devs, p))) out.control_nodes.push_back(p);
   const std::string view = driver_view(options);
+  const auto majors = driver_majors(view);
+  out.frontend_major = majors.frontend;
+  out.uvm_major = majors.uvm;
+  out.caps_major = majors.caps;
+  // A control node the host has, or one the runtime can make from its major:
+  // nvidiactl with the driver, nvidia-uvm and nvidia-uvm-tools once nvidia_uvm
+  // is loaded (which needs someone to run nvidia-modprobe -u or modprobe
+  // nvidia-uvm; said once per change), nvidia-modeset only where it exists.
+  for (const char* p : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"})
+    if (exists(under(devs, p)) || (std::string(p) != "/dev/nvidia-modeset" && sharing::driver_device_number(p, out)))
+      out.control_nodes.push_back(p);
+  warn_without_uvm(out);
   std::string caps = under(view, "/proc/driver/nvidia/capabilities");
   if (!fs::is_directory(caps)) caps = "/proc/driver/nvidia/capabilities";
   for (const auto& g : inventory.gpus) {
@@ -148,6 +276,7 @@ Result<sharing::DriverFiles> read_driver_files(const CdiOptions& options, const 
       if (std::string(lib) == "libcuda.so.1" || std::string(lib) == "libnvidia-ml.so.1") core = true;
       break;
     }
+  if (core) add_versioned_files(view, options.driver_root, taken, out.files);
   if (!core) {
     std::string dirs;
     for (const char* d : kLibraryDirs) dirs += (dirs.empty() ? "" : ", ") + std::string(d).substr(1);

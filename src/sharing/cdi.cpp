@@ -32,9 +32,69 @@ std::string join_path(const std::string& root, const std::string& path) {
   return r + path;
 }
 
-DeviceNode node(const DriverFiles& files, const std::string& path) { return {path, join_path(files.dev_root, path)}; }
+DeviceNode node(const DriverFiles& files, const std::string& path) {
+  return {path, join_path(files.dev_root, path), driver_device_number(path, files)};
+}
+
+// The number after `prefix` in `path`, when all of the rest is digits.
+std::optional<uint32_t> number_after(const std::string& path, const std::string& prefix) {
+  if (!path.starts_with(prefix) || path.size() == prefix.size() || path.size() - prefix.size() > 9) return std::nullopt;
+  uint32_t n = 0;
+  for (size_t i = prefix.size(); i < path.size(); ++i) {
+    if (path[i] < '0' || path[i] > '9') return std::nullopt;
+    n = n * 10 + static_cast<uint32_t>(path[i] - '0');
+  }
+  return n;
+}
 
 }  // namespace
+
+std::optional<DeviceNumber> driver_device_number(const std::string& path, const DriverFiles& files) {
+  auto with = [](const std::optional<uint32_t>& major, uint32_t minor) -> std::optional<DeviceNumber> {
+    if (!major) return std::nullopt;
+    return DeviceNumber{*major, minor};
+  };
+  if (path == "/dev/nvidiactl") return with(files.frontend_major, 255);
+  if (path == "/dev/nvidia-modeset") return with(files.frontend_major, 254);
+  if (path == "/dev/nvidia-uvm") return with(files.uvm_major, 0);
+  if (path == "/dev/nvidia-uvm-tools") return with(files.uvm_major, 1);
+  if (auto m = number_after(path, "/dev/nvidia-caps/nvidia-cap")) return with(files.caps_major, *m);
+  // The frontend's minors for GPUs stop below nvidia-modeset's (254).
+  if (auto m = number_after(path, "/dev/nvidia"); m && *m < 254) return with(files.frontend_major, *m);
+  return std::nullopt;
+}
+
+DriverMajors parse_proc_devices(const std::string& text) {
+  // "Character devices:" then "<major> <name>" lines, then "Block devices:"
+  // (Linux fs/proc/devices.c).
+  DriverMajors out;
+  bool character = false;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(at, end - at);
+    at = end + 1;
+    if (line.starts_with("Character devices:") || line.starts_with("Block devices:")) {
+      character = line[0] == 'C';
+      continue;
+    }
+    if (!character) continue;
+    size_t i = line.find_first_not_of(' ');
+    if (i == std::string::npos) continue;
+    uint32_t major = 0;
+    size_t digits = 0;
+    for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i, ++digits)
+      major = major * 10 + static_cast<uint32_t>(line[i] - '0');
+    // Majors are below 4096 (MAX_CHRDEV); a longer number is not one.
+    if (digits == 0 || digits > 4 || major >= 4096 || i >= line.size() || line[i] != ' ') continue;
+    const std::string name = line.substr(i + 1);
+    if (name == "nvidia-frontend" || (name == "nvidia" && !out.frontend)) out.frontend = major;
+    else if (name == "nvidia-uvm") out.uvm = major;
+    else if (name == "nvidia-caps") out.caps = major;
+  }
+  return out;
+}
 
 Result<void> check_cdi_kind(const std::string& vendor, const std::string& cls) {
   if (auto r = check_part("vendor", vendor); !r) return r;

@@ -63,8 +63,16 @@ struct CdiNames {
 // runtime to use. Found on the node by the plugin adapter (plugin/cdi_writer).
 struct DriverFiles {
   std::string dev_root = "/";  // host path under which dev/ holds the device nodes
-  // Control nodes present on the node: "/dev/nvidiactl", "/dev/nvidia-uvm", ...
+  // Control nodes every GPU container gets: "/dev/nvidiactl", "/dev/nvidia-uvm", ...
   std::vector<std::string> control_nodes;
+  // The character-device majors the driver registered (the kernel's
+  // /proc/devices): nvidia-frontend (195, fixed), and the dynamic nvidia-uvm
+  // (only once nvidia_uvm is loaded) and nvidia-caps. With a major known,
+  // a node's spec entry carries its type, major and minor, so the container
+  // runtime makes the node in the container whether or not the host has it
+  // (CDI specification, "Device nodes"; the driver creates only nvidia<N> and
+  // nvidiactl, and nothing but nvidia-modprobe creates the others).
+  std::optional<uint32_t> frontend_major, uvm_major, caps_major;
   // Driver files to mount at the same path in a container: container path
   // and host path (a library's soname path, and the file it resolves to).
   std::vector<std::pair<std::string, std::string>> files;
@@ -81,11 +89,34 @@ struct DriverFiles {
 };
 
 
+// A character device's numbers.
+struct DeviceNumber {
+  uint32_t major = 0, minor = 0;
+  friend bool operator==(const DeviceNumber&, const DeviceNumber&) = default;
+};
+
 struct DeviceNode {
   std::string path;       // in the container: /dev/nvidia0
   std::string host_path;  // on the host: <dev root>/dev/nvidia0
+  // Its numbers, where the driver's majors are known: the runtime then makes
+  // it as a character device without looking at the host's node.
+  std::optional<DeviceNumber> number = std::nullopt;
   friend bool operator==(const DeviceNode&, const DeviceNode&) = default;
 };
+
+// The numbers of one of the driver's device nodes, by its container path, as
+// the driver and nvidia-modprobe number them (nvidia-modprobe-utils.h:
+// nvidia<N> is frontend N, nvidiactl 255, nvidia-modeset 254; nvidia-uvm 0
+// and nvidia-uvm-tools 1 under the uvm major; nvidia-caps/nvidia-cap<M> is
+// M under the caps major). Empty where its major is not known or the path
+// is none of these.
+std::optional<DeviceNumber> driver_device_number(const std::string& path, const DriverFiles& files);
+
+// The majors a /proc/devices text lists for the driver's character devices.
+struct DriverMajors {
+  std::optional<uint32_t> frontend, uvm, caps;
+};
+DriverMajors parse_proc_devices(const std::string& text);
 
 // The device nodes one advertised device needs: its GPU's /dev/nvidia<minor>
 // and, for a MIG device (or a replica of one), its GPU instance's and compute

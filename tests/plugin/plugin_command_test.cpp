@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/text.hpp"
 #include "nvml/session.hpp"
 #include "sharing/allocate.hpp"
 
@@ -766,15 +767,164 @@ TEST(PluginCommand, CdiSpecsFollowTheMigLayout) {
   for (const auto& d : n.kubelet.devices("nvidia.com/mig-1g.10gb")) {
     auto r = resolve_cdi(specs, "k8s.device-plugin.nvidia.com/gpu=" + d.id);
     ASSERT_TRUE(r) << d.id;
-    ASSERT_EQ(r->device_nodes.size(), 3u) << d.id;
-    EXPECT_EQ(r->device_nodes[0], "/dev/nvidia0");
-    EXPECT_TRUE(r->device_nodes[1].starts_with("/dev/nvidia-caps/nvidia-cap")) << r->device_nodes[1];
+    // nvidiactl from the driver's major (the node has no nvidia-uvm until
+    // nvidia_uvm loads), then the GPU's node and the two capabilities.
+    ASSERT_EQ(r->device_nodes.size(), 4u) << d.id << ": " << join(r->device_nodes);
+    EXPECT_EQ(r->device_nodes[0], "/dev/nvidiactl");
+    EXPECT_EQ(r->device_nodes[1], "/dev/nvidia0");
+    EXPECT_TRUE(r->device_nodes[2].starts_with("/dev/nvidia-caps/nvidia-cap")) << r->device_nodes[2];
+    EXPECT_TRUE(r->device_nodes[3].starts_with("/dev/nvidia-caps/nvidia-cap")) << r->device_nodes[3];
   }
   for (const auto& d : before) EXPECT_FALSE(resolve_cdi(specs, "k8s.device-plugin.nvidia.com/gpu=" + d.id)) << d.id;
   auto a = n.kubelet.allocate("nvidia.com/mig-1g.10gb", {n.kubelet.devices("nvidia.com/mig-1g.10gb")[3].id});
   ASSERT_TRUE(a) << a.error().message;
   ASSERT_EQ(a->cdi_devices.size(), 1u);
   EXPECT_TRUE(resolve_cdi(specs, a->cdi_devices[0])) << a->cdi_devices[0];
+  plugin->signal(SIGTERM);
+  EXPECT_EQ(plugin->wait(5000), 0) << plugin->output();
+}
+
+// The driver as nvidia-ctk finds it: beside the sonames, every compute and
+// utility library of the installed version (libcuda.so.1's file names it),
+// at its own path, the GSP firmware of that version, and nothing of another
+// version or another driver component.
+TEST(PluginCommand, CdiSpecsMountTheInstalledDriversVersionedFiles) {
+  SimNode n("1");
+  const std::string specs = n.dir.path() + "/cdi";
+  auto args = cdi_args(n, specs);
+  const std::string lib = n.node + "/usr/lib/x86_64-linux-gnu/";
+  for (const char* f : {"libnvidia-pkcs11.so.550.90.07", "libnvidia-nscq.so.550.90.07", "libnvidia-gpucomp.so.550.90.07",
+                        "libnvidia-nscq.so.535.104.05", "libnvidia-glcore.so.550.90.07", "libnvidia-pkcs11.so.550.90.07.bak"})
+    std::ofstream(lib + f) << "not a library";
+  std::filesystem::create_directories(n.node + "/lib/firmware/nvidia/550.90.07");
+  std::filesystem::create_directories(n.node + "/lib/firmware/nvidia/535.104.05");
+  for (const char* f : {"550.90.07/gsp_ga10x.bin", "550.90.07/gsp_tu10x.bin", "550.90.07/README", "535.104.05/gsp_ga10x.bin"})
+    std::ofstream(n.node + "/lib/firmware/nvidia/" + f) << "firmware";
+  auto plugin = start_plugin(n, "version: v1\nflags: {plugin: {deviceListStrategy: cdi-cri}}\n", args);
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 1; }, 5s)) << plugin->output();
+  std::ifstream in(specs + "/k8s.device-plugin.nvidia.com-gpu.json");
+  const auto spec = nlohmann::json::parse(in);
+  std::map<std::string, std::string> mounts;  // container path -> host path
+  for (const auto& m : spec["containerEdits"]["mounts"]) mounts[m["containerPath"]] = m["hostPath"];
+  const std::string d = "/usr/lib/x86_64-linux-gnu/";
+  const std::map<std::string, std::string> want = {
+      {d + "libcuda.so.1", "/host-driver" + d + "libcuda.so.550.90.07"},
+      {d + "libnvidia-ml.so.1", "/host-driver" + d + "libnvidia-ml.so.1"},
+      {d + "libnvidia-gpucomp.so.550.90.07", "/host-driver" + d + "libnvidia-gpucomp.so.550.90.07"},
+      {d + "libnvidia-nscq.so.550.90.07", "/host-driver" + d + "libnvidia-nscq.so.550.90.07"},
+      {d + "libnvidia-pkcs11.so.550.90.07", "/host-driver" + d + "libnvidia-pkcs11.so.550.90.07"},
+      {"/lib/firmware/nvidia/550.90.07/gsp_ga10x.bin", "/host-driver/lib/firmware/nvidia/550.90.07/gsp_ga10x.bin"},
+      {"/lib/firmware/nvidia/550.90.07/gsp_tu10x.bin", "/host-driver/lib/firmware/nvidia/550.90.07/gsp_tu10x.bin"}};
+  for (const auto& [path, host] : mounts)
+    if (!path.starts_with("/usr/bin/")) {
+      EXPECT_EQ(want.count(path), 1u) << path << " is mounted";
+    }
+  for (const auto& [path, host] : want) {
+    ASSERT_EQ(mounts.count(path), 1u) << path << " is not mounted: " << spec["containerEdits"]["mounts"].dump();
+    EXPECT_EQ(mounts.at(path), host);
+  }
+  plugin->signal(SIGTERM);
+  EXPECT_EQ(plugin->wait(5000), 0) << plugin->output();
+}
+
+// The numbers the simulated kernel gives: its proc/devices majors and the
+// driver's MIG minor table, read as the test's own (never tessera's code).
+std::map<std::string, uint32_t> sim_majors(const std::string& node) {
+  std::ifstream in(node + "/proc/devices");
+  std::map<std::string, uint32_t> out;
+  std::string line;
+  bool character = false;
+  while (std::getline(in, line)) {
+    if (line.ends_with("devices:")) character = line.starts_with("Character");
+    std::istringstream words(line);
+    uint32_t major = 0;
+    std::string name;
+    if (character && words >> major >> name) out[name] = major;
+  }
+  return out;
+}
+
+// A node as a driver install leaves it: an A100 in MIG (all-1g.10gb), dev/
+// holding only what the driver makes (nvidia0, nvidiactl; stand-ins here),
+// no capability node, no nvidia-uvm. Every device node the specs give each
+// of the 7 MIG devices handed out, and nvidia-uvm once nvidia_uvm is
+// loaded, either exists on the host or is a character device with the
+// kernel's major and minor, which the runtime makes in the container.
+TEST(PluginCommand, EveryNodeOfAMigDeviceIsOnTheHostOrDescribedAsACharacterDevice) {
+  SimNode n("1");
+  const std::string specs = n.dir.path() + "/cdi";
+  n.mig_apply(n.dir.write("mig.yaml", kMigConfigs), "all-1g.10gb");
+  std::filesystem::create_directories(n.node + "/dev");
+  for (const char* made : {"nvidia0", "nvidiactl"}) std::ofstream(n.node + "/dev/" + made) << "";
+  std::map<std::string, uint32_t> cap_minor;  // "/dev/nvidia-caps/nvidia-cap<N>" by the table
+  {
+    std::ifstream table(n.node + "/proc/driver/nvidia-caps/mig-minors");
+    std::string what;
+    uint32_t minor = 0;
+    while (table >> what >> minor) cap_minor["/dev/nvidia-caps/nvidia-cap" + std::to_string(minor)] = minor;
+    ASSERT_FALSE(cap_minor.empty());
+  }
+  auto check = [&](const std::string& dir, bool uvm_loaded) {
+    const auto majors = sim_majors(n.node);
+    ASSERT_EQ(majors.count("nvidia-uvm"), uvm_loaded ? 1u : 0u);
+    // What each node must be: its major and minor by the kernel's rules.
+    auto expected = [&](const std::string& path) -> std::optional<std::pair<uint32_t, uint32_t>> {
+      if (path == "/dev/nvidiactl") return std::pair{majors.at("nvidia-frontend"), 255u};
+      if (path == "/dev/nvidia0") return std::pair{majors.at("nvidia-frontend"), 0u};
+      if (path == "/dev/nvidia-uvm") return std::pair{majors.at("nvidia-uvm"), 0u};
+      if (path == "/dev/nvidia-uvm-tools") return std::pair{majors.at("nvidia-uvm"), 1u};
+      if (cap_minor.count(path)) return std::pair{majors.at("nvidia-caps"), cap_minor.at(path)};
+      return std::nullopt;
+    };
+    std::ifstream in(dir + "/k8s.device-plugin.nvidia.com-gpu.json");
+    ASSERT_TRUE(in) << dir;
+    const auto spec = nlohmann::json::parse(in);
+    std::set<std::string> control;
+    for (const auto& node : spec["containerEdits"].value("deviceNodes", nlohmann::json::array()))
+      control.insert(node["path"].get<std::string>());
+    EXPECT_EQ(control.count("/dev/nvidia-uvm"), uvm_loaded ? 1u : 0u) << spec["containerEdits"].dump();
+    EXPECT_EQ(control.count("/dev/nvidia-uvm-tools"), uvm_loaded ? 1u : 0u);
+    EXPECT_EQ(control.count("/dev/nvidiactl"), 1u);
+    size_t migs = 0;
+    for (const auto& d : spec["devices"]) {
+      const std::string name = d["name"];
+      if (!name.starts_with("MIG-")) continue;
+      ++migs;
+      size_t caps = 0;
+      auto nodes = spec["containerEdits"].value("deviceNodes", nlohmann::json::array());
+      for (const auto& node : d["containerEdits"]["deviceNodes"]) nodes.push_back(node);
+      for (const auto& node : nodes) {
+        const std::string path = node["path"];
+        caps += path.starts_with("/dev/nvidia-caps/");
+        const auto want = expected(path);
+        ASSERT_TRUE(want) << name << " names " << path << ", which the driver does not make";
+        const bool on_host = std::filesystem::exists(n.node + path);
+        const bool described = node.value("type", "") == "c" && node.contains("major") && node.contains("minor");
+        EXPECT_TRUE(on_host || described) << name << ": " << node.dump();
+        if (described) {
+          EXPECT_EQ(std::pair(node["major"].get<uint32_t>(), node["minor"].get<uint32_t>()), *want) << node.dump();
+        }
+      }
+      EXPECT_EQ(caps, 2u) << name;
+    }
+    EXPECT_EQ(migs, 7u);
+  };
+  auto plugin = start_plugin(n, "version: v1\nflags: {migStrategy: mixed, plugin: {deviceListStrategy: cdi-cri}}\n",
+                             cdi_args(n, specs));
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/mig-1g.10gb", [](const auto& d) { return d.size() == 7; }, 5s))
+      << plugin->output();
+  check(specs, false);
+  EXPECT_TRUE(plugin->wait_for_output("nvidia_uvm not loaded", 2000)) << plugin->output();
+  plugin->signal(SIGTERM);
+  EXPECT_EQ(plugin->wait(5000), 0) << plugin->output();
+  // nvidia_uvm loaded (no node made): the next start's specs describe it.
+  n.sim({"modprobe", "nvidia-uvm"});
+  const std::string again = n.dir.path() + "/cdi-again";
+  plugin = start_plugin(n, "version: v1\nflags: {migStrategy: mixed, plugin: {deviceListStrategy: cdi-cri}}\n",
+                        cdi_args(n, again));
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/mig-1g.10gb", [](const auto& d) { return d.size() == 7; }, 5s));
+  check(again, true);
+  EXPECT_FALSE(std::filesystem::exists(n.node + "/dev/nvidia-uvm"));
   plugin->signal(SIGTERM);
   EXPECT_EQ(plugin->wait(5000), 0) << plugin->output();
 }

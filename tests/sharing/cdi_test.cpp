@@ -203,5 +203,71 @@ TEST(Cdi, AMissingCapabilityOrMinorIsAnError) {
   EXPECT_FALSE(cdi_specs(*rs, inv, node_files(), bad, {}));
 }
 
+// The driver's majors as the kernel lists them (Linux fs/proc/devices.c):
+// character devices only, names as the NVIDIA modules register them.
+TEST(Cdi, DriverMajorsFromTheKernelsDeviceList) {
+  auto m = parse_proc_devices(
+      "Character devices:\n  1 mem\n195 nvidia-frontend\n195 nvidia\n195 nvidiactl\n"
+      "510 nvidia-uvm\n511 nvidia-caps\n\nBlock devices:\n  7 loop\n259 nvidia-uvm\n");
+  EXPECT_EQ(m.frontend, 195u);
+  EXPECT_EQ(m.uvm, 510u);  // not the block device of the same name
+  EXPECT_EQ(m.caps, 511u);
+  // nvidia_uvm not loaded: no uvm major.
+  m = parse_proc_devices("Character devices:\n195 nvidia\n508 nvidia-caps\n");
+  EXPECT_EQ(m.frontend, 195u);
+  EXPECT_FALSE(m.uvm);
+  // Hostile and malformed lines give nothing, and nothing from block devices.
+  for (const char* text : {"", "195 nvidia-frontend\n", "Block devices:\n195 nvidia-frontend\n",
+                           "Character devices:\n99999 nvidia-frontend\n", "Character devices:\n4096 nvidia-uvm\n",
+                           "Character devices:\nx195 nvidia-frontend\n", "Character devices:\n195nvidia-frontend\n",
+                           "Character devices:\n195 nvidia-frontend-x\n", "Character devices:\n-1 nvidia-caps\n",
+                           "Character devices:\n 195\n"}) {
+    m = parse_proc_devices(text);
+    EXPECT_FALSE(m.frontend || m.uvm || m.caps) << text;
+  }
+}
+
+// The numbers NVIDIA's driver gives its nodes (nvidia-modprobe's
+// nvidia-modprobe-utils: control minor 255, modeset 254, uvm 0 and tools 1,
+// caps by their minor under nvidia-caps' major), and none for a path that
+// is not the driver's or a major the kernel does not list.
+TEST(Cdi, DeviceNumbersOfTheDriversNodes) {
+  DriverFiles f;
+  f.frontend_major = 195;
+  f.caps_major = 511;
+  EXPECT_EQ(driver_device_number("/dev/nvidiactl", f), (DeviceNumber{195, 255}));
+  EXPECT_EQ(driver_device_number("/dev/nvidia-modeset", f), (DeviceNumber{195, 254}));
+  EXPECT_EQ(driver_device_number("/dev/nvidia0", f), (DeviceNumber{195, 0}));
+  EXPECT_EQ(driver_device_number("/dev/nvidia7", f), (DeviceNumber{195, 7}));
+  EXPECT_EQ(driver_device_number("/dev/nvidia-caps/nvidia-cap21", f), (DeviceNumber{511, 21}));
+  EXPECT_FALSE(driver_device_number("/dev/nvidia-uvm", f));  // nvidia_uvm not loaded
+  f.uvm_major = 510;
+  EXPECT_EQ(driver_device_number("/dev/nvidia-uvm", f), (DeviceNumber{510, 0}));
+  EXPECT_EQ(driver_device_number("/dev/nvidia-uvm-tools", f), (DeviceNumber{510, 1}));
+  for (const char* p : {"/dev/nvidia254", "/dev/nvidia", "/dev/nvidia0x", "/dev/nvidia-caps/nvidia-cap",
+                        "/dev/nvidia-caps/nvidia-capx1", "/dev/nvidia1234567890", "/dev/dri/card0", "/dev/nvidia-nvswitch0"})
+    EXPECT_FALSE(driver_device_number(p, f)) << p;
+  f.caps_major.reset();
+  EXPECT_FALSE(driver_device_number("/dev/nvidia-caps/nvidia-cap21", f));
+  // The spec's nodes carry them: the runtime makes them with no host node.
+  f.dev_root = "/";
+  f.gpu_minor = {{0, 3}};
+  auto inv = two_gpu_node();
+  auto rs = build_resources(inv, parse("version: v1\n"));
+  ASSERT_TRUE(rs);
+  int whole = 0;
+  for (const auto& r : *rs)
+    for (const auto& d : r.devices) {
+      if (d.gpu_index != 0 || d.is_mig) continue;
+      ++whole;
+      auto nodes = device_nodes(d, f);
+      ASSERT_TRUE(nodes) << nodes.error().message;
+      ASSERT_EQ(nodes->size(), 1u);
+      EXPECT_EQ((*nodes)[0].path, "/dev/nvidia3");
+      EXPECT_EQ((*nodes)[0].number, (DeviceNumber{195, 3}));
+    }
+  EXPECT_EQ(whole, 1);
+}
+
 }  // namespace
 }  // namespace tessera::sharing

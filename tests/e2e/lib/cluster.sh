@@ -204,14 +204,23 @@ node_up() {
   # shellcheck disable=SC2086 # E2E_SIM_ARGS: extra words for tessera sim create (--mig)
   "$TESSERA" sim create "$n/sim" --gpu "$gpu" --count "$count" --device-nodes ${E2E_SIM_ARGS:-} >/dev/null ||
     die "tessera sim create $n/sim --gpu $gpu --count $count failed"
-  # The driver's libraries and programs where a distribution installs them,
-  # as on a real node's driver root: the simulated NVML, CUDA driver and MPS
-  # control program of the build.
-  local build lib_dir=$n/sim/usr/lib/x86_64-linux-gnu
+  # As a driver install leaves the node: nvidia_uvm loaded (its major in
+  # proc/devices) but no /dev/nvidia-uvm, no capability nodes (the specs
+  # describe them with their numbers), and the driver's libraries as the
+  # .run installer or a distribution package lays them out: the versioned
+  # file, libcuda.so.<version>, and its soname link beside it. The simulated
+  # NVML, CUDA driver and MPS control program of the build stand for them.
+  "$TESSERA" sim modprobe "$n/sim" nvidia-uvm >/dev/null || die "tessera sim modprobe $n/sim nvidia-uvm failed"
+  local build lib_dir=$n/sim/usr/lib/x86_64-linux-gnu version=550.90.07 lib
   build=$(cd "$(dirname "$TESSERA")/.." && pwd)
   mkdir -p "$lib_dir" "$n/sim/usr/bin"
-  cp "$build/sim/nvml/libnvidia-ml.so.1" "$lib_dir/libnvidia-ml.so.1"
-  cp "$build/sim/cuda/libcuda.so.1" "$lib_dir/libcuda.so.1"
+  for lib in nvml/libnvidia-ml cuda/libcuda; do
+    cp "$build/sim/$lib.so.1" "$lib_dir/${lib#*/}.so.$version"
+    ln -sfn "${lib#*/}.so.$version" "$lib_dir/${lib#*/}.so.1"
+  done
+  # And the GSP firmware of that version, as the installer puts it.
+  mkdir -p "$n/sim/lib/firmware/nvidia/$version"
+  printf 'simulated GSP firmware\n' >"$n/sim/lib/firmware/nvidia/$version/gsp_ga10x.bin"
   cp "$build/sim/mps/nvidia-cuda-mps-control" "$n/sim/usr/bin/nvidia-cuda-mps-control"
   cp "$build/sim/nvml/nvidia-smi" "$n/sim/usr/bin/nvidia-smi"
   ip addr add "$ip/32" dev "$E2E_BRIDGE"

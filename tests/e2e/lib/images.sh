@@ -16,11 +16,11 @@ TESSERA_IMAGE=docker.io/library/tessera:$(sed -n 's/^appVersion: *"\{0,1\}\([^"]
 E2E_PAUSE_IMAGE=localhost/tessera-e2e/pause:e2e
 E2E_SHELL_IMAGE=localhost/tessera-e2e/shell:e2e
 
-# image_args: the build under test's files, as deploy/image/build.sh takes them.
+# image_args: the build under test, as docs/install.md builds the image
+# (--build: tessera, the quota library, both hooks), plus the simulated NVML
+# and MPS control program of a test image.
 image_args() {
-  args=(--tessera "$BUILD_DIR/src/tessera" --sim-lib "$BUILD_DIR/sim/nvml/libnvidia-ml.so.1"
-        --cuda-lib "$BUILD_DIR/src/cuda_quota/libtessera-cuda.so" --cdi-hook "$BUILD_DIR/src/cuda_quota/tessera-cdi-hook"
-        --memory-hook "$BUILD_DIR/src/cuda_quota/tessera-memory-hook")
+  args=(--build "$BUILD_DIR" --sim-lib "$BUILD_DIR/sim/nvml/libnvidia-ml.so.1")
   [[ ! -x $BUILD_DIR/sim/mps/nvidia-cuda-mps-control ]] || args+=(--mps-control "$BUILD_DIR/sim/mps/nvidia-cuda-mps-control")
 }
 

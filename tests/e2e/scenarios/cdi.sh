@@ -34,10 +34,17 @@ scenario_cdi() {
   want=$(want 2)
   [[ $seen == "nvidia-uvm nvidia-uvm-tools nvidia0 nvidia1 nvidiactl " ]] ||
     fail "cdi-two sees /dev entries '$seen', expected exactly nvidia0 nvidia1 and the control nodes (nvidiactl, nvidia-uvm, nvidia-uvm-tools)"
+  # The node has no nvidia-uvm (nvidia_uvm loaded, no node made): the runtime
+  # made the container's from the spec's major and minor.
+  [[ ! -e $(node_dir "$NODE")/sim/dev/nvidia-uvm ]] || fail "the simulated node has a /dev/nvidia-uvm: it must be laid out as a driver install leaves it"
+  [[ $(kc exec cdi-two -c cuda -- stat -c '%F %t:%T' /dev/nvidia-uvm) == "character special file 1fe:0" ]] ||
+    fail "cdi-two's /dev/nvidia-uvm is '$(kc exec cdi-two -c cuda -- stat -c '%F %t:%T' /dev/nvidia-uvm)', expected the character device 510:0 (1fe:0) of the node's proc/devices"
   [[ $(jq '[.linux.devices[] | select(.path | test("^/dev/nvidia[0-9]+$"))] | length' <<<"$spec") == "$want" ]] ||
     fail "the runtime spec of cdi-two has $(jq '[.linux.devices[] | select(.path | test("^/dev/nvidia[0-9]+$"))] | length' <<<"$spec") GPU device nodes, expected $want"
   kc exec cdi-two -c cuda -- test -f /usr/lib/x86_64-linux-gnu/libcuda.so.1 ||
     fail "cdi-two has no /usr/lib/x86_64-linux-gnu/libcuda.so.1 from the driver root"
+  kc exec cdi-two -c cuda -- test -f /lib/firmware/nvidia/550.90.07/gsp_ga10x.bin ||
+    fail "cdi-two has no /lib/firmware/nvidia/550.90.07/gsp_ga10x.bin: the driver's GSP firmware is not in the spec"
   # The specs' createContainer hooks (tessera-cdi-hook, installed on the node
   # by the init container): the driver's libcuda.so.1 in the container's
   # linker cache, where `ldconfig -p` looks (Triton, vLLM), and libcuda.so.
