@@ -3,16 +3,25 @@
 # as an OCI image archive that containerd (`ctr images import`), skopeo
 # (`skopeo copy oci-archive:FILE docker://...`) or podman (`podman load`) take.
 #
-#   deploy/image/build.sh --tessera BIN --sim-lib LIB [--cuda-lib LIB] [--cdi-hook BIN] [--memory-hook BIN] [--mps-control BIN]
-#                         [--name tessera:VERSION] --output FILE
-#   deploy/image/build.sh --base-only --tessera BIN --sim-lib LIB [...]   # print the base layer's path
+#   deploy/image/build.sh --build DIR [--name tessera:VERSION] --output FILE
+#   deploy/image/build.sh --tessera BIN --cuda-lib LIB --cdi-hook BIN --memory-hook BIN [--sim-lib LIB]
+#                         [--mps-control BIN] [--without-hooks] [--name tessera:VERSION] --output FILE
+#   deploy/image/build.sh --base-only --tessera BIN [...]   # print the base layer's path
+#
+# --build DIR takes tessera, the quota library and both hooks from a build
+# tree (build/release: src/tessera, src/cuda_quota/...). The hooks are part of
+# the image unless --without-hooks says otherwise: every CDI spec tessera
+# writes (cdi-cri, cdi-annotations, the DRA driver) names tessera-cdi-hook,
+# and a runtime fails a container whose hook is missing. --sim-lib (the
+# simulated NVML) and --mps-control are for test images only.
 #
 # Two layers: a Debian bookworm root filesystem made with debootstrap
 # (minbase, plus exactly the packages whose libraries the binaries load, found
 # with ldd and dpkg -S), cached by its package list under $TESSERA_IMAGE_CACHE
 # (default ~/.cache/tessera/images) so it is made once; then tessera's files:
 #   /usr/bin/tessera                               the program (the entrypoint)
-#   /usr/lib/tessera/sim/libnvidia-ml.so.1         the simulated NVML (used only with TESSERA_SIM)
+#   /usr/lib/tessera/sim/libnvidia-ml.so.1         --sim-lib: the simulated NVML (test images; used
+#                                                  only with TESSERA_SIM)
 #   /usr/local/tessera/lib/libtessera-cuda.so      --cuda-lib: the memory-quota library, which the
 #                                                  DaemonSet's init container copies to the host
 #   /usr/local/tessera/lib/tessera-cdi-hook        --cdi-hook: the CDI specs' createContainer hook
@@ -29,13 +38,15 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 name=  # default: tessera:<the program's version>, the tag the manifests and the chart name
-tessera= sim_lib= cuda_lib= cdi_hook= memory_hook= mps_control= output= base_only=0
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+tessera= sim_lib= cuda_lib= cdi_hook= memory_hook= mps_control= output= base_only=0 without_hooks=0 build_dir=
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "image: error: $*" >&2; exit 1; }
 say() { echo "image: $*" >&2; }
 
 while (($#)); do
   case $1 in
+    --build) build_dir=${2:?}; shift 2 ;;
+    --without-hooks) without_hooks=1; shift ;;
     --tessera) tessera=${2:?}; shift 2 ;;
     --sim-lib) sim_lib=${2:?}; shift 2 ;;
     --cuda-lib) cuda_lib=${2:?}; shift 2 ;;
@@ -49,8 +60,24 @@ while (($#)); do
     *) usage >&2; die "unknown argument '$1'" ;;
   esac
 done
-[[ -x $tessera ]] || die "--tessera: '$tessera' is not an executable"
-[[ -f $sim_lib ]] || die "--sim-lib: '$sim_lib' does not exist"
+if [[ -n $build_dir ]]; then
+  [[ -d $build_dir ]] || die "--build: '$build_dir' is not a directory"
+  tessera=${tessera:-$build_dir/src/tessera}
+  cuda_lib=${cuda_lib:-$build_dir/src/cuda_quota/libtessera-cuda.so}
+  if ((!without_hooks)); then
+    cdi_hook=${cdi_hook:-$build_dir/src/cuda_quota/tessera-cdi-hook}
+    memory_hook=${memory_hook:-$build_dir/src/cuda_quota/tessera-memory-hook}
+  fi
+  for f in "$tessera" "$cuda_lib" $cdi_hook $memory_hook; do
+    [[ -e $f ]] || die "--build: $f does not exist: is '$build_dir' a finished build (cmake --build --preset release)?"
+  done
+fi
+[[ -x $tessera ]] || die "--tessera: '$tessera' is not an executable (or give --build DIR)"
+[[ -z $sim_lib || -f $sim_lib ]] || die "--sim-lib: '$sim_lib' does not exist"
+if ((!without_hooks && !base_only)) && [[ -z $cdi_hook || -z $memory_hook ]]; then
+  die "no --cdi-hook or no --memory-hook: every CDI spec tessera writes names tessera-cdi-hook (and, with memory quotas, tessera-memory-hook), and a container runtime fails a container whose hook is missing; give --build DIR, both hooks, or --without-hooks for an image that never writes CDI specs"
+fi
+((!without_hooks)) || say "--without-hooks: the image carries no CDI hooks; the chart refuses to run it with CDI or the DRA driver"
 [[ -z $cuda_lib || -f $cuda_lib ]] || die "--cuda-lib: '$cuda_lib' does not exist"
 [[ -z $mps_control || -x $mps_control ]] || die "--mps-control: '$mps_control' is not an executable"
 [[ -z $cdi_hook || -x $cdi_hook ]] || die "--cdi-hook: '$cdi_hook' is not an executable"
@@ -62,7 +89,7 @@ done
 # The Debian packages that own the shared libraries the binaries load.
 packages() {
   local lib real
-  { ldd "$tessera"; ldd "$sim_lib"; [[ -z $cuda_lib ]] || ldd "$cuda_lib"; [[ -z $mps_control ]] || ldd "$mps_control"; } |
+  { ldd "$tessera"; [[ -z $sim_lib ]] || ldd "$sim_lib"; [[ -z $cuda_lib ]] || ldd "$cuda_lib"; [[ -z $mps_control ]] || ldd "$mps_control"; } |
     awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
     real=$(readlink -f "$lib")
     dpkg -S "$real" 2>/dev/null || dpkg -S "${real/#\/usr\/lib/\/lib}" 2>/dev/null ||
@@ -105,7 +132,7 @@ work=$(mktemp -d /tmp/tessera-image.XXXXXX)
 trap 'umount "$work/merged" 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir -p "$work/app/usr/bin" "$work/app/usr/lib/tessera/sim" "$work/app/usr/local/tessera/lib" "$work/app/usr/local/tessera/bin"
 install -m 0755 "$tessera" "$work/app/usr/bin/tessera"
-install -m 0644 "$sim_lib" "$work/app/usr/lib/tessera/sim/libnvidia-ml.so.1"
+[[ -z $sim_lib ]] || install -m 0644 "$sim_lib" "$work/app/usr/lib/tessera/sim/libnvidia-ml.so.1"
 [[ -z $cuda_lib ]] || install -m 0755 "$cuda_lib" "$work/app/usr/local/tessera/lib/libtessera-cuda.so"
 [[ -z $cdi_hook ]] || install -m 0755 "$cdi_hook" "$work/app/usr/local/tessera/lib/tessera-cdi-hook"
 [[ -z $memory_hook ]] || install -m 0755 "$memory_hook" "$work/app/usr/local/tessera/lib/tessera-memory-hook"
@@ -121,9 +148,10 @@ umount "$work/merged"
 name=${name:-tessera:${version#tessera }}
 
 tar --numeric-owner -C "$work/app" -cf "$work/app.tar" .
+env_args=()
+[[ -z $sim_lib ]] || env_args=(--env TESSERA_SIM_LIBRARY=/usr/lib/tessera/sim/libnvidia-ml.so.1)
 python3 "$here/oci_image.py" --name "$name" --layer "$base_tar" --layer "$work/app.tar" \
-  --entrypoint '["/usr/bin/tessera"]' --cmd '["--help"]' \
-  --env TESSERA_SIM_LIBRARY=/usr/lib/tessera/sim/libnvidia-ml.so.1 \
+  --entrypoint '["/usr/bin/tessera"]' --cmd '["--help"]' "${env_args[@]}" \
   --label org.opencontainers.image.title=tessera \
   --label "org.opencontainers.image.description=GPU sharing node agent: MIG manager, device plugin, exporter" \
   --label "org.opencontainers.image.version=${version#tessera }" \

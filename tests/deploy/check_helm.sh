@@ -28,6 +28,9 @@
 # - every render goes through check_manifests.sh's checks (flags, mounts,
 #   privileges, RBAC, the configs validated by tessera itself);
 # - values that make no sense are refused with a message;
+# - docs/install.md's shortest path, read from the document: its image
+#   command's options parse, and its helm install renders the no-runtime
+#   agent (no runtime class, CDI specs, an image without the hooks refused);
 # - the chart's version and appVersion are the project's, and its files/ are
 #   the kustomize manifests' configs, byte-identical copies (not symlinks).
 # helm and kubectl are the real-cluster tier's peers (lib.sh: built when
@@ -382,6 +385,69 @@ if run_helm template tessera "$chart" --kube-version "$KUBE_VERSION" --set mps.e
 else
   cat "$work/helm.err"
   bad "helm template with the API server's kinds, ValidatingAdmissionPolicy among them, failed"
+fi
+
+# docs/install.md's shortest path (a node with only NVIDIA's driver), as
+# written: its image command takes the options it names, and its helm
+# install renders a DaemonSet whose pods need no runtime class, whose init
+# container refuses an image without the CDI hooks, and which writes CDI
+# specs from the host's driver root.
+quick=$work/install-quick.sh
+python3 - "$deploy/../docs/install.md" >"$quick" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+section = text.split("## A node with only NVIDIA's driver", 1)[1].split("\n## ", 1)[0]
+block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+for line in block.replace("\\\n", " ").splitlines():
+    if line.startswith(("helm install ", "deploy/image/build.sh ")):
+        print(line)
+PY
+if [[ $(grep -c '^helm install tessera deploy/helm/tessera ' "$quick") != 1 || $(grep -c '^deploy/image/build.sh ' "$quick") != 1 ]]; then
+  cat "$quick"
+  bad "docs/install.md's shortest path: not one helm install and one deploy/image/build.sh command"
+else
+  read -ra words < <(grep '^deploy/image/build.sh ' "$quick")
+  for ((i = 1; i < ${#words[@]}; i++)); do [[ ${words[i]} != build/release ]] || words[i]=$work/no-build; done
+  if out=$("$deploy/image/build.sh" "${words[@]:1}" 2>&1) || [[ $out != *"--build: '$work/no-build' is not a directory"* ]]; then
+    echo "$out"
+    bad "docs/install.md's image command: deploy/image/build.sh does not take its options as written"
+  else
+    echo "install.md: the image command's options are deploy/image/build.sh's"
+  fi
+  read -ra words < <(grep '^helm install ' "$quick")
+  if run_helm template tessera "$chart" --kube-version "$KUBE_VERSION" "${words[@]:4}" >"$work/helm-install-md.yaml"; then
+    renders+=("helm:install-md=$work/helm-install-md.yaml")
+    if python3 - "$work/helm-install-md.yaml" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "DaemonSet"]
+errors = []
+if not pods:
+    errors.append("no DaemonSet")
+for spec in pods:
+    if spec.get("runtimeClassName"):
+        errors.append("a DaemonSet sets runtimeClassName %s" % spec["runtimeClassName"])
+agent = [p for p in pods if any("--cdi-spec-dir" in (c.get("command") or []) for c in p["containers"])]
+if not agent:
+    errors.append("no container writes CDI specs (--cdi-spec-dir)")
+for spec in agent:
+    init = " ".join(" ".join(c.get("command") or []) for c in spec.get("initContainers") or [])
+    if "/usr/local/tessera/lib/tessera-cdi-hook" not in init or "which every CDI spec tessera writes names" not in init \
+            or "exit 1" not in init:
+        errors.append("the init container does not refuse an image without tessera-cdi-hook")
+for e in errors:
+    print("install.md's helm install:", e)
+sys.exit(1 if errors else 0)
+PY
+    then
+      echo "install.md: its helm install renders the no-runtime agent (no runtime class, CDI specs, hooks required)"
+    else
+      bad "docs/install.md's helm install does not render the no-runtime setup it promises"
+    fi
+  else
+    cat "$work/helm.err"
+    bad "docs/install.md's helm install: helm template refused its values"
+  fi
 fi
 
 # The renders through check_manifests.sh's checks.

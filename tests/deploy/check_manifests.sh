@@ -193,9 +193,17 @@ c, m = installers[0]
 shutil.rmtree(scratch, ignore_errors=True)
 image, hostdir = scratch + "/image", scratch + "/host"
 os.makedirs(image); os.makedirs(hostdir)
-script = c["command"][-1].replace(LIB, image + "/libtessera-cuda.so").replace(m["mountPath"], hostdir)
+script = c["command"][-1].replace(os.path.dirname(LIB) + "/", image + "/").replace(m["mountPath"], hostdir)
 def install():
     return subprocess.run(c["command"][:-1] + [script], capture_output=True, text=True)
+# Where the pod writes CDI specs (CDI, the DRA driver), the specs name both
+# hooks: the script installs them and refuses an image without them.
+HOOKS = ["tessera-cdi-hook", "tessera-memory-hook"]
+needs_hooks = "--cdi-spec-dir" in cmd or dra
+if needs_hooks:
+    for h in HOOKS:
+        open(image + "/" + h, "w").write("#!/bin/sh\n")
+        os.chmod(image + "/" + h, 0o755)
 open(image + "/libtessera-cuda.so", "w").write("v1")
 r = install()
 dst = hostdir + "/libtessera-cuda.so"
@@ -206,8 +214,19 @@ open(image + "/libtessera-cuda.so", "w").write("v2")
 r = install()
 if r.returncode != 0 or open(dst).read() != "v2" or os.stat(dst).st_ino == before:
     fail("the install script did not replace the library by renaming a new copy over it")
-if sorted(os.listdir(hostdir)) != ["libtessera-cuda.so"]:
+if sorted(os.listdir(hostdir)) != sorted(["libtessera-cuda.so"] + (HOOKS if needs_hooks else [])):
     fail("the install script left %s" % os.listdir(hostdir))
+if needs_hooks:
+    os.remove(image + "/tessera-cdi-hook")
+    open(image + "/libtessera-cuda.so", "w").write("v3")
+    r = install()
+    if r.returncode == 0 or "no " + image + "/tessera-cdi-hook" not in r.stderr or "--build" not in r.stderr \
+            or open(dst).read() != "v2":
+        fail("an image without tessera-cdi-hook must stop the pod, say what to do and install nothing: rc %d, %s"
+             % (r.returncode, r.stderr))
+    open(image + "/tessera-cdi-hook", "w").write("#!/bin/sh\n")
+    os.chmod(image + "/tessera-cdi-hook", 0o755)
+    open(image + "/libtessera-cuda.so", "w").write("v2")
 os.remove(image + "/libtessera-cuda.so")
 r = install()
 if r.returncode != 0 or open(dst).read() != "v2" or "no " + image not in r.stderr:
@@ -764,9 +783,15 @@ def env_of(c):
     return {e["name"]: e.get("value") for e in c.get("env", [])}
 def applies_mig(c):
     return (c is agent and mig) or (c in spec.get("initContainers", []) and c.get("command", [])[:3] == ["tessera", "mig", "apply"])
+# And, with no NVIDIA runtime (the chart's driver.source host: NVML loaded
+# from the driver root at /driver-root), a container that opens the GPUs'
+# device nodes: nothing else admits them to its device cgroup.
+def host_driver(c):
+    return (env_of(c).get("TESSERA_NVML_LIBRARY") or "").startswith("/driver-root/")
 for c in containers:
-    if sc(c).get("privileged") and not applies_mig(c):
-        fail("container %s is privileged: only the node agent with --mig-config or the mig apply init container may be" % c["name"])
+    if sc(c).get("privileged") and not applies_mig(c) and not host_driver(c):
+        fail("container %s is privileged: only the node agent with --mig-config, the mig apply init container or "
+             "a container loading the host's driver from /driver-root may be" % c["name"])
     if applies_mig(c) and (not sc(c).get("privileged") or env_of(c).get("NVIDIA_MIG_CONFIG_DEVICES") != "all"):
         fail("container %s changes MIG without privileged: true and NVIDIA_MIG_CONFIG_DEVICES=all: "
              "switching MIG mode and creating instances would fail" % c["name"])
@@ -805,13 +830,25 @@ if "--node-name" not in given:
 if "--sim" in given or "--nvml-library" in given or "--kubeconfig" in given:
     fail("a real node's agent takes the driver's NVML and the in-cluster service account: %s" % " ".join(cmd))
 
-# The NVIDIA container toolkit: its runtime class, every GPU, NVML and CUDA.
+# The NVIDIA container toolkit: its runtime class, every GPU, NVML and CUDA;
+# or no NVIDIA runtime at all (the chart's driver.source host): NVML from the
+# driver root at /driver-root, no runtime class, the device nodes opened
+# privileged (nothing else admits them to the container's device cgroup).
 rc_file = os.path.join(deploy, "overlays/gpu-node/runtimeclass.yaml")
 rc = yaml.safe_load(open(rc_file))
-if rc.get("kind") != "RuntimeClass" or rc["metadata"]["name"] != spec.get("runtimeClassName") or rc.get("handler") != "nvidia":
+host_nvml = (value("TESSERA_NVML_LIBRARY") or "").startswith("/driver-root/")
+if host_nvml:
+    if spec.get("runtimeClassName"):
+        fail("runtimeClassName %s with the host's driver (TESSERA_NVML_LIBRARY under /driver-root): a node with "
+             "only the driver has no such runtime" % spec.get("runtimeClassName"))
+    if not sc(agent).get("privileged"):
+        fail("the agent loads the host's driver but is not privileged: it could not open the GPUs' device nodes")
+elif rc.get("kind") != "RuntimeClass" or rc["metadata"]["name"] != spec.get("runtimeClassName") or rc.get("handler") != "nvidia":
     fail("runtimeClassName %s is not the RuntimeClass of %s (handler nvidia)" % (spec.get("runtimeClassName"), rc_file))
 caps = (value("NVIDIA_DRIVER_CAPABILITIES") or "").split(",")
-if value("NVIDIA_VISIBLE_DEVICES") != "all" or not ({"utility", "compute"} <= set(caps) or caps == ["all"]):
+if host_nvml:
+    pass
+elif value("NVIDIA_VISIBLE_DEVICES") != "all" or not ({"utility", "compute"} <= set(caps) or caps == ["all"]):
     fail("NVIDIA_VISIBLE_DEVICES=%s NVIDIA_DRIVER_CAPABILITIES=%s: the agent needs every GPU, NVML (utility) and "
          "the MPS programs (compute)" % (value("NVIDIA_VISIBLE_DEVICES"), value("NVIDIA_DRIVER_CAPABILITIES")))
 
@@ -822,7 +859,7 @@ added = set((s.get("capabilities") or {}).get("add") or [])
 if mig:
     if not s.get("privileged") or value("NVIDIA_MIG_CONFIG_DEVICES") != "all":
         fail("--mig-config without privileged: true and NVIDIA_MIG_CONFIG_DEVICES=all: creating MIG instances would fail")
-else:
+elif not host_nvml:
     if s.get("privileged"):
         fail("privileged without --mig-config")
     if "ALL" not in ((s.get("capabilities") or {}).get("drop") or []):

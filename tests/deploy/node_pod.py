@@ -12,7 +12,8 @@ def picks_gpu_nodes(spec):
     """Whether every node the pod may run on is labelled nvidia.com/gpu.present=true, or
     node-feature-discovery's NVIDIA PCI label (vendor 10de): the nodeSelector, or each term
     of the required node affinity, asks for one of them."""
-    gpu = {("nvidia.com/gpu.present", "true"), ("feature.node.kubernetes.io/pci-10de.present", "true")}
+    gpu = {("nvidia.com/gpu.present", "true")} | {
+        (f"feature.node.kubernetes.io/pci-{label}.present", "true") for label in ("0302_10de", "0300_10de", "10de")}
     if any((k, v) in gpu for k, v in (spec.get("nodeSelector") or {}).items()):
         return True
     terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
@@ -21,6 +22,18 @@ def picks_gpu_nodes(spec):
         return any(e.get("operator") == "In" and e.get("values") == ["true"] and (e.get("key"), "true") in gpu
                    for e in term.get("matchExpressions") or [])
     return bool(terms) and all(term_picks(t) for t in terms)
+
+
+def node_allows(spec, labels):
+    """Whether a node with `labels` meets the pod's required node affinity (terms ORed,
+    expressions ANDed; only In and Exists, which the manifests use)."""
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    def holds(e):
+        if e.get("operator") == "Exists":
+            return e.get("key") in labels
+        return e.get("operator") == "In" and labels.get(e.get("key")) in (e.get("values") or [])
+    return not terms or any(all(holds(e) for e in t.get("matchExpressions") or []) for t in terms)
 
 
 def check_node_pod(docs, ns, spec, container, fail):
@@ -38,6 +51,14 @@ def check_node_pod(docs, ns, spec, container, fail):
     if not picks_gpu_nodes(spec):
         fail("neither the nodeSelector nor a required node affinity picks nvidia.com/gpu.present=true: %s %s" %
              (spec.get("nodeSelector"), spec.get("affinity")))
+    # A node as stock node-feature-discovery labels it (class and vendor:
+    # 0302 for a 3D controller such as an A100 or H100, 0300 for a display
+    # controller), with nothing else: the pod must be allowed there.
+    if not spec.get("nodeSelector"):
+        for label in ("0302_10de", "0300_10de"):
+            if not node_allows(spec, {f"feature.node.kubernetes.io/pci-{label}.present": "true"}):
+                fail("a GPU node that node-feature-discovery labels pci-%s.present=true (and no more) is not "
+                     "allowed by the required node affinity: %s" % (label, spec.get("affinity")))
     res = container.get("resources", {})
     if not {"cpu", "memory"} <= set(res.get("requests", {})) or "memory" not in res.get("limits", {}):
         fail("resources need CPU and memory requests and a memory limit: %s" % res)

@@ -378,6 +378,10 @@ nodeAffinity:
   requiredDuringSchedulingIgnoredDuringExecution:
     nodeSelectorTerms:
     - matchExpressions:
+      - {key: feature.node.kubernetes.io/pci-0302_10de.present, operator: In, values: ["true"]}
+    - matchExpressions:
+      - {key: feature.node.kubernetes.io/pci-0300_10de.present, operator: In, values: ["true"]}
+    - matchExpressions:
       - {key: feature.node.kubernetes.io/pci-10de.present, operator: In, values: ["true"]}
     - matchExpressions:
       - {key: nvidia.com/gpu.present, operator: In, values: ["true"]}
@@ -390,7 +394,7 @@ nodeAffinity:
 {{- define "tessera.nodesNote" -}}
 {{- $parts := list -}}
 {{- if kindIs "invalid" .Values.affinity -}}
-{{- $parts = append $parts "the nodes with an NVIDIA PCI device (feature.node.kubernetes.io/pci-10de.present=true, node-feature-discovery's) or labelled nvidia.com/gpu.present=true" -}}
+{{- $parts = append $parts "the nodes with an NVIDIA GPU by node-feature-discovery's labels (feature.node.kubernetes.io/pci-0302_10de.present or pci-0300_10de.present, or pci-10de.present where NFD labels by vendor only) or labelled nvidia.com/gpu.present=true" -}}
 {{- else if .Values.affinity -}}
 {{- $parts = append $parts "the nodes the affinity value allows" -}}
 {{- else -}}
