@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
              "Exit codes: 0 ok, 1 invalid input or failure, 2 usage.");
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "Log level: trace, debug, info, warn, error, off")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->transform(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}, CLI::ignore_case))
       ->envname("TESSERA_LOG_LEVEL");
   app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
   // Commands (made after this) pass options they lack up to here, so
@@ -85,6 +85,15 @@ int main(int argc, char** argv) {
     std::vector<std::string> names;
     for (const auto* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
     if (word == "version") {
+      if (at + 1 < int(words.size())) {
+        const std::string& next = words[size_t(at) + 1];
+        if ((next == "--help" || next == "-h") && at + 2 == int(words.size())) {
+          std::cout << "Print tessera's version and exit\nUsage: tessera version\n";
+          return tessera::cli::kExitOk;
+        }
+        std::cerr << "tessera version: takes no arguments (got '" << next << "')\n";
+        return tessera::cli::kExitUsage;
+      }
       std::cout << "tessera " TESSERA_VERSION << '\n';
       return tessera::cli::kExitOk;
     }
@@ -106,7 +115,15 @@ int main(int argc, char** argv) {
       return tessera::cli::kExitUsage;
     }
     if (word == "help") {
-      args.erase(args.begin() + at);  // `help mig` is `mig --help`; `help` alone, `--help`
+      // `help mig` is `mig --help`; `help` alone, `--help`; `help nosuch`, a usage error.
+      if (at + 1 < int(words.size()) && !words[size_t(at) + 1].starts_with("-") &&
+          std::find(names.begin(), names.end(), words[size_t(at) + 1]) == names.end()) {
+        const std::string& topic = words[size_t(at) + 1];
+        std::cerr << "tessera help: unknown command '" << topic << "' (nearest: "
+                  << tessera::join(tessera::nearest(topic, names, 3)) << "); run `tessera --help` for the list\n";
+        return tessera::cli::kExitUsage;
+      }
+      args.erase(args.begin() + at);
       args.push_back(help_flag);
     } else if (std::find(names.begin(), names.end(), word) == names.end()) {
       std::cerr << "tessera: unknown command '" << word << "' (nearest: " << tessera::join(tessera::nearest(word, names, 3))

@@ -134,6 +134,28 @@ TEST(Cli, HelpAndVersionAsWords) {
     EXPECT_EQ(r.exit_code, 0) << v << ": " << r.err;
     EXPECT_TRUE(std::regex_match(r.out, std::regex(R"(tessera \d+\.\d+\.\d+\n)"))) << v << ": " << r.out;
   }
+  // Bad arguments are usage errors, named.
+  auto nosuch = run({kBin, "help", "migg"});
+  EXPECT_EQ(nosuch.exit_code, 2) << nosuch.out;
+  EXPECT_NE(nosuch.err.find("unknown command 'migg' (nearest: mig"), std::string::npos) << nosuch.err;
+  EXPECT_EQ(nosuch.out, "");
+  auto bogus = run({kBin, "version", "--bogus"});
+  EXPECT_EQ(bogus.exit_code, 2) << bogus.out;
+  EXPECT_NE(bogus.err.find("takes no arguments (got '--bogus')"), std::string::npos) << bogus.err;
+}
+
+// Log levels as people write them, in any case, by flag or environment; a
+// level that is none is refused, named.
+TEST(Cli, LogLevelsInAnyCase) {
+  for (const char* level : {"DEBUG", "Info", "warn"}) {
+    auto r = run({kBin, "catalog"}, "", {std::string("TESSERA_LOG_LEVEL=") + level});
+    EXPECT_EQ(r.exit_code, 0) << level << ": " << r.err;
+    r = run({kBin, "--log-level", level, "catalog"});
+    EXPECT_EQ(r.exit_code, 0) << level << ": " << r.err;
+  }
+  auto bad = run({kBin, "catalog"}, "", {"TESSERA_LOG_LEVEL=loud"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("loud"), std::string::npos) << bad.err;
 }
 
 TEST(Cli, CatalogListsEveryModel) {
