@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -120,58 +121,47 @@ bool is_driver_version(const std::string& v) {
   return std::all_of(v.begin(), v.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
 }
 
+// A file as this process sees it under the driver root (`view`), as a path
+// inside that root; none when it leads out of the root.
+std::optional<std::string> inside_root(const std::string& view, const fs::path& real) {
+  if (view == "/") return real.string();
+  if (real.string().starts_with(view + "/")) return real.string().substr(view.size());
+  return std::nullopt;
+}
+
 // What nvidia-ctk adds beside the sonames: every compute and utility library
-// of the installed version (libcuda.so.1's file gives it: libcuda.so.<version>)
-// in that file's folder, mounted at its own name; the GSP firmware of that
-// version; and the IPC sockets that exist. `taken` holds the sonames mounted
-// already; a file mounted at its soname is not mounted twice.
-void add_versioned_files(const std::string& view, const std::string& driver_root, const std::set<std::string>& taken,
+// of the installed version (`libcuda`, the file libcuda.so.1 resolves to, is
+// libcuda.so.<version>) in that file's folder, mounted at its own name; the
+// GSP firmware of that version; and the IPC sockets that exist. A file
+// mounted already (at its soname) is not mounted twice.
+void add_versioned_files(const std::string& view, const std::string& driver_root, const fs::path& libcuda,
                          std::vector<std::pair<std::string, std::string>>& files) {
-  auto rel = [&](const fs::path& p) {
-    std::string s = p.string();
-    if (view != "/" && s.starts_with(view + "/")) s = s.substr(view.size());
-    return s;
-  };
   std::set<std::string> mounted;  // host files already in the spec
   for (const auto& f : files) mounted.insert(f.second);
-  std::string version;
-  fs::path folder;
-  for (const char* dir : kLibraryDirs) {
-    if (!taken.count("libcuda.so.1")) break;
+  const std::string name = libcuda.filename().string();
+  const std::string version = name.starts_with("libcuda.so.") ? name.substr(11) : "";
+  if (is_driver_version(version)) {
     std::error_code ec;
-    auto real = fs::canonical(under(view, std::string(dir) + "/libcuda.so.1"), ec);
-    if (ec) continue;
-    const std::string name = real.filename().string();
-    if (name.starts_with("libcuda.so.") && is_driver_version(name.substr(11))) {
-      version = name.substr(11);
-      folder = real.parent_path();
-    }
-    break;
-  }
-  if (!version.empty()) {
-    std::error_code ec;
-    std::vector<fs::path> found;
-    for (const auto& e : fs::directory_iterator(folder, ec)) {
-      const std::string name = e.path().filename().string();
+    std::vector<std::string> found;  // inside the driver root
+    for (const auto& e : fs::directory_iterator(libcuda.parent_path(), ec)) {
+      const std::string file = e.path().filename().string();
       for (const char* lib : kVersionedLibraries)
-        if (name == std::string(lib) + ".so." + version && e.is_regular_file(ec)) found.push_back(e.path());
+        if (file == std::string(lib) + ".so." + version && e.is_regular_file(ec))
+          if (auto rel = inside_root(view, e.path())) found.push_back(*rel);
     }
     std::sort(found.begin(), found.end());
-    for (const auto& p : found) {
-      const std::string host = under(driver_root, rel(p));
-      if (mounted.insert(host).second) files.push_back({rel(p), host});
-    }
+    for (const auto& rel : found)
+      if (mounted.insert(under(driver_root, rel)).second) files.push_back({rel, under(driver_root, rel)});
     // GSP firmware: /lib/firmware/nvidia/<version>/gsp*.bin (or under /usr).
     for (const char* fw : {"/lib/firmware/nvidia/", "/usr/lib/firmware/nvidia/"}) {
-      const std::string dir = under(view, std::string(fw) + version);
-      if (!fs::is_directory(dir, ec)) continue;
-      std::vector<fs::path> blobs;
-      for (const auto& e : fs::directory_iterator(dir, ec))
+      const std::string dir = std::string(fw) + version;
+      if (!fs::is_directory(under(view, dir), ec)) continue;
+      std::vector<std::string> blobs;
+      for (const auto& e : fs::directory_iterator(under(view, dir), ec))
         if (e.path().filename().string().starts_with("gsp") && e.path().extension() == ".bin" && e.is_regular_file(ec))
-          blobs.push_back(e.path());
+          blobs.push_back(dir + "/" + e.path().filename().string());
       std::sort(blobs.begin(), blobs.end());
-      for (const auto& b : blobs) files.push_back({std::string(fw) + version + "/" + b.filename().string(),
-                                                   under(driver_root, std::string(fw) + version + "/" + b.filename().string())});
+      for (const auto& b : blobs) files.push_back({b, under(driver_root, b)});
       break;
     }
   }
@@ -259,6 +249,7 @@ Result<sharing::DriverFiles> read_driver_files(const CdiOptions& options, const 
   if (!options.write_specs) return out;
   bool core = false;
   std::set<std::string> taken;
+  fs::path libcuda;  // the file libcuda.so.1 resolves to, where found
   for (const char* lib : kLibraries)
     for (const char* dir : kLibraryDirs) {
       const std::string seen = under(view, std::string(dir) + "/" + lib);
@@ -268,15 +259,14 @@ Result<sharing::DriverFiles> read_driver_files(const CdiOptions& options, const 
       // The file the soname resolves to, mounted at the soname's path; its
       // host path is that file as the host sees it (or the soname's own path
       // when the link leads out of the driver root).
-      std::string rel = std::string(dir) + "/" + lib;
-      if (view == "/") rel = real.string();
-      else if (real.string().starts_with(view + "/")) rel = real.string().substr(view.size());
+      const std::string rel = inside_root(view, real).value_or(std::string(dir) + "/" + lib);
       if (!taken.insert(lib).second) break;
       out.files.push_back({std::string(dir) + "/" + lib, under(options.driver_root, rel)});
+      if (std::string(lib) == "libcuda.so.1") libcuda = real;
       if (std::string(lib) == "libcuda.so.1" || std::string(lib) == "libnvidia-ml.so.1") core = true;
       break;
     }
-  if (core) add_versioned_files(view, options.driver_root, taken, out.files);
+  if (core) add_versioned_files(view, options.driver_root, libcuda, out.files);
   if (!core) {
     std::string dirs;
     for (const char* d : kLibraryDirs) dirs += (dirs.empty() ? "" : ", ") + std::string(d).substr(1);
