@@ -165,6 +165,12 @@ cases=(
   "plugin+host|-||--set driver.source=host --set metrics.enabled=true"
   "node+migManager+mps+host|-||--set mode=node --set migManager.enabled=true --set mps.enabled=true --set driver.source=host --set driver.root=/run/nvidia/driver"
   "dra+mps+host|-||--set dra.enabled=true --set mps.enabled=true --set driver.source=host"
+  # The GPU Operator's driver container: the driver under /run/nvidia/driver,
+  # mounted there after the node is up, the device nodes in the host's /dev.
+  "node+migManager+cdi+operator|-||--set mode=node --set migManager.enabled=true --set cdi.enabled=true --set driver.root=/run/nvidia/driver --set driver.devRoot=/"
+  "dra+operator-no-wait|-||--set dra.enabled=true --set cdi.enabled=true --set driver.root=/run/nvidia/driver --set driver.devRoot=/ --set driver.wait=false"
+  # A dev root of its own, and a driver root under /usr/lib64.
+  "plugin+mps+host+dev-root|-||--set mps.enabled=true --set driver.source=host --set driver.root=/opt/nvidia --set driver.devRoot=/opt/nvidia-dev --set driver.libraryDir=/usr/lib64"
 )
 
 # check_dra RENDER DRIVER_NAME SPEC_DIR [ARG...]: the DRA driver's render:
@@ -175,7 +181,7 @@ cases=(
 # --container-driver-root) mounted; nothing of the device plugin's.
 check_dra() {
   python3 - "$bin" "$@" <<'PY'
-import json, re, subprocess, sys
+import json, os, re, subprocess, sys
 import yaml
 binary, render, driver_name, spec_dir, *args = sys.argv[1:]
 docs = [d for d in yaml.safe_load_all(open(render)) if d]
@@ -191,7 +197,10 @@ want("objects", kinds, sorted(["Namespace/tessera", "ServiceAccount/tessera", "C
 ds = next(d for d in docs if d["kind"] == "DaemonSet")
 spec = ds["spec"]["template"]["spec"]
 want("containers", [c["name"] for c in spec["containers"]], ["dra-driver"])
-want("init containers", [c["name"] for c in spec.get("initContainers", [])], ["install-quota-library"])
+# wait-for-driver first where the driver root is mounted (unless DRIVER_WAIT=false).
+waits = "--driver-root" in args and os.environ.get("DRIVER_WAIT", "true") == "true"
+want("init containers", [c["name"] for c in spec.get("initContainers", [])],
+     ["wait-for-driver"] * waits + ["install-quota-library"])
 driver = spec["containers"][0]
 cmd = driver["command"]
 want("dra-driver command", cmd, ["tessera", "dra", "--kubelet-dir", "/var/lib/kubelet", "--cdi-spec-dir", spec_dir,
@@ -237,7 +246,7 @@ PY
 check_admission() {
   local expected=(off)
   case $1 in
-    plugin+mps|node+mps|node+mps+metrics|node+migManager+mps+metrics+cdi|node+migManager+mps+host)
+    plugin+mps|node+mps|node+mps+metrics|node+migManager+mps+metrics+cdi|node+migManager+mps+host|plugin+mps+host+dev-root)
       expected=(tessera-share-isolation '["Deny"]' '["tessera","kube-system"]' '["nvidia.com/gpu.shared"]' false) ;;
     plugin+time-slicing|node+migManager+config-maps)
       expected=(tessera-share-isolation '["Deny"]' '["tessera","kube-system"]' '["nvidia.com/gpu"]' false) ;;
@@ -300,6 +309,10 @@ for c in "${cases[@]}"; do
     node+cdi+own-config) python3 "$checks" cdi "$out" on /var/run/cdi / '"envvar"' || bad "$name: CDI" ;;
     plugin+host) python3 "$checks" cdi "$out" on /var/run/cdi / '["cdi-cri"]' || bad "$name: CDI" ;;
     node+migManager+mps+host) python3 "$checks" cdi "$out" on /var/run/cdi /run/nvidia/driver '["cdi-cri"]' || bad "$name: CDI" ;;
+    node+migManager+cdi+operator) python3 "$checks" cdi "$out" on /var/run/cdi /run/nvidia/driver '["cdi-cri"]' || bad "$name: CDI" ;;
+    dra+operator-no-wait) DRIVER_WAIT=false check_dra "$out" gpu.nvidia.com /var/run/cdi --driver-root /run/nvidia/driver \
+      --container-driver-root /driver-root --dev-root / || bad "$name: DRA driver" ;;
+    plugin+mps+host+dev-root) python3 "$checks" cdi "$out" on /var/run/cdi /opt/nvidia '["cdi-cri"]' || bad "$name: CDI" ;;
     dra+mps|dra+mps+host|names|names+dra) ;;  # compared with kustomize's dra-mps above; the DRA driver's specs are always CDI
     *) python3 "$checks" cdi "$out" off || bad "$name: CDI" ;;
   esac
@@ -319,6 +332,16 @@ for c in "${cases[@]}"; do
     # check_manifests.sh's privilege rules are the NVIDIA runtime's setups'; these are the host driver's.
     plugin+host|dra+mps+host) python3 "$checks" host-driver "$out" / || bad "$name: host driver" ;;
     node+migManager+mps+host) python3 "$checks" host-driver "$out" /run/nvidia/driver || bad "$name: host driver" ;;
+    node+migManager+cdi+operator|node+migManager+mps+metrics+cdi)
+      python3 "$checks" driver-root "$out" /run/nvidia/driver "$([[ $name == *operator ]] && echo / || echo -)" true ||
+        bad "$name: driver root"
+      renders+=("helm:$name=$out") ;;
+    dra+operator-no-wait)
+      python3 "$checks" driver-root "$out" /run/nvidia/driver / false || bad "$name: driver root"
+      renders+=("helm:$name=$out") ;;
+    plugin+mps+host+dev-root)
+      python3 "$checks" host-driver "$out" /opt/nvidia /usr/lib64 || bad "$name: host driver"
+      python3 "$checks" driver-root "$out" /opt/nvidia /opt/nvidia-dev true /usr/lib64 || bad "$name: driver root" ;;
     # The rest go through every check of check_manifests.sh.
     *) renders+=("helm:$name=$out") ;;
   esac

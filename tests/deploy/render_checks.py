@@ -275,7 +275,7 @@ def host_driver(render, root, library_dir="/usr/lib/x86_64-linux-gnu", bin_dir="
             problems.append("%s: runtimeClassName %s with driver.source host" % (where, spec["runtimeClassName"]))
         host = {v["name"]: v["hostPath"]["path"] for v in spec.get("volumes", []) if "hostPath" in v}
         for c in spec.get("initContainers", []) + spec["containers"]:
-            if c["name"] == "install-quota-library":
+            if c["name"] in ("install-quota-library", "wait-for-driver"):
                 continue
             name = "%s/%s" % (where, c["name"])
             if (c.get("securityContext") or {}).get("privileged") is not True:
@@ -294,7 +294,71 @@ def host_driver(render, root, library_dir="/usr/lib/x86_64-linux-gnu", bin_dir="
         print("  host driver: no RuntimeClass; %s privileged, NVML %s, %s read-only at /driver-root" % (
             ", ".join("%s/%s" % (ds["metadata"]["name"], c["name"]) for ds in sets
                       for c in ds["spec"]["template"]["spec"].get("initContainers", []) + ds["spec"]["template"]["spec"]["containers"]
-                      if c["name"] != "install-quota-library"), nvml, root))
+                      if c["name"] not in ("install-quota-library", "wait-for-driver")), nvml, root))
+    return 1 if problems else 0
+
+
+def driver_root(render, root, dev_root, wait, library_dir="/usr/lib/x86_64-linux-gnu"):
+    """Where a DaemonSet mounts the driver root (cdi.enabled or source host),
+    as NVIDIA's plugins run beside the GPU Operator's driver container: the
+    hostPath volume `root`, made if missing (DirectoryOrCreate: the driver
+    container mounts it later); every mount of it read-only with
+    mountPropagation HostToContainer; with `wait` true the first init
+    container, wait-for-driver, waits for NVML under the root's library
+    directory (and none with false); tessera's commands carry --dev-root
+    `dev_root` where it differs from the root (- for none), and a dev root
+    other than / is a hostPath mounted read-only at its own path."""
+    docs = load(render)
+    problems = []
+    want_wait = wait == "true"
+    seen = 0
+    for ds in (d for d in docs if d["kind"] == "DaemonSet"):
+        spec = ds["spec"]["template"]["spec"]
+        where = ds["metadata"]["name"]
+        vols = {v["name"]: v for v in spec.get("volumes", [])}
+        rooted = [c for c in spec.get("initContainers", []) + spec["containers"]
+                  if any(m["name"] == "driver-root" for m in c.get("volumeMounts", []))]
+        if not rooted:
+            continue
+        seen += 1
+        hp = vols.get("driver-root", {}).get("hostPath", {})
+        if (hp.get("path"), hp.get("type")) != (root, "DirectoryOrCreate"):
+            problems.append("%s: the driver-root volume is %s, not hostPath %s DirectoryOrCreate" % (where, hp, root))
+        for c in rooted:
+            for m in c["volumeMounts"]:
+                if m["name"] in ("driver-root", "dev-root") and (not m.get("readOnly") or m.get("mountPropagation") != "HostToContainer"):
+                    problems.append("%s/%s mounts %s %s: not read-only with HostToContainer" % (where, c["name"], m["name"], m))
+        inits = spec.get("initContainers", [])
+        waits = [c for c in inits if c["name"] == "wait-for-driver"]
+        if want_wait:
+            lib = "/driver-root%s/libnvidia-ml.so.1" % library_dir.rstrip("/")
+            if not inits or inits[0]["name"] != "wait-for-driver":
+                problems.append("%s: the first init container is %s, not wait-for-driver" % (where, inits[0]["name"] if inits else "none"))
+            elif ("lib=%s\n" % lib) not in inits[0]["command"][-1] or 'until [ -e "$lib" ]' not in inits[0]["command"][-1]:
+                problems.append("%s: wait-for-driver does not wait for %s: %s" % (where, lib, inits[0]["command"]))
+        elif waits:
+            problems.append("%s: wait-for-driver with driver.wait=false" % where)
+        for c in spec["containers"]:
+            cmd = c.get("command", [])
+            if "--driver-root" not in cmd:
+                continue
+            got = arg(cmd, "--dev-root")
+            if got != (None if dev_root == "-" else dev_root):
+                problems.append("%s/%s: --dev-root %s, not %s" % (where, c["name"], got, dev_root))
+        if dev_root not in ("-", "/"):
+            dv = vols.get("dev-root", {}).get("hostPath", {})
+            if dv.get("path") != dev_root or not any(m["name"] == "dev-root" and m["mountPath"] == dev_root
+                                                     for c in rooted for m in c["volumeMounts"]):
+                problems.append("%s: dev root %s is not a hostPath mounted at its own path" % (where, dev_root))
+        elif "dev-root" in vols:
+            problems.append("%s: a dev-root volume for dev root %s" % (where, dev_root))
+    if not seen:
+        problems.append("no DaemonSet mounts the driver root")
+    for p in problems:
+        print("  driver root: " + p)
+    if not problems:
+        print("  driver root: %s DirectoryOrCreate, HostToContainer in %d DaemonSet(s); %s; --dev-root %s" % (
+            root, seen, "wait-for-driver first" if want_wait else "no wait-for-driver", dev_root))
     return 1 if problems else 0
 
 
@@ -566,6 +630,8 @@ def main(argv):
         return cdi(*args)
     if cmd == "custom":
         return custom(*args)
+    if cmd == "driver-root":
+        return driver_root(*args)
     if cmd == "host-driver":
         return host_driver(*args)
     if cmd == "names":

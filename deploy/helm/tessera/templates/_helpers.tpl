@@ -93,10 +93,88 @@ extraVolumeMounts. List items (nindent by the caller).
 */}}
 {{- define "tessera.driverMounts" -}}
 {{- if index . 1 }}
-- {name: driver-root, mountPath: /driver-root, readOnly: true}
+# HostToContainer: a driver root mounted on the host after this pod started
+# (the GPU Operator's driver container) shows here too.
+- {name: driver-root, mountPath: /driver-root, readOnly: true, mountPropagation: HostToContainer}
+{{- with include "tessera.devRootMount" (index . 0) }}
+- {name: dev-root, mountPath: {{ . | quote }}, readOnly: true, mountPropagation: HostToContainer}
+{{- end }}
 {{- end }}
 {{- with (index . 0).Values.extraVolumeMounts }}
 {{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+driver.devRoot where it is neither the driver root nor / (a directory the
+containers do not otherwise see): mounted read-only at its own path, where
+--dev-root makes tessera look. Empty otherwise.
+*/}}
+{{- define "tessera.devRootMount" -}}
+{{- $dev := toString .Values.driver.devRoot -}}
+{{- if and $dev (ne $dev "/") (ne $dev (toString .Values.driver.root)) }}{{ $dev }}{{ end -}}
+{{- end -}}
+
+{{/* --dev-root where driver.devRoot differs from the driver root (a JSON list). */}}
+{{- define "tessera.devRootArgs" -}}
+{{- $dev := toString .Values.driver.devRoot -}}
+{{- if and $dev (ne $dev (toString .Values.driver.root)) }}{{ toJson (list "--dev-root" $dev) }}{{ else }}[]{{ end -}}
+{{- end -}}
+
+{{/*
+The driver root's volumes (the second item true: the driver root is mounted):
+the root (made if missing, for a driver container that mounts it later) and
+a separate dev root. List items (nindent by the caller).
+*/}}
+{{- define "tessera.driverVolumes" -}}
+{{- if index . 1 }}
+{{- $ := index . 0 }}
+- name: driver-root
+  hostPath:
+    path: {{ $.Values.driver.root | toString | quote }}
+    type: DirectoryOrCreate
+{{- with include "tessera.devRootMount" $ }}
+- name: dev-root
+  hostPath:
+    path: {{ . | quote }}
+    type: Directory
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+wait-for-driver (the second item true: the driver root is mounted, and
+driver.wait): an init container that holds the pod until the driver root has
+NVML, as NVIDIA's plugins wait for the GPU Operator's driver container,
+saying every minute what it waits for. List item (nindent by the caller).
+*/}}
+{{- define "tessera.waitForDriver" -}}
+{{- $ := index . 0 }}
+{{- if and (index . 1) $.Values.driver.wait }}
+{{- $lib := printf "%s/libnvidia-ml.so.1" (trimSuffix "/" (toString $.Values.driver.libraryDir)) }}
+- name: wait-for-driver
+  image: {{ include "tessera.image" $ }}
+  imagePullPolicy: {{ $.Values.image.pullPolicy }}
+  command:
+  - sh
+  - -c
+  - |
+    lib=/driver-root{{ $lib }}
+    n=0
+    until [ -e "$lib" ]; do
+      if [ $((n % 12)) -eq 0 ]; then
+        echo "wait-for-driver: no {{ $lib }} under the driver root {{ $.Values.driver.root }} on the host yet: waiting for the driver (the GPU Operator's driver container installs it there; otherwise set driver.root and driver.libraryDir to where the driver is, or driver.wait=false)" >&2
+      fi
+      n=$((n + 1))
+      sleep 5
+    done
+    echo "wait-for-driver: the driver is there: {{ $.Values.driver.root }}{{ $lib }}"
+  securityContext:
+    allowPrivilegeEscalation: false
+    capabilities:
+      drop: ["ALL"]
+  volumeMounts:
+  - {name: driver-root, mountPath: /driver-root, readOnly: true, mountPropagation: HostToContainer}
 {{- end }}
 {{- end -}}
 
@@ -311,6 +389,7 @@ then extraArgs.
 {{- $args := list -}}
 {{- if include "tessera.cdi" . -}}
 {{- $args = concat $args (list "--cdi-spec-dir" (toString .Values.cdi.specDir) "--driver-root" (toString .Values.driver.root) "--container-driver-root" "/driver-root" "--cdi-hook" "/var/lib/tessera/lib/tessera-cdi-hook" "--memory-hook" "/var/lib/tessera/lib/tessera-memory-hook") -}}
+{{- $args = concat $args (include "tessera.devRootArgs" . | fromJsonArray) -}}
 {{- end -}}
 {{- range .Values.extraArgs -}}
 {{- $args = append $args (toString .) -}}
@@ -342,6 +421,7 @@ differ from `tessera dra`'s defaults, CDI's driver root, then extraArgs
 {{- end -}}
 {{- if include "tessera.cdi" . -}}
 {{- $args = concat $args (list "--driver-root" (toString .Values.driver.root) "--container-driver-root" "/driver-root") -}}
+{{- $args = concat $args (include "tessera.devRootArgs" . | fromJsonArray) -}}
 {{- end -}}
 {{- /* Time-slice intervals: the driver root's nvidia-smi (the NVIDIA runtime puts one on PATH). */ -}}
 {{- if include "tessera.hostDriver" . -}}
