@@ -29,7 +29,9 @@
 #   /usr/local/tessera/lib/tessera-memory-hook     --memory-hook: the quota's driver backend, a CDI
 #                                                  createRuntime hook, copied to the host too
 #   /usr/local/tessera/bin/nvidia-cuda-mps-control --mps-control: an MPS control program for nodes
-#                                                  with no driver, off PATH
+#                                                  with no driver, off PATH, with the
+#                                                  nvidia-cuda-mps-server beside it (required
+#                                                  there: the daemon runs it from its PATH)
 # Before it writes the archive it runs `tessera --version` inside the image's
 # file system (an overlay on the base, chrooted), so a library missing from
 # the base fails the build. TESSERA_DEBIAN_MIRROR overrides the mirror
@@ -80,6 +82,9 @@ fi
 ((!without_hooks)) || say "--without-hooks: the image carries no CDI hooks; the chart refuses to run it with CDI or the DRA driver"
 [[ -z $cuda_lib || -f $cuda_lib ]] || die "--cuda-lib: '$cuda_lib' does not exist"
 [[ -z $mps_control || -x $mps_control ]] || die "--mps-control: '$mps_control' is not an executable"
+mps_server=${mps_control:+$(dirname "$mps_control")/nvidia-cuda-mps-server}
+[[ -z $mps_server || -x $mps_server ]] ||
+  die "--mps-control: no executable nvidia-cuda-mps-server beside '$mps_control' (the control daemon runs the server from its directory on PATH)"
 [[ -z $cdi_hook || -x $cdi_hook ]] || die "--cdi-hook: '$cdi_hook' is not an executable"
 [[ -z $memory_hook || -x $memory_hook ]] || die "--memory-hook: '$memory_hook' is not an executable"
 ((base_only)) || [[ -n $output ]] || die "--output FILE is needed (or --base-only)"
@@ -89,7 +94,7 @@ fi
 # The Debian packages that own the shared libraries the binaries load.
 packages() {
   local lib real
-  { ldd "$tessera"; [[ -z $sim_lib ]] || ldd "$sim_lib"; [[ -z $cuda_lib ]] || ldd "$cuda_lib"; [[ -z $mps_control ]] || ldd "$mps_control"; } |
+  { ldd "$tessera"; [[ -z $sim_lib ]] || ldd "$sim_lib"; [[ -z $cuda_lib ]] || ldd "$cuda_lib"; [[ -z $mps_control ]] || ldd "$mps_control" "$mps_server"; } |
     awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
     real=$(readlink -f "$lib")
     dpkg -S "$real" 2>/dev/null || dpkg -S "${real/#\/usr\/lib/\/lib}" 2>/dev/null ||
@@ -137,6 +142,7 @@ install -m 0755 "$tessera" "$work/app/usr/bin/tessera"
 [[ -z $cdi_hook ]] || install -m 0755 "$cdi_hook" "$work/app/usr/local/tessera/lib/tessera-cdi-hook"
 [[ -z $memory_hook ]] || install -m 0755 "$memory_hook" "$work/app/usr/local/tessera/lib/tessera-memory-hook"
 [[ -z $mps_control ]] || install -m 0755 "$mps_control" "$work/app/usr/local/tessera/bin/nvidia-cuda-mps-control"
+[[ -z $mps_server ]] || install -m 0755 "$mps_server" "$work/app/usr/local/tessera/bin/nvidia-cuda-mps-server"
 
 # The image's file system as a container sees it: does the program start?
 mkdir -p "$work/merged" "$work/upper" "$work/overlay-work"

@@ -28,6 +28,7 @@ namespace tessera_mps_sim {
 namespace {
 
 constexpr const char* kProgram = "nvidia-cuda-mps-control";
+constexpr const char* kServerProgram = "nvidia-cuda-mps-server";
 constexpr const char* kNoDaemon = "Cannot find MPS control daemon process";
 constexpr const char* kAlreadyRunning = "An instance of this daemon is already running";
 constexpr int kReadyTimeoutMs = 10000;
@@ -109,6 +110,8 @@ class Daemon {
     state_.log_dir = paths_.log_dir;
     state_.started_at = now_text(false, "%Y-%m-%dT%H:%M:%S%z");
     state_.hang = env_flag("TESSERA_SIM_MPS_HANG");
+    // Where its servers would load the driver's libraries from, as it got it.
+    if (const char* v = std::getenv("LD_LIBRARY_PATH")) state_.ld_library_path = v;
     if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
       state_.cuda_visible_devices = v;
       std::stringstream in(v);
@@ -300,22 +303,47 @@ class Daemon {
     }
   }
 
-  // A simulated MPS server: a child process that only waits, and leaves when
-  // the daemon is gone (killed included) or told to.
+  // An MPS server for `uid`: as the real daemon does, the program
+  // nvidia-cuda-mps-server found on this daemon's PATH (a daemon started
+  // without the driver's directory on its PATH starts no server: NVIDIA
+  // k8s-device-plugin issue #1614). The simulated server only waits, and
+  // leaves when this daemon is gone (killed included) or told to. A server
+  // that cannot be run is logged and the client gets none.
   void start_server(long uid) {
-    pid_t parent = ::getpid();
+    int report[2];  // the child's exec error, if any; closed by a successful exec
+    if (::pipe2(report, O_CLOEXEC) != 0) {
+      log("Failed to start server for user " + std::to_string(uid) + ": " + std::strerror(errno));
+      return;
+    }
     pid_t pid = ::fork();
     if (pid < 0) {
       log("Failed to start server for user " + std::to_string(uid) + ": " + std::strerror(errno));
+      ::close(report[0]);
+      ::close(report[1]);
       return;
     }
     if (pid == 0) {
       std::signal(SIGTERM, SIG_DFL);
       std::signal(SIGINT, SIG_DFL);
       long max_fd = std::min(::sysconf(_SC_OPEN_MAX), 4096L);
-      for (int fd = 3; fd < max_fd; ++fd) ::close(fd);  // drops, not releases, the daemon's lock
-      while (::getppid() == parent) ::usleep(100000);
-      ::_exit(0);
+      for (int fd = 3; fd < max_fd; ++fd)  // drops, not releases, the daemon's lock
+        if (fd != report[1]) ::close(fd);
+      ::execlp(kServerProgram, kServerProgram, static_cast<char*>(nullptr));
+      const int error = errno;
+      (void)!::write(report[1], &error, sizeof error);
+      ::_exit(127);
+    }
+    ::close(report[1]);
+    int error = 0;
+    ssize_t n;
+    do n = ::read(report[0], &error, sizeof error);
+    while (n < 0 && errno == EINTR);
+    ::close(report[0]);
+    if (n == static_cast<ssize_t>(sizeof error)) {
+      ::waitpid(pid, nullptr, 0);
+      log("Failed to start server for user " + std::to_string(uid) + ": cannot run " + kServerProgram + " (PATH " +
+          (std::getenv("PATH") ? std::getenv("PATH") : "unset") + "): " + std::strerror(error) + " (tessera simulator)");
+      return;
     }
     log("Starting new server " + std::to_string(pid) + " for user " + std::to_string(uid));
     log("NEW SERVER " + std::to_string(pid) + ": Ready");

@@ -285,6 +285,7 @@ std::string to_json(const State& s) {
   o << "  \"pipe_directory\": " << escape(s.pipe_dir) << ",\n";
   o << "  \"log_directory\": " << escape(s.log_dir) << ",\n";
   o << "  \"cuda_visible_devices\": " << (s.cuda_visible_devices ? escape(*s.cuda_visible_devices) : "null") << ",\n";
+  o << "  \"ld_library_path\": " << (s.ld_library_path ? escape(*s.ld_library_path) : "null") << ",\n";
   o << "  \"visible_devices\": [";
   for (size_t i = 0; i < s.visible.size(); ++i) o << (i ? ", " : "") << escape(s.visible[i]);
   o << "],\n";

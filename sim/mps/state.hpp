@@ -61,6 +61,7 @@ struct State {
   int pid = 0;
   std::string pipe_dir, log_dir, started_at;
   std::optional<std::string> cuda_visible_devices;  // as the daemon got it
+  std::optional<std::string> ld_library_path;       // as the daemon got it
   std::vector<std::string> visible;                 // its comma-separated entries
   double thread_percentage = 100.0;
   bool thread_percentage_set = false;

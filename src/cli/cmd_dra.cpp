@@ -166,6 +166,7 @@ int run_dra(const DraArgs& args) {
   } else {
     mps::SupervisorOptions mps_options;
     mps_options.control.binary = args.mps_control;
+    mps_options.control.library_dir = driver_library_dir(args.nvml.nvml_library);
     daemons = std::make_unique<mps::Supervisor>(mps_options);
   }
   options.daemons = daemons.get();

@@ -7,10 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/numbers.hpp"
 #include "cli/commands.hpp"
+#include "cli/nvml_driver.hpp"
 #include "cli/output.hpp"
 #include "mps/host.hpp"
 
@@ -72,6 +74,8 @@ int run_mps_host(const MpsHostArgs& args) {
   mps::HostOptions options;
   options.socket = args.socket;
   options.supervisor.control.binary = args.mps_control;
+  if (const char* nvml = std::getenv("TESSERA_NVML_LIBRARY"); nvml && *nvml)
+    options.supervisor.control.library_dir = driver_library_dir(nvml);
   options.supervisor.control.timeout = millis(args.timeout_seconds);
   options.supervisor.check_interval = millis(args.check_seconds);
   auto host = mps::HostServer::start(options);
@@ -115,7 +119,10 @@ void add_mps_host_command(CLI::App& app, int& exit_code) {
                   "The unix socket the plugin connects to (its directory is made mode 0700). Put it where no\n"
                   "tenant can reach it: not under mpsRoot, whose pipe directories are mounted into clients")
       ->capture_default_str();
-  cmd->add_option("--mps-control", args->mps_control, "NVIDIA's MPS control program (a path, or a name on PATH)")
+  cmd->add_option("--mps-control", args->mps_control,
+                  "NVIDIA's MPS control program (a path, or a name on PATH). A path's directory goes first on\n"
+                  "the daemons' PATH, where they find nvidia-cuda-mps-server; with TESSERA_NVML_LIBRARY set (a\n"
+                  "driver root mounted into the container), its directory goes first on their LD_LIBRARY_PATH")
       ->capture_default_str();
   cmd->add_option("--mps-timeout", args->timeout_seconds,
                   "Seconds an MPS control command may take before its daemon counts as not answering")

@@ -3,9 +3,12 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+
+#include "plugin/cdi_writer.hpp"
 
 namespace tessera::cli {
 
@@ -44,9 +47,24 @@ sharing::MemoryHook memory_hook_settings(const std::string& path, const DriverOp
   // driver root's.
   std::string nvml = options.nvml_library;
   if (nvml.empty() && !options.sim.empty()) nvml = simulator_library_path();
-  if (!nvml.empty()) hook.args = {"--nvml", host_path_of(nvml, host_driver_root, container_driver_root)};
+  if (!nvml.empty()) {
+    hook.args = {"--nvml", host_path_of(nvml, host_driver_root, container_driver_root)};
+  } else if (!host_driver_root.empty() && fs::path(host_driver_root).lexically_normal() != "/") {
+    // NVML from the NVIDIA runtime in this container, the driver elsewhere
+    // on the host (the GPU Operator's driver container): the host's linker
+    // path has no NVML, so the hook names the driver root's.
+    plugin::CdiOptions root;
+    root.driver_root = host_driver_root;
+    root.container_driver_root = container_driver_root;
+    if (auto found = plugin::driver_library(root, "libnvidia-ml.so.1"); !found.empty()) hook.args = {"--nvml", found};
+  }
   if (!options.sim.empty()) hook.env = {"TESSERA_SIM=" + fs::absolute(options.sim).lexically_normal().string()};
   return hook;
+}
+
+std::string driver_library_dir(const std::string& nvml_library) {
+  const auto slash = nvml_library.rfind('/');
+  return slash == std::string::npos ? std::string() : nvml_library.substr(0, std::max<size_t>(slash, 1));
 }
 
 void add_cdi_hook_option(CLI::App& command, std::string& path) {

@@ -37,11 +37,17 @@ std::string host_path_of(const std::string& path, const std::string& host_root, 
 
 // The memory hook's settings (sharing::MemoryHook) for a hook installed at
 // `path` (empty: off): it loads the NVML this command uses (--nvml-library,
-// else the simulator's under --sim, else the system's), by its host path when
-// it is under the container's driver root, and the simulated node's
-// directory under --sim.
+// else the simulator's under --sim, else the driver root's where that is not
+// /, else the system's), by its host path when it is under the container's
+// driver root, and the simulated node's directory under --sim.
 sharing::MemoryHook memory_hook_settings(const std::string& path, const DriverOptions& options,
                                          const std::string& host_driver_root, const std::string& container_driver_root);
+
+// The directory of an NVML library named by its path (--nvml-library,
+// TESSERA_NVML_LIBRARY: the driver root's library directory when no NVIDIA
+// runtime put the driver on the loader's path), where the MPS daemons' servers
+// find libcuda.so.1 (mps::ControlOptions::library_dir). Empty otherwise.
+std::string driver_library_dir(const std::string& nvml_library);
 
 // Adds --memory-hook to a command that serves memory shares.
 void add_memory_hook_option(CLI::App& command, std::string& path);

@@ -190,6 +190,7 @@ std::unique_ptr<PluginHost> PluginHost::start(const PluginArgs& args, const std:
   } else {
     mps::SupervisorOptions mps_options;
     mps_options.control.binary = args.mps_control;
+    mps_options.control.library_dir = driver_library_dir(args.driver.nvml_library);
     mps_options.control.timeout = millis(args.mps_timeout_seconds);
     parts.daemons = std::make_unique<mps::Supervisor>(mps_options);
   }

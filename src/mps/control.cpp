@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -28,10 +30,27 @@ int send_signal(int pidfd, int sig) {
   return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0u));
 }
 
-std::vector<std::string> environment(const Dirs& dirs, const std::string& device) {
+// NAME=first:<this process's NAME> (or `otherwise` where it has none).
+std::string prepended(const char* name, const std::string& first, const std::string& otherwise) {
+  const char* old = std::getenv(name);
+  const std::string rest = old && *old ? old : otherwise;
+  return std::string(name) + "=" + first + (rest.empty() ? "" : ":" + rest);
+}
+
+std::vector<std::string> environment(const ControlOptions& options, const Dirs& dirs, const std::string& device) {
   std::vector<std::string> add = {"CUDA_MPS_PIPE_DIRECTORY=" + dirs.pipe, "CUDA_MPS_LOG_DIRECTORY=" + dirs.log};
+  std::vector<std::string> drop = {"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY", "CUDA_VISIBLE_DEVICES"};
   if (!device.empty()) add.push_back("CUDA_VISIBLE_DEVICES=" + device);
-  return environment_with({"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY", "CUDA_VISIBLE_DEVICES"}, add);
+  if (const auto slash = options.binary.rfind('/'); slash != std::string::npos) {
+    drop.push_back("PATH");
+    add.push_back(prepended("PATH", options.binary.substr(0, std::max<size_t>(slash, 1)),
+                            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
+  }
+  if (!options.library_dir.empty()) {
+    drop.push_back("LD_LIBRARY_PATH");
+    add.push_back(prepended("LD_LIBRARY_PATH", options.library_dir, ""));
+  }
+  return environment_with(drop, add);
 }
 
 // `binary args...` (core/process's spawn), its failure naming the MPS control program.
@@ -133,7 +152,7 @@ const std::string& DaemonProcess::output_tail() {
 }
 
 Result<DaemonProcess> start_foreground(const ControlOptions& options, const Dirs& dirs, const std::string& device) {
-  auto child = spawn(options, {"-f"}, environment(dirs, device), false, true);
+  auto child = spawn(options, {"-f"}, environment(options, dirs, device), false, true);
   if (!child) return unexpected(child.error());
   const int pidfd = open_pidfd(child->pid);
   if (pidfd < 0) {
@@ -153,7 +172,7 @@ Result<DaemonProcess> start_foreground(const ControlOptions& options, const Dirs
 }
 
 Result<std::string> command(const ControlOptions& options, const Dirs& dirs, const std::string& line, int abort_fd) {
-  auto child = spawn(options, {}, environment(dirs, {}), true, false);
+  auto child = spawn(options, {}, environment(options, dirs, {}), true, false);
   if (!child) return unexpected(child.error());
   const auto deadline = Clock::now() + options.timeout;
   // One command, then end of input: the client sends it and prints the reply.

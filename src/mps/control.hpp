@@ -33,7 +33,14 @@ struct Dirs {
 };
 
 struct ControlOptions {
-  std::string binary = "nvidia-cuda-mps-control";  // a path, or a name looked up on PATH
+  // A path, or a name looked up on PATH. A path's directory goes first on
+  // the daemon's PATH: the daemon runs nvidia-cuda-mps-server from its PATH
+  // (NVIDIA k8s-device-plugin issue #1614), and a driver root mounted into a
+  // container is on nobody's PATH.
+  std::string binary = "nvidia-cuda-mps-control";
+  // The driver's library directory, first on the daemon's LD_LIBRARY_PATH
+  // (its servers load libcuda.so.1 from there); empty: the loader's own path.
+  std::string library_dir;
   std::chrono::milliseconds timeout{5000};
 };
 

@@ -286,6 +286,15 @@ Result<sharing::DriverFiles> read_driver_files(const CdiOptions& options, const 
   return out;
 }
 
+std::string driver_library(const CdiOptions& options, const std::string& soname) {
+  const std::string view = driver_view(options);
+  for (const char* dir : kLibraryDirs) {
+    const std::string path = std::string(dir) + "/" + soname;
+    if (exists(under(view, path))) return under(options.driver_root, path);
+  }
+  return {};
+}
+
 namespace {
 
 // A spec as a JSON document.

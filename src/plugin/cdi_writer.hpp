@@ -36,6 +36,12 @@ struct CdiOptions {
 // libnvidia-ml.so.1 is an error naming where it looked.
 [[nodiscard]] Result<sharing::DriverFiles> read_driver_files(const CdiOptions& options, const sharing::Inventory& inventory);
 
+// The host path of the driver's library `soname` (libnvidia-ml.so.1, ...):
+// the first of the driver's library directories that holds it, read through
+// the driver root as this process sees it, named under the host's driver
+// root. Empty when none holds it.
+std::string driver_library(const CdiOptions& options, const std::string& soname);
+
 // Writes each spec as <spec_dir>/<file_name> (a temporary file renamed over
 // it, so a runtime never reads half a spec), creating the directory if
 // needed, and removes this vendor's spec files that are no longer wanted.

@@ -71,7 +71,7 @@ for f in "$here"/scenarios/*.sh; do source "$f"; done
 
 TESSERA=$BUILD_DIR/src/tessera
 for f in src/tessera sim/nvml/libnvidia-ml.so.1 src/cuda_quota/libtessera-cuda.so sim/cuda/libcuda.so.1 \
-         tests/cuda_quota/tessera_cuda_client sim/mps/nvidia-cuda-mps-control sim/nvml/nvidia-smi; do
+         tests/cuda_quota/tessera_cuda_client sim/mps/nvidia-cuda-mps-control sim/mps/nvidia-cuda-mps-server sim/nvml/nvidia-smi; do
   [[ -e $BUILD_DIR/$f ]] || die "$BUILD_DIR/$f is missing: build first (./x build dev)"
 done
 command -v jq >/dev/null || die "jq is missing (run scripts/setup.sh --e2e)"

@@ -309,6 +309,37 @@ TEST_F(MpsSupervisor, ALimitChangeReachesNewClientsWithoutQuittingADaemonWithCli
   EXPECT_EQ(sim_pid(gpu), daemon);
 }
 
+// The driver's own programs from a driver root that is on nobody's PATH (a
+// node with no NVIDIA runtime, the root mounted into tessera's container):
+// the daemon finds nvidia-cuda-mps-server beside its control program, so a
+// client gets a server, and the servers load the driver's libraries from the
+// driver root's library directory.
+TEST_F(MpsSupervisor, TheDriverRootsControlProgramFindsItsServerAndLibraries) {
+  const std::string bin = root.path() + "/driver-root/usr/bin", lib = root.path() + "/driver-root/usr/lib64";
+  std::filesystem::create_directories(bin);
+  std::filesystem::create_directories(lib);
+  for (const char* program : {"nvidia-cuda-mps-control", "nvidia-cuda-mps-server"})
+    std::filesystem::copy_file(std::filesystem::path(kSim).parent_path() / program, bin + "/" + program);
+  const char* path = std::getenv("PATH");
+  ASSERT_TRUE(path == nullptr || std::string(path).find(std::filesystem::path(kSim).parent_path().string()) == std::string::npos)
+      << "the simulator's directory is on this test's PATH: the test would prove nothing";
+  auto o = options();
+  o.control.binary = bin + "/nvidia-cuda-mps-control";
+  o.control.library_dir = lib;
+  Supervisor sup(o);
+  const auto gpu = spec(root, kGpu, 2048, 50);
+  sup.want({gpu});
+  ASSERT_TRUE(wait_until(sup, [&] { return sup.healthy(kGpu); }, 10s)) << sup.status(kGpu).error;
+  const std::string seen = state(gpu)["ld_library_path"].get<std::string>();
+  EXPECT_TRUE(seen == lib || seen.starts_with(lib + ":")) << seen;
+  auto first = client(root, gpu, "client-1.out");
+  ASSERT_EQ(state(gpu)["servers"].size(), 1u) << "no server: " << first->output();
+  const int server = state(gpu)["servers"][0]["pid"].get<int>();
+  std::error_code ec;
+  EXPECT_EQ(std::filesystem::read_symlink("/proc/" + std::to_string(server) + "/exe", ec).string(),
+            bin + "/nvidia-cuda-mps-server");
+}
+
 TEST_F(MpsSupervisor, AChangeThatNeedsARestartIsSaidAndWaitsWhileClientsUseTheDaemon) {
   Supervisor sup(options());
   const auto gpu = spec(root, kGpu, 2048, 50);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -66,7 +67,17 @@ class MpsSim : public ::testing::Test {
       if (alive(pid)) ::kill(pid, SIGKILL);
   }
 
+  // The MPS variables, and the driver's programs (the simulated
+  // nvidia-cuda-mps-server beside the control program) on PATH, as on a node;
+  // an entry of `extra` wins.
   std::vector<std::string> env(std::vector<std::string> extra = {}) const {
+    auto given = [&](const std::string& name) {
+      return std::any_of(extra.begin(), extra.end(), [&](const std::string& e) { return e.starts_with(name + "="); });
+    };
+    if (!given("PATH")) {
+      const char* path = std::getenv("PATH");
+      extra.push_back("PATH=" + std::filesystem::path(kBin).parent_path().string() + (path ? ":" + std::string(path) : ""));
+    }
     extra.push_back("CUDA_MPS_PIPE_DIRECTORY=" + pipe_);
     extra.push_back("CUDA_MPS_LOG_DIRECTORY=" + log_);
     return extra;
@@ -216,6 +227,24 @@ TEST_F(MpsSim, ServersStartPerUserAndStopWithTheDaemon) {
   std::string log = control_log();
   EXPECT_NE(log.find("Starting new server " + std::to_string(server) + " for user 1000"), std::string::npos);
   EXPECT_NE(log.find("NEW SERVER " + std::to_string(server) + ": Ready"), std::string::npos);
+}
+
+// The server is nvidia-cuda-mps-server from the daemon's PATH: a daemon
+// started without the driver's directory there (k8s-device-plugin #1614)
+// starts none, says why in its log, and its client gets no server.
+TEST_F(MpsSim, AServerComesFromTheDaemonsPath) {
+  TempDir empty;
+  ASSERT_EQ(start({"PATH=" + empty.path()}).exit_code, 0);
+  EXPECT_EQ(client("start_server -uid 1000\n").out, "");
+  EXPECT_EQ(state().at("servers").size(), 0u);
+  EXPECT_NE(control_log().find("Failed to start server for user 1000: cannot run nvidia-cuda-mps-server (PATH " +
+                               empty.path() + "): No such file or directory"),
+            std::string::npos)
+      << control_log();
+  RunResult r = run({kBin, "--tessera-sim-client"}, "", env());
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_EQ(state().at("clients").size(), 0u);
+  EXPECT_EQ(client("quit\n").exit_code, 0);
 }
 
 // A CUDA client (the simulator's stand-in, --tessera-sim-client): the daemon

@@ -499,5 +499,24 @@ TEST(CdiWriter, KeepsOnlyReplicaNamesWhosePhysicalDeviceIsStillDefined) {
   EXPECT_EQ(keep_replica_names(now, json::parse(R"({"kind": "v/gpu", "devices": "x"})")), now);
 }
 
+// The driver's NVML as the host names it, for a hook that runs on the host:
+// the first library directory of the driver root (as this process sees it)
+// holding the soname, under the host's driver root; none where it has none.
+TEST(Cdi, TheDriversLibraryByItsHostPath) {
+  tessera::testing::TempDir seen;
+  CdiOptions o;
+  o.driver_root = "/run/nvidia/driver";
+  o.container_driver_root = seen.path();
+  EXPECT_EQ(driver_library(o, "libnvidia-ml.so.1"), "");
+  std::filesystem::create_directories(seen.path() + "/usr/lib64");
+  std::ofstream(seen.path() + "/usr/lib64/libnvidia-ml.so.1") << "x";
+  EXPECT_EQ(driver_library(o, "libnvidia-ml.so.1"), "/run/nvidia/driver/usr/lib64/libnvidia-ml.so.1");
+  // Debian's multiarch directory comes first, as the loader's cache has it.
+  std::filesystem::create_directories(seen.path() + "/usr/lib/x86_64-linux-gnu");
+  std::ofstream(seen.path() + "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1") << "x";
+  EXPECT_EQ(driver_library(o, "libnvidia-ml.so.1"), "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1");
+  EXPECT_EQ(driver_library(o, "libcuda.so.1"), "");
+}
+
 }  // namespace
 }  // namespace tessera::plugin

@@ -221,7 +221,7 @@ node_up() {
   # And the GSP firmware of that version, as the installer puts it.
   mkdir -p "$n/sim/lib/firmware/nvidia/$version"
   printf 'simulated GSP firmware\n' >"$n/sim/lib/firmware/nvidia/$version/gsp_ga10x.bin"
-  cp "$build/sim/mps/nvidia-cuda-mps-control" "$n/sim/usr/bin/nvidia-cuda-mps-control"
+  cp "$build/sim/mps/nvidia-cuda-mps-control" "$build/sim/mps/nvidia-cuda-mps-server" "$n/sim/usr/bin/"
   cp "$build/sim/nvml/nvidia-smi" "$n/sim/usr/bin/nvidia-smi"
   ip addr add "$ip/32" dev "$E2E_BRIDGE"
   cgroups_make "$name"
