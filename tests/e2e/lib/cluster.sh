@@ -231,7 +231,13 @@ node_up() {
   for i in "${!NODE_MOUNT_POINTS[@]}"; do
     mounts+="; mount --bind $n/${NODE_DIRS[$i]} ${NODE_MOUNT_POINTS[$i]}"
   done
-  mounts+="; mount --make-rshared /var/lib/kubelet; touch $n/ns-ready; exec sleep infinity"
+  # Shared, as systemd makes every mount of a real node: a pod's
+  # HostToContainer mount (the chart's driver root) needs a shared or slave
+  # source, or containerd refuses the container.
+  for i in "${!NODE_MOUNT_POINTS[@]}"; do
+    mounts+="; mount --make-rshared ${NODE_MOUNT_POINTS[$i]}"
+  done
+  mounts+="; touch $n/ns-ready; exec sleep infinity"
   rm -f "$n/ns-ready"
   start "node-$name-ns" unshare --mount --propagation private -- sh -c "$mounts"
   wait_until 10 "node $name's mount namespace" test -e "$n/ns-ready"
