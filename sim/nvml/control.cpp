@@ -207,6 +207,8 @@ json handle(const json& req) {
         add_event(node, req);
       else if (op == "fault")
         add_fault(node, req);
+      else if (op == "reboot")
+        reboot_node(node);
       else if (op == "reset") {
         uint32_t gpu = gpu_index(node, req);
         if (reset_gpu(node, gpu) != NVML_SUCCESS)

@@ -275,6 +275,18 @@ Return reset_gpu(Node& node, uint32_t gpu) {
   return NVML_SUCCESS;
 }
 
+void reboot_node(Node& node) {
+  node.processes.clear();
+  for (auto& g : node.gpus) {
+    g.gpu_instances.clear();
+    g.memory_limits.clear();
+    g.compute_timeslice = 0;
+    g.ecc_corrected = g.ecc_uncorrected = 0;
+    g.lost = false;
+    g.mig_current = g.mig_pending = false;
+  }
+}
+
 bool has_processes(const Node& node, uint32_t gpu, int64_t gi, int64_t ci) {
   return std::any_of(node.processes.begin(), node.processes.end(), [&](const SimProcess& p) {
     return p.gpu == gpu && (gi < 0 || p.gpu_instance == gi) && (ci < 0 || p.compute_instance == ci);

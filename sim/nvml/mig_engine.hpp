@@ -44,6 +44,13 @@ uint32_t remaining_compute_capacity(const Node& node, uint32_t gpu, uint64_t gi_
 [[nodiscard]] Return set_mig_mode(Node& node, uint32_t gpu, bool enable, Return& activation);
 // A GPU reset: applies a pending MIG mode; IN_USE while processes run.
 [[nodiscard]] Return reset_gpu(Node& node, uint32_t gpu);
+// The node rebooted: every process ends; MIG instances, memory limits, the
+// time-slice policy and the ECC volatile counts are gone (the driver keeps
+// none across a boot); a lost GPU is back. MIG mode is off again: current
+// drivers keep no MIG mode across a reboot (NVIDIA MIG User Guide, "Enable
+// MIG Mode": no status bit in the InfoROM any more; hence mig-parted's boot
+// service; k8s-device-plugin issue #343).
+void reboot_node(Node& node);
 
 // Processes on a GPU, a GPU instance (gi >= 0) or a compute instance (ci >= 0 too).
 bool has_processes(const Node& node, uint32_t gpu, int64_t gi = -1, int64_t ci = -1);

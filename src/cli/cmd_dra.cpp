@@ -174,6 +174,8 @@ int run_dra(const DraArgs& args) {
   options.mps_start_timeout = millis(args.mps_timeout_seconds);
   options.nvidia_smi = args.nvidia_smi;
   options.sysfs = args.sysfs;
+  // A simulated node keeps its own boot id (`tessera sim reboot` changes it).
+  if (!args.nvml.sim.empty()) options.boot_id_file = args.nvml.sim + "/proc/sys/kernel/random/boot_id";
   options.health.ignored_xids = {args.ignored_xids.begin(), args.ignored_xids.end()};
   if (auto n = client->get_node(node); n) options.node_uid = (*n)["metadata"].value("uid", "");
   else spdlog::warn("cannot read Node {}: {}; its ResourceSlices get no owner", node, n.error().message);

@@ -6,11 +6,13 @@
 #include <sys/sysmacros.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <random>
 
 #include "cli/numbers.hpp"
 #include "cli/commands.hpp"
@@ -116,6 +118,24 @@ bool make_char_device(const std::filesystem::path& p, unsigned major, unsigned m
   return false;
 }
 
+// A new boot id, as the kernel makes one per boot (a random UUID; its
+// generator is /proc/sys/kernel/random/uuid).
+std::string new_boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/uuid");
+  std::string id;
+  if (in && std::getline(in, id) && id.size() == 36) return id;
+  std::random_device rd;
+  char text[37];
+  std::snprintf(text, sizeof text, "%08x-%04x-4%03x-%04x-%04x%08x", rd(), rd() & 0xffff, rd() & 0xfff,
+                (rd() & 0x3fff) | 0x8000, rd() & 0xffff, rd());
+  return text;
+}
+
+// The node's proc/sys/kernel/random/boot_id: the kernel's id of this boot.
+bool write_boot_id(const std::filesystem::path& root, std::string& why) {
+  return write_text(root / "proc/sys/kernel/random/boot_id", new_boot_id() + "\n", why);
+}
+
 bool write_driver_files(const std::string& dir, const nlohmann::json& gpus, bool device_nodes, std::string& why) {
   const std::filesystem::path root(dir);
   const auto caps = root / "proc/driver/nvidia/capabilities";
@@ -129,6 +149,7 @@ bool write_driver_files(const std::string& dir, const nlohmann::json& gpus, bool
     }
   if (!write_text(root / "proc/driver/nvidia-caps/mig-minors", table, why)) return false;
   if (!write_text(root / "proc/devices", proc_devices(false), why)) return false;
+  if (!write_boot_id(root, why)) return false;
   auto access = [](unsigned minor) {
     return "DeviceFileMinor: " + std::to_string(minor) + "\nDeviceFileMode: 292\nDeviceFileModify: 1\n";
   };
@@ -189,6 +210,21 @@ int run_modprobe(const SimArgs& a) {
     return kExitInvalid;
   }
   std::cout << "loaded nvidia-uvm on " << a.dir << " (major " << kUvmMajor << ")\n";
+  return kExitOk;
+}
+
+// `tessera sim reboot DIR`: the node as it comes back from a reboot (the
+// simulator's reboot_node: no processes, MIG instances, limits or MIG mode),
+// a new boot id, nvidia_uvm not loaded. Files outside the node's directory
+// (CDI specs, checkpoints) are the caller's to clear, as a tmpfs would be.
+int run_reboot(const SimArgs& a) {
+  if (int rc = report("reboot", sim_control({{"op", "reboot"}, {"dir", a.dir}})); rc != kExitOk) return rc;
+  const std::filesystem::path root(a.dir);
+  if (std::string why; !write_text(root / "proc/devices", proc_devices(false), why) || !write_boot_id(root, why)) {
+    std::cerr << "tessera sim reboot: " << why << '\n';
+    return kExitInvalid;
+  }
+  std::cout << "rebooted " << a.dir << ": no MIG instances, MIG mode off, nvidia-uvm not loaded\n";
   return kExitOk;
 }
 
@@ -384,6 +420,14 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   reset->callback([a, &exit_code] {
     exit_code = report("reset", sim_control({{"op", "reset"}, {"dir", a->dir}, {"gpu", a->gpu}}));
   });
+
+  auto* reboot = sim->add_subcommand(
+      "reboot",
+      "Reboot the node: processes end, MIG instances, memory limits and time-slice settings are gone, MIG\n"
+      "mode is off (drivers keep none across a boot), nvidia-uvm is unloaded, and the boot id\n"
+      "(DIR/proc/sys/kernel/random/boot_id) is new");
+  add_dir(reboot, *a);
+  reboot->callback([a, &exit_code] { exit_code = run_reboot(*a); });
 
   auto* show = sim->add_subcommand("show", "Print the node's state as JSON");
   add_dir(show, *a);

@@ -72,6 +72,7 @@ Result<Checkpoint> CheckpointFile::load() const {
   Checkpoint out;
   out.driver = r.get<std::string>(j, "driver", "");
   out.node = r.get<std::string>(j, "node", "");
+  out.boot_id = r.get<std::string>(j, "boot_id", "");
   const json claims = j.value("claims", json::object());
   const json instances = j.value("instances", json::object());
   if (!claims.is_object() || !instances.is_object()) return damaged("claims and instances must be objects");
@@ -154,6 +155,7 @@ Result<void> CheckpointFile::save(const Checkpoint& c) const {
                        {"state", to_string(i.state)}, {"gi_id", i.gi_id}, {"ci_id", i.ci_id}, {"uuid", i.uuid}, {"users", i.users}};
   json j = {{"version", kVersion}, {"driver", c.driver}, {"node", c.node}, {"claims", claims}, {"instances", instances}};
   if (!c.timeslices.empty()) j["timeslices"] = c.timeslices;
+  if (!c.boot_id.empty()) j["boot_id"] = c.boot_id;
   if (auto r = replace_file_durably(path_, j.dump(2) + "\n", 0600); !r)
     return fail(Errc::io, "cannot write the DRA checkpoint: " + r.error().message);
   return {};

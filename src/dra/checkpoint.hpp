@@ -55,6 +55,11 @@ struct CheckpointClaim {
 struct Checkpoint {
   std::string driver;
   std::string node;
+  // The kernel's boot id when it was written (/proc/sys/kernel/random/boot_id):
+  // what it records as prepared does not outlive a reboot (the MIG instances,
+  // CDI specs on a tmpfs, MPS daemons and time-slice settings are gone), so a
+  // checkpoint of another boot is started over. Empty: not known.
+  std::string boot_id;
   std::map<std::string, CheckpointClaim> claims;         // by claim UID
   std::map<std::string, CheckpointInstance> instances;   // by ResourceSlice device name
   // By GPU UUID: the time-slice level this driver set there (and must put

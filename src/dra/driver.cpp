@@ -90,6 +90,17 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
   return out;
 }
 
+// The kernel's boot id from `path` (one line, a UUID); empty when it cannot
+// be read.
+std::string read_boot_id(const std::string& path) {
+  if (path.empty()) return {};
+  std::ifstream in(path);
+  std::string id;
+  if (!in || !std::getline(in, id)) return {};
+  while (!id.empty() && std::isspace(static_cast<unsigned char>(id.back()))) id.pop_back();
+  return id.size() <= 64 ? id : std::string();
+}
+
 std::string spec_file_name(const DriverOptions& o, const std::string& uid) {
   return o.cdi.names.vendor + "-" + o.cdi_class + "_" + uid + ".json";
 }
@@ -125,6 +136,13 @@ Result<std::unique_ptr<Driver>> Driver::start(const nvml::Session& session, Driv
   d->checkpoint_.node = d->options_.node;
   d->checkpoint_.driver = d->options_.driver;
   if (auto r = d->refresh_locked(); !r) return unexpected(r.error());
+  const std::string boot = read_boot_id(d->options_.boot_id_file);
+  if (boot.empty())
+    spdlog::warn("cannot read the boot id from {}: a reboot will not be noticed, and claims prepared before one "
+                 "would be answered from the checkpoint", d->options_.boot_id_file);
+  else if (!d->checkpoint_.boot_id.empty() && d->checkpoint_.boot_id != boot)
+    d->forget_previous_boot_locked(d->checkpoint_.boot_id, boot);
+  if (!boot.empty()) d->checkpoint_.boot_id = boot;
   if (auto r = d->adopt_locked(); !r) return unexpected(r.error());
   d->sync_mps_locked();  // the daemons of claims prepared before a restart
   if (auto r = d->sync_timeslices_locked(); !r)  // a level a crash left behind; retried with the next claim
@@ -545,10 +563,16 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
   const std::string label = "claim " + ref.claim_namespace + "/" + ref.name;
   if (in_flight_.contains(ref.uid)) return failed(label + ": an earlier prepare of it is still running; try again");
   if (auto it = checkpoint_.claims.find(ref.uid); it != checkpoint_.claims.end()) {
-    if (it->second.state == CheckpointClaim::State::prepared) return from_checkpoint(it->second);
-    // An earlier attempt was cut short: undo what it left, then start over.
+    std::string gone;
+    if (it->second.state == CheckpointClaim::State::prepared) {
+      if (still_prepared_locked(ref.uid, it->second, gone)) return from_checkpoint(it->second);
+      spdlog::warn("{}: prepared before, but {}: prepared again", label, gone);
+    }
+    // An earlier attempt was cut short, or what it made is gone: undo what
+    // is left, then start over.
     if (auto r = release_locked(ref.uid); !r)
-      return failed(label + ": an earlier attempt left state that cannot be undone: " + r.error().message);
+      return failed(label + ": " + (gone.empty() ? "an earlier attempt left state that" : gone + ", and what is left of it") +
+                    " cannot be undone: " + r.error().message);
   }
   auto object = claims_.get_claim(ref.claim_namespace, ref.name);
   if (!object) return failed(label + ": cannot read the ResourceClaim: " + object.error().message);
@@ -922,6 +946,51 @@ std::string Driver::unprepare_one(const ClaimRef& ref) {
     return "claim " + ref.claim_namespace + "/" + ref.name + ": " + r.error().message;
   spdlog::info("unprepared claim {}/{} ({})", ref.claim_namespace, ref.name, ref.uid);
   return "";
+}
+
+void Driver::forget_previous_boot_locked(const std::string& before, const std::string& now) {
+  start_report_.push_back("the node rebooted since the checkpoint was written (boot " + before + ", now " + now +
+                          "): its " + std::to_string(checkpoint_.claims.size()) +
+                          " claim(s) are prepared again when the kubelet asks (their MIG instances, CDI specs and "
+                          "MPS daemons did not survive it)");
+  checkpoint_.timeslices.clear();  // every GPU's interval is its default again
+  std::vector<std::pair<std::string, std::string>> claims;  // uid, "ns/name"
+  for (auto& [uid, c] : checkpoint_.claims) {
+    c.state = CheckpointClaim::State::unpreparing;
+    claims.emplace_back(uid, c.claim_namespace + "/" + c.name);
+  }
+  for (const auto& [uid, name] : claims)
+    if (auto r = release_locked(uid); !r)
+      start_report_.push_back("claim " + name + " of the previous boot cannot be cleaned up yet (retried at its next "
+                              "prepare or unprepare): " + r.error().message);
+}
+
+bool Driver::still_prepared_locked(const std::string& uid, const CheckpointClaim& claim, std::string& why) {
+  const bool has_cdi = std::any_of(claim.devices.begin(), claim.devices.end(),
+                                   [](const CheckpointDevice& d) { return !d.cdi_ids.empty(); });
+  const std::string spec = options_.cdi.spec_dir + "/" + spec_file_name(options_, uid);
+  struct stat st{};
+  if (has_cdi && ::stat(spec.c_str(), &st) != 0) {
+    why = "its CDI spec " + spec + " is gone";
+    return false;
+  }
+  bool refreshed = false;
+  for (const auto& [name, inst] : checkpoint_.instances) {
+    if (std::find(inst.users.begin(), inst.users.end(), uid) == inst.users.end()) continue;
+    if (!refreshed) {
+      if (auto r = refresh_locked(); !r) return true;  // cannot tell: answered as recorded
+      refreshed = true;
+    }
+    const GpuNow* g = gpu_by_uuid(inst.gpu_uuid);
+    const bool present = g && std::any_of(g->present.begin(), g->present.end(), [&](const Present& p) {
+      return p.gi_id == inst.gi_id && (inst.uuid.empty() || p.uuid == inst.uuid);
+    });
+    if (!present) {
+      why = "its MIG instance " + name + (inst.uuid.empty() ? "" : " (" + inst.uuid + ")") + " is gone";
+      return false;
+    }
+  }
+  return true;
 }
 
 Result<void> Driver::release_locked(const std::string& uid) {

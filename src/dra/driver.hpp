@@ -39,6 +39,10 @@ struct DriverOptions {
   std::string node;
   std::string node_uid;
   std::string state_dir;  // holds checkpoint.json (by default <the plugin's directory>/tessera)
+  // The kernel's boot id (not namespaced: a container reads the host's). A
+  // checkpoint written in another boot is started over. Empty or unreadable:
+  // reboots are not noticed (said at start).
+  std::string boot_id_file = "/proc/sys/kernel/random/boot_id";
   // CDI: one transient spec per claim, "<vendor>-<class>_<claim uid>.json",
   // devices "<claim uid>-<device>" (NVIDIA's driver: vendor k8s.gpu.nvidia.com, class claim).
   plugin::CdiOptions cdi;
@@ -151,6 +155,15 @@ class Driver {
 
   Result<void> refresh_locked();
   Result<void> adopt_locked();
+  // A checkpoint of an earlier boot: every claim it holds is undone (what
+  // survives of it: ledgers, CDI specs on a persistent directory) and
+  // forgotten, so the kubelet's prepare after the reboot cuts and writes
+  // everything again.
+  void forget_previous_boot_locked(const std::string& before, const std::string& now);
+  // A prepared claim whose CDI spec or MIG instance is gone (deleted by
+  // hand, a tmpfs emptied, an instance destroyed by someone else): false,
+  // with what is missing in `why`.
+  bool still_prepared_locked(const std::string& uid, const CheckpointClaim& claim, std::string& why);
   // Both run under `lock` (mutex_); prepare_one lets go of it while it waits
   // for an MPS daemon, so a slow daemon holds up only its own claim.
   PrepareOutcome prepare_one(const ClaimRef& ref, std::unique_lock<std::mutex>& lock);

@@ -99,6 +99,7 @@ struct Node {
     options.quota.ledger_root = dir.path() + "/ledgers";
     options.memory_shares = shares;
     options.sysfs = dir.path() + "/sys";  // none unless a test makes one: never this machine's own
+    options.boot_id_file = node + "/proc/sys/kernel/random/boot_id";  // the simulated node's boot
   }
   Driver& start() {
     driver.reset();
@@ -422,6 +423,72 @@ TEST(DraDriver, ARestartAdoptsWhatTheCheckpointNamesAndReportsTheRest) {
   EXPECT_EQ(n.prepare(kUid1, "c1").error, "");
   EXPECT_EQ(n.unprepare(kUid1, "c1"), "");
   EXPECT_EQ(n.instances(), (std::set<std::string>{"0:7g.80gb@0"}));
+}
+
+// A reboot takes the MIG instances, the CDI specs (a tmpfs) and MIG mode
+// with it while the checkpoint on disk says "prepared": the driver sees the
+// new boot id and prepares the claim again when the kubelet asks (the same
+// CDI names, a new instance), never answering from the checkpoint of another
+// boot (NVIDIA's DRA driver #951).
+TEST(DraDriver, AfterARebootTheKubeletsPrepareCutsAndWritesEverythingAgain) {
+  Node n("H100-SXM5-80GB", /*mig=*/false);
+  n.start();
+  n.add(kUid1, "c1", {{"gpu-0-mig-1g10gb-19-6"}});
+  const auto before = n.prepare(kUid1, "c1");
+  ASSERT_EQ(before.error, "");
+  const std::string cut = n.driver->checkpoint().instances.at("gpu-0-mig-1g10gb-19-6").uuid;
+  const std::string boot = n.driver->checkpoint().boot_id;
+  ASSERT_FALSE(boot.empty()) << "the checkpoint records no boot";
+  n.driver.reset();  // the node goes down with the driver
+  auto rebooted = run({TESSERA_BIN, "sim", "reboot", n.node});
+  ASSERT_EQ(rebooted.exit_code, 0) << rebooted.err;
+  std::filesystem::remove_all(n.options.cdi.spec_dir);  // a tmpfs
+  ASSERT_TRUE(n.instances().empty());
+  auto& d = n.start();
+  std::string report;
+  for (const auto& line : d.start_report()) report += line + "\n";
+  EXPECT_NE(report.find("the node rebooted since the checkpoint was written (boot " + boot), std::string::npos) << report;
+  EXPECT_TRUE(d.checkpoint().claims.empty()) << "a claim of the previous boot is still recorded as prepared";
+  EXPECT_NE(d.checkpoint().boot_id, boot);
+  const auto after = n.prepare(kUid1, "c1");
+  ASSERT_EQ(after.error, "");
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"0:1g.10gb@6"})) << "the claim's instance was not cut again";
+  ASSERT_EQ(after.devices.size(), 1u);
+  EXPECT_EQ(after.devices[0].cdi_ids, before.devices[0].cdi_ids);
+  EXPECT_TRUE(n.spec_of(kUid1).is_object()) << "the claim's CDI spec was not written again";
+  EXPECT_NE(d.checkpoint().instances.at("gpu-0-mig-1g10gb-19-6").uuid, cut);
+  EXPECT_EQ(n.unprepare(kUid1, "c1"), "");
+  EXPECT_TRUE(n.instances().empty());
+}
+
+// Without a reboot: a prepared claim whose CDI spec was deleted, or whose
+// MIG instance someone destroyed, is prepared again rather than answered
+// with names that no longer resolve.
+TEST(DraDriver, APreparedClaimWhoseSpecOrInstanceIsGoneIsPreparedAgain) {
+  Node n;
+  n.start();
+  n.add(kUid1, "c1", {{"gpu-0-mig-3g40gb-9-4"}});
+  ASSERT_EQ(n.prepare(kUid1, "c1").error, "");
+  std::filesystem::remove(n.options.cdi.spec_dir + "/k8s.gpu.nvidia.com-claim_" + std::string(kUid1) + ".json");
+  ASSERT_EQ(n.prepare(kUid1, "c1").error, "");
+  EXPECT_TRUE(n.spec_of(kUid1).is_object()) << "answered from the checkpoint without its spec";
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"0:3g.40gb@4"}));
+  // The instance destroyed behind the driver's back.
+  auto state = reconciler::read_node_state(*n.session);
+  ASSERT_TRUE(state);
+  const auto& gpu = (*state)[0].state;
+  ASSERT_EQ(gpu.instances.size(), 1u);
+  const auto& inst = gpu.instances[0];
+  using mig::OpKind;
+  for (const auto& op : {mig::Operation{OpKind::destroy_compute_instances, 0, false, inst.placed.profile, 4, inst.gi_id, inst.uuid},
+                         mig::Operation{OpKind::destroy_gpu_instance, 0, false, inst.placed.profile, 4, inst.gi_id, inst.uuid}})
+    ASSERT_TRUE(reconciler::run_operation(*n.session, *gpu.model, op));
+  ASSERT_TRUE(n.instances().empty());
+  ASSERT_EQ(n.prepare(kUid1, "c1").error, "");
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"0:3g.40gb@4"})) << "answered from the checkpoint without its instance";
+  EXPECT_NE(n.driver->checkpoint().instances.at("gpu-0-mig-3g40gb-9-4").uuid, inst.uuid);
+  EXPECT_EQ(n.unprepare(kUid1, "c1"), "");
+  EXPECT_TRUE(n.instances().empty());
 }
 
 TEST(DraDriver, ACheckpointThatIsNotOursStopsTheStart) {

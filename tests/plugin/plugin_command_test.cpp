@@ -929,6 +929,34 @@ TEST(PluginCommand, EveryNodeOfAMigDeviceIsOnTheHostOrDescribedAsACharacterDevic
   EXPECT_EQ(plugin->wait(5000), 0) << plugin->output();
 }
 
+// `tessera sim reboot`: what a node is after a reboot. Processes end, MIG
+// mode is off (drivers keep none across a boot), nvidia_uvm is not loaded,
+// and the boot id is new.
+TEST(SimCommand, ARebootLeavesTheNodeAsABootDoes) {
+  SimNode n("1", {"--mig"});
+  auto text = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string boot_file = n.node + "/proc/sys/kernel/random/boot_id";
+  const std::string boot = text(boot_file);
+  ASSERT_EQ(boot.size(), 37u) << "not a UUID and a newline: " << boot;
+  n.sim({"modprobe", "nvidia-uvm"});
+  ASSERT_NE(text(n.node + "/proc/devices").find("nvidia-uvm"), std::string::npos);
+  n.sim({"reboot"});
+  EXPECT_NE(text(boot_file), boot);
+  EXPECT_EQ(text(boot_file).size(), 37u);
+  EXPECT_EQ(text(n.node + "/proc/devices").find("nvidia-uvm"), std::string::npos) << "nvidia_uvm survived the reboot";
+  auto shown = run({kBin, "sim", "show", n.node});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  const auto gpu = nlohmann::json::parse(shown.out)["gpus"][0];
+  EXPECT_FALSE(gpu["mig_current"].get<bool>()) << "MIG mode survived the reboot";
+  EXPECT_TRUE(gpu["gpu_instances"].empty());
+  auto bad = run({kBin, "sim", "reboot", n.dir.path() + "/no-node"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("is not a simulated node"), std::string::npos) << bad.err;
+}
+
 // The environment of a CDI device as the runtime applies it: the spec's
 // edits, then the device's.
 std::vector<std::string> cdi_env(const std::string& dir, const std::string& kind) {
