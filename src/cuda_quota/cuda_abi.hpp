@@ -123,6 +123,8 @@ struct CUDA_ARRAY3D_DESCRIPTOR_v1 {
   unsigned int NumChannels;
   unsigned int Flags;
 };
+inline constexpr unsigned int CUDA_ARRAY3D_LAYERED = 0x01;           // [CH]
+inline constexpr unsigned int CUDA_ARRAY3D_CUBEMAP = 0x04;           // [CH]
 inline constexpr unsigned int CUDA_ARRAY3D_SPARSE = 0x40;            // [CH]
 inline constexpr unsigned int CUDA_ARRAY3D_DEFERRED_MAPPING = 0x80;  // [CH]
 

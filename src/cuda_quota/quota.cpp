@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <cctype>
 #include <cstdarg>
 #include <cstdio>
@@ -334,6 +335,7 @@ struct Ready {
   int index_of[kMaxOrdinals];  // ledger index, -1 none
   CUdevice ordinal_of[kMaxDevices];  // ledger index -> CUDA ordinal, -1 none
   std::uint64_t total_of[kMaxOrdinals];
+  int device_count = 0;  // the driver's cuDeviceGetCount (not capped)
   bool ledger_ok = false;
   // With a limits file, what it or the ledger got wrong (found once the driver
   // could answer): no context may be created.
@@ -372,12 +374,15 @@ bool initialise_locked() {
   if (!get_uuid) get_uuid = reinterpret_cast<GetUuid>(driver_symbol("cuDeviceGetUuid"));
   auto total_mem = reinterpret_cast<TotalMem>(driver_symbol("cuDeviceTotalMem_v2"));
   int count = 0;
+  // Unknown (the driver cannot say): every ordinal counts as a device, refused.
+  g_ready.device_count = INT_MAX;
   if (!get_count || !get_device || !get_uuid || !total_mem) {
     log(Level::error, "the CUDA driver lacks device queries; every device gets quota 0");
   } else {
     const CUresult r = get_count(&count);
     if (r == CUDA_ERROR_NOT_INITIALIZED) return false;
     if (r != CUDA_SUCCESS) count = 0;
+    else g_ready.device_count = count;
   }
   if (count > kMaxOrdinals) count = kMaxOrdinals;
   gethostname(g_hostname, sizeof g_hostname - 1);
@@ -693,6 +698,9 @@ bool current_device(CUdevice& out) {
 Device device(CUdevice ordinal) {
   Device d;
   if (!ready()) return d;
+  // No such device: the driver's own answer (CUDA_ERROR_INVALID_DEVICE), as
+  // nothing is allocated.
+  if (ordinal < 0 || ordinal >= g_ready.device_count) return d;
   d.known = true;
   if (ordinal < 0 || ordinal >= kMaxOrdinals || !g_ready.ledger_ok) return d;
   d.index = g_ready.index_of[ordinal];

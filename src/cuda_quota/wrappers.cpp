@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdint>
@@ -414,6 +415,9 @@ void refresh_graphs(int index) {
 struct GraphNeed {
   std::uint64_t bytes[kMaxDevices] = {};
   bool any = false;
+  // Bytes of allocation nodes on a visible device no quota names: such a
+  // device refuses every allocation, a graph's too.
+  std::uint64_t unquoted = 0;
 };
 
 // The allocation nodes of `graph`, per ledger device.
@@ -437,8 +441,13 @@ bool graph_needs(CUgraph graph, GraphNeed& need) {
     CUDA_MEM_ALLOC_NODE_PARAMS params{};
     if (get_params(nodes[i], &params) != CUDA_SUCCESS) continue;
     const Device dev = device(params.poolProps.location.id);
-    if (dev.index < 0) continue;
     const std::uint64_t b = round_up(params.bytesize, kGranule);
+    if (dev.known && dev.index < 0) {
+      need.unquoted = need.unquoted > UINT64_MAX - b ? UINT64_MAX : need.unquoted + b;
+      need.any = true;
+      continue;
+    }
+    if (dev.index < 0) continue;
     std::uint64_t& total = need.bytes[dev.index];
     total = total > UINT64_MAX - b ? UINT64_MAX : total + b;
     need.any = true;
@@ -486,6 +495,10 @@ template <class Call>
 CUresult instantiate(CUgraphExec* exec, CUgraph graph, bool upload, Call&& call) {
   GraphNeed need;
   if (!enabled() || !exec || !graph || !graph_needs(graph, need) || !need.any) return call();
+  if (need.unquoted) {
+    charge(Device{true, -1, 0}, need.unquoted, need.unquoted);  // refused, and logged
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   pthread_mutex_lock(&g_pool_mu);
   if (upload && !charge_mapping(need)) {
     pthread_mutex_unlock(&g_pool_mu);
@@ -597,17 +610,30 @@ std::uint64_t array_bytes(std::uint64_t w, std::uint64_t h, std::uint64_t d, int
   return round_up(b, kGranule);
 }
 
+// What the driver allocates for a mipmapped array ([CH] cuMipmappedArrayCreate):
+// numMipmapLevels clamped to [1, 1 + floor(log2(max(Width, Height, Depth)))]
+// (0 still makes one level); each level its own allocation, rounded up to
+// the granule; level i+1 halves each non-zero extent (minimum 1), except the
+// Depth of a layered or cubemap array, which counts layers or faces and
+// stays at every level.
 std::uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned levels) {
   if (desc.Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING)) return 0;
-  std::uint64_t total = 0, w = desc.Width, h = desc.Height, d = desc.Depth;
-  for (unsigned l = 0; l < levels && l < 64; ++l) {
-    const std::uint64_t level = mul(mul(mul(w, h ? h : 1), d ? d : 1), mul(desc.NumChannels, format_bytes(desc.Format)));
+  std::uint64_t w = desc.Width, h = desc.Height, d = desc.Depth;
+  unsigned most = 1;
+  for (std::uint64_t largest = std::max({w, h, d}); largest >>= 1;) ++most;
+  levels = std::clamp(levels, 1u, most);
+  const bool layers = desc.Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP);
+  auto half = [](std::uint64_t v) { return v == 0 ? 0 : std::max<std::uint64_t>(v / 2, 1); };
+  std::uint64_t total = 0;
+  for (unsigned l = 0; l < levels; ++l) {
+    const std::uint64_t level =
+        round_up(mul(mul(mul(w, h ? h : 1), d ? d : 1), mul(desc.NumChannels, format_bytes(desc.Format))), kGranule);
     total = total > UINT64_MAX - level ? UINT64_MAX : total + level;
-    w = w > 1 ? w / 2 : 1;
-    h = h > 1 ? h / 2 : h;
-    d = d > 1 ? d / 2 : d;
+    w = half(w);
+    h = half(h);
+    if (!layers) d = half(d);
   }
-  return round_up(total, kGranule);
+  return total;
 }
 
 template <class Handle, class Call>

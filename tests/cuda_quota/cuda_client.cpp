@@ -9,7 +9,7 @@
 //   alloc:N  alloc32:N  managed:N  pitch:W:H  async:N  pool:N   allocate
 //   free:i  free32:i  freeasync:i  sync        free; cuStreamSynchronize(0)
 //   create:N  map:i  unmap:i  release:i        VMM on the current device
-//   array:W:H  array3d:W:H:D:FLAGS  mipmap:W:H:LEVELS  destroy:i  (float4 elements)
+//   array:W:H  array3d:W:H:D:FLAGS  mipmap:W:H:LEVELS[:D[:FLAGS]]  destroy:i  (float4 elements)
 //   info  info32  total  total32               memory info of device 0
 //   nvml                                       NVML v1 and v2 memory info of NVML device 0
 //   usage                                      the simulator's own accounting (the oracle)
@@ -31,7 +31,7 @@
 //   usage:D                                    as usage, for device D (a word instead of D: device 0)
 //   write:PATH  replace:PATH                   open PATH for writing; rename a new file over it: errno (0: done)
 //   mempool  pool-alloc:N:p  pool-destroy:p    cuMemPoolCreate on device 0; an allocation from pool p; destroy it
-//   create:N:fd                                cuMemCreate asking for POSIX file descriptor handles
+//   create:N:fd  create:N:on:D                 cuMemCreate asking for POSIX file descriptor handles; on device D
 //   retain:v  export:i  import:f               cuMemRetainAllocationHandle of mapped address v; export
 //                                              handle i as a descriptor; import descriptor f (all recorded)
 //   set-access:v:N                             cuMemSetAccess(v, N): device 0 read-write (expandable segments)
@@ -378,6 +378,7 @@ int main(int argc, char** argv) {
       prop.type = 1;  // [CH] CU_MEM_ALLOCATION_TYPE_PINNED
       prop.handle_types = args.size() > 2 && args[2] == "fd" ? 1 : 0;  // [CH] CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
       prop.location = {args.size() > 2 && args[2] == "host" ? 2 : 1, 0};  // [CH] DEVICE 1, HOST 2
+      if (args.size() > 3 && args[2] == "on") prop.location.id = static_cast<int>(num(args, 3));  // device D
       u64 h = 0;
       r = get<CUresult (*)(u64*, std::size_t, const AllocProp*, u64)>("cuMemCreate", 10020)(&h, num(args, 1), &prop, 0);
       std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(h) : SIZE_MAX);
@@ -406,7 +407,7 @@ int main(int argc, char** argv) {
         const Desc3 d{num(args, 1), num(args, 2), num(args, 3), kFloat, 4, static_cast<unsigned>(num(args, 4))};
         r = get<CUresult (*)(Handle*, const Desc3*)>("cuArray3DCreate", 3020)(&arr, &d);
       } else {
-        const Desc3 d{num(args, 1), num(args, 2), 0, kFloat, 4, 0};
+        const Desc3 d{num(args, 1), num(args, 2), num(args, 4), kFloat, 4, static_cast<unsigned>(num(args, 5))};
         r = get<CUresult (*)(Handle*, const Desc3*, unsigned)>("cuMipmappedArrayCreate", 5000)(
             &arr, &d, static_cast<unsigned>(num(args, 3)));
       }

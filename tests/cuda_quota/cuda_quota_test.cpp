@@ -420,6 +420,19 @@ TEST(CudaQuota, VirtualMemoryIsChargedAtCreateAndReturnedAtReleaseAndLastUnmap) 
   EXPECT_EQ(value(r, "usage", 0), 512 * kMiB) << "the simulator agrees";
 }
 
+// A device that does not exist is the driver's error to give
+// (CUDA_ERROR_INVALID_DEVICE), not an out-of-memory of the quota's: a
+// program that probes ordinals reads the answer the driver documents.
+TEST(CudaQuota, AnOrdinalWithoutADeviceGetsTheDriversInvalidDevice) {
+  constexpr int kInvalidDevice = 101;  // [CH] CUDA_ERROR_INVALID_DEVICE
+  Container c(1 * kGiB);
+  const auto r = c.client({"init", "create:" + bytes(2 * kMiB) + ":on:7", "create:" + bytes(2 * kMiB) + ":on:0", "usage"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "create:" + bytes(2 * kMiB) + ":on:7"), kInvalidDevice) << r.err;
+  EXPECT_EQ(code(r, "create:" + bytes(2 * kMiB) + ":on:0"), kOk);
+  EXPECT_EQ(value(r, "usage", 0), 2 * kMiB);
+}
+
 TEST(CudaQuota, VirtualMemoryPastTheQuotaIsRefused) {
   Container c(1 * kGiB);
   const auto r = c.client({"init", "create:" + bytes(768 * kMiB), "create:" + bytes(512 * kMiB), "usage"});
@@ -464,6 +477,36 @@ TEST(CudaQuota, ArraysAreChargedByTheirSizeAndSparseOnesNot) {
   EXPECT_EQ(code(r, "destroy-mipmap:2"), kOk);
   EXPECT_EQ(value(r, "usage", 0), 0u);
   EXPECT_EQ(value(r, "info", 0), 64 * kMiB);
+}
+
+// A tenant who reads the driver's API: mipmapped arrays are charged as the
+// driver allocates them ([CH] cuMipmappedArrayCreate): numMipmapLevels 0 is
+// clamped to one level, a layered array keeps its layers at every level, and
+// each level is its own allocation rounded to the granule. Created until
+// refused, each kind never leaves the simulator holding more than the quota,
+// and the quota's view is what the simulator holds.
+TEST(CudaQuota, MipmappedArraysAreChargedAsTheDriverAllocatesThem) {
+  struct Attack {
+    std::string what, op;
+    std::uint64_t each;  // what the simulated driver holds per array
+  };
+  for (const auto& a : {Attack{"numMipmapLevels 0 (one level)", "mipmap:1024:1024:0", 16 * kMiB},
+                        Attack{"layered, 16 layers at every level", "mipmap:256:256:3:16:1", (16 + 4 + 2) * kMiB},
+                        Attack{"seven small levels, each rounded", "mipmap:64:64:7", 7 * 2 * kMiB}}) {
+    Container c(64 * kMiB);
+    std::vector<std::string> steps{"init"};
+    for (int i = 0; i < 8; ++i) steps.push_back(a.op + ":n" + std::to_string(i));
+    steps.insert(steps.end(), {"usage", "info"});
+    const auto r = c.client(steps);
+    ASSERT_EQ(r.exit_code, 0) << a.what << ": " << r.err;
+    std::uint64_t made = 0;
+    for (int i = 0; i < 8; ++i) made += code(r, a.op + ":n" + std::to_string(i)) == kOk;
+    const std::uint64_t held = value(r, "usage", 0);
+    EXPECT_EQ(made, 64 * kMiB / a.each) << a.what;
+    EXPECT_EQ(held, made * a.each) << a.what;
+    EXPECT_LE(held, 64 * kMiB) << a.what << ": the tenant holds more than its quota";
+    EXPECT_EQ(value(r, "info", 0), 64 * kMiB - held) << a.what << ": the quota's view is not what the driver holds";
+  }
 }
 
 // NVML in the same process reports the slice too: the NVML simulator over a
@@ -607,6 +650,25 @@ TEST(CudaQuota, GraphMemoryIsChargedWhenMappedAndReturnedWhenDestroyed) {
   EXPECT_EQ(value(r, "usage:destroyed", 0), 0u);
   EXPECT_EQ(code(r, "launch:6:0:now"), kOk);
   EXPECT_EQ(value(r, "usage", 0), 32 * kMiB);
+}
+
+// A visible device that no quota names refuses every allocation, graph
+// memory too: a graph with an allocation node there is not instantiated
+// (with or without upload), so it can never map that memory.
+TEST(CudaQuota, GraphMemoryOnADeviceNoQuotaNamesIsRefused) {
+  constexpr const char* kSecond = "GPU-22222222-3333-4444-5555-666666666666";
+  Container c(1 * kGiB, std::string(kUuid) + ":80G," + kSecond + ":80G");
+  // handles: 0 stream, 1 graph, 2 its 64 MiB allocation node on device 1; 3 an exec, were one made
+  const auto r = c.client({"init", "stream", "graph", "graph-alloc:1:" + bytes(64 * kMiB) + ":1", "instantiate:1",
+                           "instantiate-upload:1:0", "launch:3:0", "usage:1", "alloc:4096", "usage"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "graph-alloc:1:" + bytes(64 * kMiB) + ":1"), kOk) << "a node maps nothing";
+  EXPECT_EQ(code(r, "instantiate:1"), kOutOfMemory) << r.err;
+  EXPECT_EQ(code(r, "instantiate-upload:1:0"), kOutOfMemory) << r.err;
+  EXPECT_EQ(value(r, "usage:1", 0), 0u) << "graph memory mapped on a device without a quota";
+  EXPECT_NE(r.err.find("no quota can be enforced on this device"), std::string::npos) << r.err;
+  EXPECT_EQ(code(r, "alloc:4096"), kOk) << "device 0 keeps its quota";
+  EXPECT_EQ(value(r, "usage", 0), 4096u);
 }
 
 TEST(CudaQuota, CapturedAllocationsAreChargedWhenTheirGraphIsUploaded) {
