@@ -39,6 +39,10 @@ struct CheckpointDevice {
   std::optional<std::string> share_id;
   std::optional<uint64_t> memory_bytes;  // a memory share
   bool mps = false;
+  // MPS limits its daemon holds for the claim's clients (NVIDIA's MpsConfig,
+  // or a memory share's size): pinned device memory, active thread percentage.
+  std::optional<uint64_t> mps_pinned_bytes;
+  std::optional<uint32_t> mps_thread_percentage;
   std::optional<uint32_t> timeslice;  // the time-slice level its config asks of the GPU (claim.hpp)
   std::vector<std::string> cdi_ids;
   friend bool operator==(const CheckpointDevice&, const CheckpointDevice&) = default;

@@ -827,6 +827,20 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
     }
     rec.devices[i].uuid = cd.device.physical_uuid;
     rec.devices[i].mps = s.alloc->config && s.alloc->config->sharing.strategy == SharingConfig::Strategy::mps;
+    if (rec.devices[i].mps) {
+      // NVIDIA's MpsConfig: a per-device limit (by UUID or by index among the
+      // claim's devices) over the default; a memory share's size otherwise.
+      const auto& sharing = s.alloc->config->sharing;
+      auto& d = rec.devices[i];
+      d.mps_pinned_bytes = sharing.pinned_memory_limit;
+      if (auto it = sharing.per_device_pinned_memory_limit.find(d.uuid); it != sharing.per_device_pinned_memory_limit.end())
+        d.mps_pinned_bytes = it->second;
+      else if (auto ix = sharing.per_device_pinned_memory_limit.find(std::to_string(i));
+               ix != sharing.per_device_pinned_memory_limit.end())
+        d.mps_pinned_bytes = ix->second;
+      if (!d.mps_pinned_bytes && d.memory_bytes) d.mps_pinned_bytes = d.memory_bytes;
+      d.mps_thread_percentage = sharing.active_thread_percentage;
+    }
     if (s.device.allow_multiple_allocations && options_.quota.inject) {
       const uint64_t capacity = s.device.capacity.count("memory") ? s.device.capacity.at("memory") : 0;
       // Memory shares: the default is the whole device; in the other modes nothing, and a claim
@@ -868,7 +882,6 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
     for (size_t i = 0; i < steps.size(); ++i) {
       const auto& d = rec.devices[i];
       if (!d.mps) continue;
-      const auto& sharing = steps[i].alloc->config->sharing;
       auto& edits = cdi_devices[i].edits;
       const std::string base = options_.mps_root + "/" + d.uuid;
       // The client's pipe directory (its daemon's) and /dev/shm, where MPS
@@ -876,18 +889,12 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
       edits.env.push_back("CUDA_MPS_PIPE_DIRECTORY=/mps/pipe");
       edits.mounts.push_back({base + "/pipe", "/mps/pipe", true});  // read-only: connect, never bind a daemon there
       edits.mounts.push_back({options_.mps_root + "/shm", "/dev/shm", false});
-      // NVIDIA's MpsConfig: a per-device limit (by UUID or by index among the
-      // claim's devices) over the default; a memory share's size otherwise.
-      std::optional<uint64_t> pinned = sharing.pinned_memory_limit;
-      if (auto it = sharing.per_device_pinned_memory_limit.find(d.uuid); it != sharing.per_device_pinned_memory_limit.end())
-        pinned = it->second;
-      else if (auto ix = sharing.per_device_pinned_memory_limit.find(std::to_string(i));
-               ix != sharing.per_device_pinned_memory_limit.end())
-        pinned = ix->second;
-      if (!pinned && d.memory_bytes) pinned = d.memory_bytes;
-      if (pinned) edits.env.push_back("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=" + std::to_string(*pinned >> 20) + "M");
-      if (sharing.active_thread_percentage)
-        edits.env.push_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + std::to_string(*sharing.active_thread_percentage));
+      // The daemon holds the limits (sync_mps_locked); the client's own
+      // variables say them too (a client can only lower what its server gives).
+      if (d.mps_pinned_bytes)
+        edits.env.push_back("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=" + std::to_string(*d.mps_pinned_bytes >> 20) + "M");
+      if (d.mps_thread_percentage)
+        edits.env.push_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + std::to_string(*d.mps_thread_percentage));
     }
   }
   if (!shares.empty()) {
@@ -1034,19 +1041,38 @@ Result<void> Driver::release_locked(const std::string& uid) {
 
 void Driver::sync_mps_locked() {
   if (!options_.daemons) return;
-  std::vector<mps::DaemonSpec> wanted;
-  std::set<std::string> seen;
+  // One daemon per device. It holds the claims' limits as its defaults
+  // (set_default_device_pinned_mem_limit, set_default_active_thread_percentage,
+  // as NVIDIA's DRA driver sets them), so a client cannot raise them by its
+  // own environment. Claims sharing one device's daemon: the largest of
+  // their limits (a device with one claim, NVIDIA's layout: exactly its own),
+  // each client's variables lowering it to its claim's.
+  std::map<std::string, mps::DaemonSpec> wanted;  // by device UUID
+  std::map<std::string, bool> unlimited;          // a claim there asks for no thread limit
   for (const auto& [uid, claim] : checkpoint_.claims)
     for (const auto& d : claim.devices) {
-      if (!d.mps || d.uuid.empty() || !seen.insert(d.uuid).second) continue;
-      mps::DaemonSpec spec;
-      spec.uuid = d.uuid;
-      spec.resource = options_.driver + " " + d.device;
-      // Short on purpose: <pipe>/control must fit a unix socket path.
-      spec.dirs = {options_.mps_root + "/" + d.uuid + "/pipe", options_.mps_root + "/" + d.uuid + "/log"};
-      wanted.push_back(std::move(spec));
+      if (!d.mps || d.uuid.empty()) continue;
+      auto [it, first] = wanted.try_emplace(d.uuid);
+      mps::DaemonSpec& spec = it->second;
+      if (first) {
+        spec.uuid = d.uuid;
+        spec.resource = options_.driver + " " + d.device;
+        // Short on purpose: <pipe>/control must fit a unix socket path.
+        spec.dirs = {options_.mps_root + "/" + d.uuid + "/pipe", options_.mps_root + "/" + d.uuid + "/log"};
+        spec.active_thread_percentage = 0;
+      }
+      const uint64_t mib = d.mps_pinned_bytes ? std::max<uint64_t>(*d.mps_pinned_bytes >> 20, 1) : 0;
+      if (first || (spec.pinned_mem_limit_mib != 0 && (mib == 0 || mib > spec.pinned_mem_limit_mib)))
+        spec.pinned_mem_limit_mib = mib;  // 0 (no limit) wins: a claim without one must not be capped
+      if (!d.mps_thread_percentage) unlimited[d.uuid] = true;
+      else spec.active_thread_percentage = std::max(spec.active_thread_percentage, *d.mps_thread_percentage);
     }
-  options_.daemons->want(std::move(wanted));
+  std::vector<mps::DaemonSpec> specs;
+  for (auto& [uuid, spec] : wanted) {
+    if (unlimited[uuid] || spec.active_thread_percentage == 0) spec.active_thread_percentage = 100;
+    specs.push_back(std::move(spec));
+  }
+  options_.daemons->want(std::move(specs));
 }
 
 Result<void> Driver::sync_timeslices_locked() {

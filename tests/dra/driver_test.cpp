@@ -888,6 +888,14 @@ TEST(DraDriver, MpsInsideAMigInstanceRunsUnderADaemonOfThatInstance) {
   ASSERT_EQ(mig.rfind("MIG-", 0), 0u);
   EXPECT_TRUE(daemons.up().contains(mig));  // the instance's own daemon, up before prepare answered
   EXPECT_EQ(daemons.up().size(), 1u);
+  // The daemon holds the claim's limits (as NVIDIA's driver sets them), not
+  // only the client's environment, which the tenant controls: read from the
+  // simulated daemon's own state.
+  std::ifstream state_file(n.options.mps_root + "/" + mig + "/pipe/tessera-sim-mps.json");
+  ASSERT_TRUE(state_file) << "no state of the simulated daemon";
+  const auto daemon = json::parse(state_file);
+  EXPECT_EQ(daemon["default_device_pinned_mem_limits"]["0"]["value"], "8192M") << daemon.dump(2);
+  EXPECT_EQ(daemon["default_active_thread_percentage"].get<double>(), 40.0) << daemon.dump(2);
   auto spec = n.spec_of(kUid1);
   std::set<std::string> env;
   for (const auto& e : spec["devices"][0]["containerEdits"]["env"]) env.insert(e);
