@@ -100,6 +100,7 @@ Result<Checkpoint> CheckpointFile::load() const {
       if (d.contains("share_id")) dev.share_id = r.get<std::string>(d, "share_id", where);
       if (d.contains("memory_bytes")) dev.memory_bytes = r.get<uint64_t>(d, "memory_bytes", where);
       dev.mps = r.get<bool>(d, "mps", where);
+      if (d.contains("admin")) dev.admin = r.get<bool>(d, "admin", where);
       if (d.contains("mps_pinned_bytes")) dev.mps_pinned_bytes = r.get<uint64_t>(d, "mps_pinned_bytes", where);
       if (d.contains("mps_thread_percentage"))
         dev.mps_thread_percentage = r.get<uint32_t>(d, "mps_thread_percentage", where);
@@ -147,6 +148,7 @@ Result<void> CheckpointFile::save(const Checkpoint& c) const {
       if (d.share_id) dj["share_id"] = *d.share_id;
       if (d.memory_bytes) dj["memory_bytes"] = *d.memory_bytes;
       if (d.timeslice) dj["timeslice"] = *d.timeslice;
+      if (d.admin) dj["admin"] = true;
       if (d.mps_pinned_bytes) dj["mps_pinned_bytes"] = *d.mps_pinned_bytes;
       if (d.mps_thread_percentage) dj["mps_thread_percentage"] = *d.mps_thread_percentage;
       devices.push_back(std::move(dj));

@@ -39,6 +39,7 @@ struct CheckpointDevice {
   std::optional<std::string> share_id;
   std::optional<uint64_t> memory_bytes;  // a memory share
   bool mps = false;
+  bool admin = false;  // admin access: no user of the device, nothing cut or set for it
   // MPS limits its daemon holds for the claim's clients (NVIDIA's MpsConfig,
   // or a memory share's size): pinned device memory, active thread percentage.
   std::optional<uint64_t> mps_pinned_bytes;

@@ -200,6 +200,12 @@ static Result<ClaimAllocation> read_allocation_unchecked(const json& claim, cons
     d.device = r.value("device", "");
     if (d.device.empty()) return fail(Errc::validation, label + ": an allocation result names no device");
     if (r.contains("shareID") && r["shareID"].is_string()) d.share_id = r["shareID"].get<std::string>();
+    if (r.contains("adminAccess") && !r["adminAccess"].is_null()) {
+      if (!r["adminAccess"].is_boolean())
+        return fail(Errc::validation, label + ": device " + d.device + ": adminAccess is " + r["adminAccess"].dump() +
+                                          ", not true or false");
+      d.admin = r["adminAccess"].get<bool>();
+    }
     if (r.contains("consumedCapacity") && r["consumedCapacity"].contains("memory")) {
       auto q = parse_bytes(r["consumedCapacity"]["memory"].is_string() ? r["consumedCapacity"]["memory"].get<std::string>()
                                                                         : r["consumedCapacity"]["memory"].dump());

@@ -60,6 +60,11 @@ struct AllocatedDevice {
   std::optional<std::string> share_id;   // set when the device is allocated to many claims
   std::optional<uint64_t> memory_bytes;  // consumedCapacity.memory
   std::optional<DeviceConfig> config;    // the config that applies to its request, if any
+  // Admin access (resource.k8s.io/v1, GA in 1.36: allowed only in namespaces
+  // labelled resource.kubernetes.io/admin-access, which the API server
+  // checks): the device is given for monitoring or maintenance, shared with
+  // whatever ordinary claims hold it, and never counted as their user.
+  bool admin = false;
 };
 
 struct ClaimAllocation {

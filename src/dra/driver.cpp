@@ -588,6 +588,10 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
     bool create = false;    // cut the MIG instance
     bool join = false;      // share an instance this driver cut for other claims
     std::optional<bool> set_mig_mode;
+    // Admin access to a MIG placement nobody cut: nothing is cut for an
+    // admin, who gets the GPU's own device nodes instead (what NVML needs to
+    // watch the whole GPU).
+    bool admin_whole_gpu = false;
   };
   // Checked against the GPUs as last read; when a step cuts an instance or
   // changes MIG mode (or the check fails: the last read may be stale), read
@@ -604,7 +608,7 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
       std::vector<std::string> users;
       for (const auto& [uid, c] : checkpoint_.claims)
         for (const auto& d : c.devices)
-          if (d.device == device) users.push_back(c.claim_namespace + "/" + c.name);
+          if (d.device == device && !d.admin) users.push_back(c.claim_namespace + "/" + c.name);
       return users;
     };
     for (const auto& a : alloc->devices) {
@@ -623,9 +627,20 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
         }
         return fail_plan(label + ": device " + a.device + " is not one this node offers");
       }
-      Step s{&a, *it, it->gpu, false, false, std::nullopt};
+      Step s{&a, *it, it->gpu, false, false, std::nullopt, false};
       const auto& g = gpus_[s.gpu].gpu;
       const bool is_mig = s.device.mig.has_value();
+      if (a.admin) {
+        // Admin access: the device as it is, beside any ordinary claim, with
+        // no config applied (no MPS daemon, interval or quota), nothing cut
+        // and MIG mode left alone.
+        const bool cut = !is_mig || s.device.fixed ||
+                         std::any_of(gpus_[s.gpu].present.begin(), gpus_[s.gpu].present.end(),
+                                     [&](const Present& p) { return p.placed == *s.device.mig; });
+        s.admin_whole_gpu = !cut;
+        steps.push_back(std::move(s));
+        continue;
+      }
       if (a.config) {
         if (a.config->kind == DeviceConfig::Kind::gpu && is_mig)
           return fail_plan(label + ": a GpuConfig cannot configure the MIG device " + a.device + " (use MigDeviceConfig)");
@@ -690,7 +705,7 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
     // devices would mount them all at one path and reach only one.
     std::vector<std::string> mps_devices;
     for (const auto& st : steps)
-      if (st.alloc->config && st.alloc->config->sharing.strategy == SharingConfig::Strategy::mps)
+      if (!st.alloc->admin && st.alloc->config && st.alloc->config->sharing.strategy == SharingConfig::Strategy::mps)
         mps_devices.push_back(st.alloc->device);
     if (mps_devices.size() > 1)
       return fail_plan(label + ": an MPS client connects to one control daemon, and each GPU or MIG device has its own: "
@@ -717,8 +732,9 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
     d.device = s.device.name;
     d.gpu_uuid = gpus_[s.gpu].gpu.uuid;
     d.share_id = s.alloc->share_id;
-    d.memory_bytes = s.alloc->memory_bytes;
-    if (s.alloc->config && s.alloc->config->sharing.strategy == SharingConfig::Strategy::time_slicing)
+    d.admin = s.alloc->admin;
+    if (!d.admin) d.memory_bytes = s.alloc->memory_bytes;
+    if (!d.admin && s.alloc->config && s.alloc->config->sharing.strategy == SharingConfig::Strategy::time_slicing)
       d.timeslice = s.alloc->config->sharing.timeslice;
     record.devices.push_back(std::move(d));
     if (s.create) {
@@ -816,7 +832,7 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
     cd.device.gpu_index = now.gpu.index;
     cd.device.gpu_uuid = now.gpu.uuid;
     cd.device.physical_uuid = now.gpu.uuid;
-    if (s.device.mig) {
+    if (s.device.mig && !s.admin_whole_gpu) {
       cd.device.is_mig = true;
       for (const auto& p : now.present)
         if (p.placed == *s.device.mig) {
@@ -826,7 +842,8 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
         }
     }
     rec.devices[i].uuid = cd.device.physical_uuid;
-    rec.devices[i].mps = s.alloc->config && s.alloc->config->sharing.strategy == SharingConfig::Strategy::mps;
+    rec.devices[i].mps =
+        !s.alloc->admin && s.alloc->config && s.alloc->config->sharing.strategy == SharingConfig::Strategy::mps;
     if (rec.devices[i].mps) {
       // NVIDIA's MpsConfig: a per-device limit (by UUID or by index among the
       // claim's devices) over the default; a memory share's size otherwise.
@@ -841,7 +858,7 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
       if (!d.mps_pinned_bytes && d.memory_bytes) d.mps_pinned_bytes = d.memory_bytes;
       d.mps_thread_percentage = sharing.active_thread_percentage;
     }
-    if (s.device.allow_multiple_allocations && options_.quota.inject) {
+    if (s.device.allow_multiple_allocations && options_.quota.inject && !s.alloc->admin) {
       const uint64_t capacity = s.device.capacity.count("memory") ? s.device.capacity.at("memory") : 0;
       // Memory shares: the default is the whole device; in the other modes nothing, and a claim
       // that holds no memory is not held to any (it shares by time slicing or MPS alone).

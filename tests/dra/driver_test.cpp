@@ -491,6 +491,62 @@ TEST(DraDriver, APreparedClaimWhoseSpecOrInstanceIsGoneIsPreparedAgain) {
   EXPECT_TRUE(n.instances().empty());
 }
 
+// Admin access (resource.k8s.io/v1, GA in 1.36): the scheduler gives an
+// admin claim devices that ordinary claims hold; tessera gives it them as
+// they are, without counting it as their user: no refusal of the workload
+// beside it, nothing cut for it (a placement nobody cut gives the admin its
+// GPU's own nodes), and nothing destroyed when it goes.
+TEST(DraDriver, AnAdminAccessClaimSharesDevicesWithoutUsingThemOrCuttingAny) {
+  constexpr const char* kAdmin1 = "aaaaaaaa-0000-0000-0000-000000000001";
+  constexpr const char* kAdmin2 = "aaaaaaaa-0000-0000-0000-000000000002";
+  Node n;
+  n.start();
+  auto admin = [&](const std::string& uid, const std::string& name, const std::string& device) {
+    n.add(uid, name, {{device}});
+    n.claims.objects["default/" + name]["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = true;
+  };
+  auto nodes = [&](const std::string& uid) {
+    std::set<std::string> out;
+    const auto spec = n.spec_of(uid);
+    if (!spec.is_object()) return out;
+    for (const auto& d : spec["devices"])
+      for (const auto& node : d["containerEdits"].value("deviceNodes", json::array())) out.insert(node["path"]);
+    return out;
+  };
+  auto caps = [](const std::set<std::string>& s) {
+    return std::count_if(s.begin(), s.end(), [](const std::string& p) { return p.starts_with("/dev/nvidia-caps/"); });
+  };
+  n.add(kUid1, "work-1", {{"gpu-0-mig-3g40gb-9-4"}});
+  ASSERT_EQ(n.prepare(kUid1, "work-1").error, "");
+  admin(kAdmin1, "admin-1", "gpu-0-mig-3g40gb-9-4");
+  ASSERT_EQ(n.prepare(kAdmin1, "admin-1").error, "") << "the admin claim was refused beside the workload";
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"0:3g.40gb@4"}));
+  EXPECT_EQ(caps(nodes(kAdmin1)), 2) << "the admin gets the instance as it is";
+  // A placement nobody cut: the GPU's own nodes, nothing cut.
+  admin(kAdmin2, "admin-2", "gpu-1-mig-1g10gb-19-6");
+  ASSERT_EQ(n.prepare(kAdmin2, "admin-2").error, "");
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"0:3g.40gb@4"})) << "an admin claim cut an instance";
+  const auto whole = nodes(kAdmin2);
+  EXPECT_EQ(caps(whole), 0);
+  EXPECT_TRUE(whole.contains("/dev/nvidia1")) << "the admin of GPU 1's placement does not get GPU 1";
+  // The workload on the admin's placement is neither refused nor joined to it.
+  n.add(kUid2, "work-2", {{"gpu-1-mig-1g10gb-19-6"}});
+  ASSERT_EQ(n.prepare(kUid2, "work-2").error, "") << "a workload was refused beside an admin claim";
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"0:3g.40gb@4", "1:1g.10gb@6"}));
+  // Admins go: nothing destroyed. Workloads go: everything.
+  EXPECT_EQ(n.unprepare(kAdmin1, "admin-1"), "");
+  EXPECT_EQ(n.unprepare(kAdmin2, "admin-2"), "");
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"0:3g.40gb@4", "1:1g.10gb@6"}));
+  EXPECT_EQ(n.unprepare(kUid1, "work-1"), "");
+  EXPECT_EQ(n.unprepare(kUid2, "work-2"), "");
+  EXPECT_TRUE(n.instances().empty());
+  // A malformed flag is refused with the reason.
+  admin(kAdmin1, "admin-1", "gpu-0");
+  n.claims.objects["default/admin-1"]["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = "yes";
+  const auto bad = n.prepare(kAdmin1, "admin-1");
+  EXPECT_NE(bad.error.find("adminAccess is \"yes\", not true or false"), std::string::npos) << bad.error;
+}
+
 TEST(DraDriver, ACheckpointThatIsNotOursStopsTheStart) {
   Node n;
   std::filesystem::create_directories(n.options.state_dir);

@@ -47,7 +47,7 @@ done
 # In the order they run; what one needs done before it is in NEEDS.
 readonly SCENARIOS=(manifests mig-capacity mig-pods pod-resources kubelet-restart xid-79 resource-health
                     time-slicing quota admission mps mps-upgrade metrics cdi node-agent agent-scope fleet
-                    dra-mig dra-packing dra-shares dra-mps dra-health dra-quickstart dra-reboot)
+                    dra-mig dra-packing dra-shares dra-mps dra-health dra-quickstart dra-admin dra-reboot)
 declare -A NEEDS=([mig-pods]=mig-capacity [pod-resources]="mig-capacity mig-pods"
                   [kubelet-restart]=mig-capacity [xid-79]=mig-capacity [resource-health]="mig-capacity mig-pods"
                   [quota]=time-slicing [admission]=time-slicing [agent-scope]=node-agent)
