@@ -72,6 +72,7 @@ declare -A files=(
   [mig-config.yaml]=base/mig-config.yaml
   [prometheusrule.yaml]=overlays/metrics/component/prometheusrule.yaml
   [node-scope.yaml]=overlays/gpu-node/node-scope.yaml
+  [slice-scope.yaml]=overlays/dra/slice-scope.yaml
 )
 for f in "$chart"/files/*; do
   name=${f##*/}
@@ -191,8 +192,9 @@ def want(what, got, expected):
         problems.append("%s: %s, not %s" % (what, json.dumps(got), json.dumps(expected)))
 # The share-isolation policy (dra.memoryShares): the admission check's.
 kinds = sorted("%s/%s" % (d["kind"], d["metadata"]["name"]) for d in docs if not d["metadata"]["name"].endswith("-share-isolation"))
-want("objects", kinds, sorted(["Namespace/tessera", "ServiceAccount/tessera", "ClusterRole/tessera-node-agent",
-     "ClusterRoleBinding/tessera-node-agent", "ClusterRole/tessera-dra-driver", "ClusterRoleBinding/tessera-dra-driver",
+want("objects", kinds, sorted(["Namespace/tessera", "ServiceAccount/tessera", "ClusterRole/tessera-dra-driver",
+     "ClusterRoleBinding/tessera-dra-driver", "ValidatingAdmissionPolicy/tessera-dra-driver-own-node",
+     "ValidatingAdmissionPolicyBinding/tessera-dra-driver-own-node",
      "DaemonSet/tessera", "DeviceClass/gpu.nvidia.com", "DeviceClass/mig.nvidia.com"]))
 ds = next(d for d in docs if d["kind"] == "DaemonSet")
 spec = ds["spec"]["template"]["spec"]
@@ -229,7 +231,7 @@ for name, typ in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig")):
 role = next(d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "tessera-dra-driver")
 want("ClusterRole tessera-dra-driver rules", sorted((r["apiGroups"], r["resources"], sorted(r["verbs"])) for r in role["rules"]),
      sorted([(["resource.k8s.io"], ["resourceslices"], sorted(["get", "list", "watch", "create", "update", "delete"])),
-             (["resource.k8s.io"], ["resourceclaims"], ["get"])]))
+             (["resource.k8s.io"], ["resourceclaims"], ["get"]), ([""], ["nodes"], ["get"]), ([""], ["events"], ["create"])]))
 binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "tessera-dra-driver")
 want("ClusterRoleBinding tessera-dra-driver", (binding["roleRef"]["name"], binding["subjects"]),
      ("tessera-dra-driver", [{"kind": "ServiceAccount", "name": "tessera", "namespace": ds["metadata"]["namespace"]}]))

@@ -57,9 +57,9 @@
 # be besides the mig manager's agent. The DeviceClasses gpu.nvidia.com
 # (extended resource nvidia.com/gpu) and mig.nvidia.com select the driver's
 # name (--driver-name) with NVIDIA's CEL; the service account may do what the
-# driver does (its Node: get; ResourceSlices: list, create, update, delete;
-# ResourceClaims: get) and beyond that only the base role's grants and
-# get/watch on ResourceSlices, which the check names as unused.
+# driver does (its Node: get; Events: create; ResourceSlices: list, create,
+# update, delete; ResourceClaims: get) and beyond that only get/watch on
+# ResourceSlices, which the check names as unused: no Node patch, no eviction.
 #
 # Usage: check_manifests.sh TESSERA_BIN DEPLOY_DIR [NAME=RENDERED.yaml...]
 # With NAME=FILE arguments it checks those renders (check_helm.sh hands it the
@@ -399,14 +399,13 @@ for name, typ in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig")):
         fail("DeviceClass %s: extendedResourceName %s" % (name, ext))
 
 # RBAC: what the driver does, and beyond it only what is named here.
-USES = {("", "nodes"): {"get"},
+USES = {("", "nodes"): {"get"}, ("", "events"): {"create"},
         ("resource.k8s.io", "resourceslices"): {"list", "create", "update", "delete"},
         ("resource.k8s.io", "resourceclaims"): {"get"}}
-# Granted but not used by `tessera dra`: the base's node-agent role, which
-# every overlay binds (deploy/base/rbac.yaml), and get/watch on slices
-# (NVIDIA's driver's grant; tessera lists with a field selector).
-UNUSED = {("", "nodes"): {"list", "watch", "patch"}, ("", "pods/eviction"): {"create"}, ("", "events"): {"create"},
-          ("resource.k8s.io", "resourceslices"): {"get", "watch"}}
+# Granted but not used by `tessera dra`: get/watch on slices (NVIDIA's
+# driver's grant; tessera lists with a field selector). Nothing of the base's
+# node-agent role (Node patches, evictions): the DRA overlay deletes it.
+UNUSED = {("resource.k8s.io", "resourceslices"): {"get", "watch"}}
 sa, ns = spec.get("serviceAccountName"), ds["metadata"].get("namespace")
 roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
 bound = [b["roleRef"]["name"] for b in docs if b["kind"] == "ClusterRoleBinding"

@@ -37,4 +37,40 @@ scenario_dra-admin() {
   echo "  admin claim on ${admin_device% true} (adminAccess), work-1 on $device, work-2 on $(claim_device work-2); instances $instances; the admin's going destroyed nothing"
   kc delete namespace e2e-admin --wait=false >/dev/null 2>&1 || true
   remove_dra_consumers
+  dra_driver_scope
+}
+
+# The DRA driver's own service-account token (from its pod, so it names
+# NODE): deploy/overlays/dra/slice-scope.yaml lets it write its own node's
+# ResourceSlices only, and its role grants no Node change and no eviction.
+dra_driver_scope() {
+  local token who
+  token=$(kc -n tessera exec "$(tessera_pod)" -c dra-driver -- cat /var/run/secrets/kubernetes.io/serviceaccount/token)
+  [[ -n $token ]] || fail "cannot read the DRA driver's service-account token"
+  as_driver() { "$PEERS/kubectl" --kubeconfig "$E2E_STATE/kubeconfig" --request-timeout=20s --token "$token" "$@"; }
+  who=$(as_driver auth whoami -o json)
+  [[ $(jq -r '.status.userInfo.extra["authentication.kubernetes.io/node-name"][0]' <<<"$who") == "$NODE" ]] ||
+    fail "the DRA driver's token does not name its node $NODE: $(jq -c .status.userInfo <<<"$who")"
+  slice() {  # slice NAME NODE: a ResourceSlice of a driver of the scenario's own
+    printf 'apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: %s}
+spec:
+  driver: e2e-scope.example.com
+  nodeName: %s
+  pool: {name: %s, generation: 0, resourceSliceCount: 1}
+  devices: []
+' "$1" "$2" "$2"
+  }
+  local out
+  if out=$(slice e2e-scope-other "$NODE2" | as_driver create -f - 2>&1); then
+    kc delete resourceslice e2e-scope-other >/dev/null 2>&1 || true
+    fail "the DRA driver on $NODE was allowed to create a ResourceSlice of $NODE2"
+  fi
+  grep -qF "may write only that node's ResourceSlices" <<<"$out" || fail "another node's slice was refused, but not by the policy: $out"
+  slice e2e-scope-own "$NODE" | as_driver create -f - >/dev/null || fail "the DRA driver may not create a ResourceSlice of its own node"
+  as_driver delete resourceslice e2e-scope-own >/dev/null || fail "the DRA driver may not delete a ResourceSlice of its own node"
+  [[ $(as_driver auth can-i patch nodes) == no && $(as_driver auth can-i create pods/eviction) == no ]] ||
+    fail "the DRA driver may patch Nodes or evict pods"
+  echo "  the DRA driver's token (node $NODE): its own node's slice created and deleted; $NODE2's refused; no Node patch, no eviction"
 }
