@@ -90,6 +90,10 @@ struct SnapPod {
   uint32_t count = 0;
   std::string created;  // metadata.creationTimestamp (RFC 3339), for the pending clock
   PodRules rules;
+  // Why its GPU request cannot be read (a count that is not a whole number,
+  // two GPU resources): such a pod stops only itself. Pending, it is left
+  // out; running, its node is kept exactly as it is.
+  std::string unreadable;
 };
 
 struct Snapshot {

@@ -215,14 +215,16 @@ void drop_unwanted(json& value, std::vector<std::string>& path) {
   }
 }
 
-// Whether one of a pod's containers asks for an nvidia.com/ resource.
+// Whether one of a pod's containers or init containers asks for an nvidia.com/ resource.
 bool asks_for_gpu(const json& pod) {
-  const json& containers = at(at(pod, "spec"), "containers");
-  for (size_t c = 0; containers.is_array() && c < containers.size(); ++c)
-    for (const char* part : {"requests", "limits"})
-      if (const json& m = at(at(containers[c], "resources"), part); m.is_object())
-        for (auto it = m.begin(); it != m.end(); ++it)
-          if (it.key().starts_with("nvidia.com/")) return true;
+  for (const char* list : {"containers", "initContainers"}) {
+    const json& containers = at(at(pod, "spec"), list);
+    for (size_t c = 0; containers.is_array() && c < containers.size(); ++c)
+      for (const char* part : {"requests", "limits"})
+        if (const json& m = at(at(containers[c], "resources"), part); m.is_object())
+          for (auto it = m.begin(); it != m.end(); ++it)
+            if (it.key().starts_with("nvidia.com/")) return true;
+  }
   return false;
 }
 
@@ -247,15 +249,16 @@ bool snapshot_field_wanted(std::span<const std::string> path) {
   if (path.size() == 1) return one_of(top, {"kind", "apiVersion", "metadata", "spec", "status"});
   const std::string& field = path[1];
   if (top == "metadata") {
-    if (path.size() == 2) return one_of(field, {"name", "namespace", "uid", "creationTimestamp", "labels", "annotations"});
+    if (path.size() == 2)
+      return one_of(field, {"name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "labels", "annotations"});
     return field != "annotations" || path.size() > 3 || path[2] == kLayoutAnnotation;
   }
   if (top == "spec") {
     if (path.size() == 2)
       return one_of(field, {"nodeName", "nodeSelector", "affinity", "tolerations", "topologySpreadConstraints", "containers",
-                            "unschedulable", "taints"});
-    if (field != "containers") return true;
-    if (path.size() == 3) return one_of(path[2], {"name", "resources"});
+                            "initContainers", "unschedulable", "taints"});
+    if (field != "containers" && field != "initContainers") return true;
+    if (path.size() == 3) return one_of(path[2], {"name", "resources", "restartPolicy"});
     if (path[2] != "resources") return true;
     if (path.size() == 4) return one_of(path[3], {"requests", "limits"});
     return path.size() > 5 || path[4].starts_with("nvidia.com/");  // cpu and memory are not the planner's
@@ -331,44 +334,72 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
     p.node = str_at(at(item, "spec"), "nodeName");
     p.phase = str_at(at(item, "status"), "phase");
     p.created = str_at(meta, "creationTimestamp");
-    std::map<std::string, int64_t> asks;  // resource -> count, summed over containers
-    bool bad = false;
-    if (const json& containers = at(at(item, "spec"), "containers"); containers.is_array()) {
-      for (const auto& c : containers) {
-        const json& res = at(c, "resources");
-        std::map<std::string, int64_t> mine;
-        for (const char* part : {"requests", "limits"}) {
-          const json& m = at(res, part);
-          if (!m.is_object()) continue;
-          for (auto it = m.begin(); it != m.end(); ++it) {
-            auto r = gpu_resource(it.key());
-            if (!r) continue;
-            auto q = whole_quantity(*it);
-            if (!q || *q < 0 || *q > 1024) {
-              errors.push_back("Pod " + p.id + ": " + it.key() + " " + quote(it->dump()) + " is not a whole number of devices");
-              bad = true;
-              continue;
-            }
-            // Extended resources: requests equal limits; either alone means both.
-            mine[*r] = std::max(mine[*r], *q);
+    // A finished pod holds nothing and asks for nothing, whatever it says;
+    // one deleted before it was scheduled never will be (kube-scheduler
+    // skips pods with a deletionTimestamp). One deleted while it runs holds
+    // its devices until it is gone.
+    if (p.phase == "Succeeded" || p.phase == "Failed") continue;
+    if (!str_at(meta, "deletionTimestamp").empty() && p.node.empty()) continue;
+    // The effective request, as the scheduler reads it: the app containers'
+    // sum plus the sidecars' (init containers with restartPolicy Always, which
+    // run beside them), or an ordinary init container's own (plus the
+    // sidecars started before it) where that is larger.
+    std::map<std::string, int64_t> asks, sidecars;
+    std::string unreadable;
+    auto container_asks = [&](const json& c) {
+      std::map<std::string, int64_t> mine;
+      const json& res = at(c, "resources");
+      for (const char* part : {"requests", "limits"}) {
+        const json& m = at(res, part);
+        if (!m.is_object()) continue;
+        for (auto it = m.begin(); it != m.end(); ++it) {
+          auto r = gpu_resource(it.key());
+          if (!r) continue;
+          auto q = whole_quantity(*it);
+          if (!q || *q < 0 || *q > 1024) {
+            if (unreadable.empty()) unreadable = it.key() + " " + quote(it->dump()) + " is not a whole number of devices";
+            continue;
           }
+          // Extended resources: requests equal limits; either alone means both.
+          mine[*r] = std::max(mine[*r], *q);
         }
-        for (const auto& [r, q] : mine) asks[r] += q;
       }
-    }
+      return mine;
+    };
+    if (const json& containers = at(at(item, "spec"), "containers"); containers.is_array())
+      for (const auto& c : containers)
+        for (const auto& [r, q] : container_asks(c)) asks[r] += q;
+    std::map<std::string, int64_t> init_peak;
+    if (const json& inits = at(at(item, "spec"), "initContainers"); inits.is_array())
+      for (const auto& c : inits) {
+        const auto mine = container_asks(c);
+        if (str_at(c, "restartPolicy") == "Always") {
+          for (const auto& [r, q] : mine) {
+            asks[r] += q;
+            sidecars[r] += q;
+          }
+        } else {
+          for (const auto& [r, q] : mine) init_peak[r] = std::max(init_peak[r], q + sidecars[r]);
+        }
+      }
+    for (const auto& [r, q] : init_peak) asks[r] = std::max(asks[r], q);
     std::erase_if(asks, [](const auto& kv) { return kv.second == 0; });
-    if (bad) continue;
-    if (asks.empty()) continue;  // no GPU: not the planner's business
+    if (asks.empty() && unreadable.empty()) continue;  // no GPU: not the planner's business
     if (asks.size() > 1) {
       std::vector<std::string> names;
       for (const auto& [r, q] : asks) names.push_back(resource_key(r));
-      errors.push_back("Pod " + p.id + ": asks for " + std::to_string(names.size()) +
-                       " different GPU resources (" + join(names) + "); a pod may ask for one MIG profile or whole GPUs");
+      unreadable = "asks for " + std::to_string(names.size()) + " different GPU resources (" + join(names) +
+                   "); the planner places a pod that asks for one MIG profile or whole GPUs";
+    }
+    if (!unreadable.empty()) {
+      // One pod stops only itself (build_problem: left out, or its node kept as it is).
+      p.unreadable = unreadable;
+      facts += "P|" + p.id + "|" + p.node + "|" + p.phase + "|unreadable|" + unreadable + "\n";
+      snap.pods.push_back(std::move(p));
       continue;
     }
     p.resource = asks.begin()->first;
     p.count = static_cast<uint32_t>(asks.begin()->second);
-    if (p.phase == "Succeeded" || p.phase == "Failed") continue;
     p.rules = pod_rules(at(item, "spec"), p.id, errors);
     facts += "P|" + p.id + "|" + p.node + "|" + p.phase + "|" + p.resource + "|" + std::to_string(p.count) + "|" +
              rules_facts(at(item, "spec")) + "\n";
@@ -770,6 +801,15 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
   std::set<std::pair<int, int>> named_instances;
   for (const auto& [pod, where] : annotated) named_instances.insert(where.begin(), where.end());
   for (const auto& sp : snap.pods) {
+    if (!sp.unreadable.empty()) {
+      // It stops only itself: pending, it is left out; running, its node is
+      // kept exactly as it is (what it holds there cannot be told).
+      auto it = sp.node.empty() ? node_index.end() : node_index.find(sp.node);
+      if (it != node_index.end()) p.nodes[size_t(it->second)].frozen = true;
+      p.warnings.push_back("Pod " + sp.id + ": " + sp.unreadable + "; " +
+                           (it != node_index.end() ? "its node " + sp.node + " is kept as it is" : "left out"));
+      continue;
+    }
     Pod pod;
     pod.id = sp.id;
     pod.count = sp.count;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <set>
 
 #include "fleet/helpers.hpp"
@@ -77,13 +78,6 @@ TEST(FleetSnapshot, BadInputIsAPreciseError) {
                "snap.json: not a Kubernetes List (kind 'Node'; expected kind List with items, as `kubectl get nodes,pods -A -o json` prints)");
   expect_error(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10g")}),
                "Node a: nvidia.com/mig.config='all-1g.10g' is not a config in test.yaml (nearest: all-1g.10gb, all-3g.40gb, a30-1g)");
-  json two = pod("two", "1g.10gb", 1);
-  two["spec"]["containers"].push_back({{"name", "d"}, {"resources", {{"limits", {{"nvidia.com/mig-2g.20gb", "1"}}}}}});
-  expect_error(list({two}), "Pod ml/two: asks for 2 different GPU resources (nvidia.com/mig-1g.10gb, nvidia.com/mig-2g.20gb); "
-                            "a pod may ask for one MIG profile or whole GPUs");
-  json half = pod("half", "gpu", 1);
-  half["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "500m";
-  expect_error(list({half}), "Pod ml/half: nvidia.com/gpu '\"500m\"' is not a whole number of devices");
   json bad_op = pod("picky", "gpu", 1);
   bad_op["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] =
       json::array({{{"matchExpressions", json::array({{{"key", "zone"}, {"operator", "Within"}, {"values", {"a"}}}})}}});
@@ -105,6 +99,71 @@ TEST(FleetSnapshot, BadInputIsAPreciseError) {
   far["gpus"][0]["instances"][0]["start"] = 18446744073709551615ull;
   expect_error(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb", far)}),
                "Node a: annotation tessera.dev/mig-layout: gpus[0].instances[0]: start is missing or not a whole number");
+}
+
+// One pod whose GPU request cannot be read stops only itself, with a warning
+// naming it: pending, it is left out; running, its node is kept exactly as
+// it is. A finished one is not looked at. The other pods are planned.
+TEST(FleetSnapshot, OneUnreadablePodStopsOnlyItself) {
+  auto cfg = configs();
+  json two = pod("two", "1g.10gb", 1);
+  two["spec"]["containers"].push_back({{"name", "d"}, {"resources", {{"limits", {{"nvidia.com/mig-2g.20gb", "1"}}}}}});
+  json half = pod("half", "gpu", 1, "b");
+  half["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "500m";
+  json done = pod("done", "gpu", 1, "a", "Succeeded");
+  done["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "lots";
+  auto p = problem_of(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"),
+                            two, half, done, pod("fine", "1g.10gb", 1)}),
+                      cfg);
+  ASSERT_TRUE(p) << "one pod refused the fleet: " << p.error().message;
+  ASSERT_EQ(p->pods.size(), 1u);
+  EXPECT_EQ(p->pods[0].id, "ml/fine");
+  std::string warnings;
+  for (const auto& w : p->warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("Pod ml/two: asks for 2 different GPU resources (nvidia.com/mig-1g.10gb, nvidia.com/mig-2g.20gb); "
+                          "the planner places a pod that asks for one MIG profile or whole GPUs; left out"),
+            std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("Pod ml/half: nvidia.com/gpu '\"500m\"' is not a whole number of devices; its node b is kept as it is"),
+            std::string::npos) << warnings;
+  EXPECT_EQ(warnings.find("ml/done"), std::string::npos) << "a finished pod was read: " << warnings;
+  ASSERT_EQ(p->nodes.size(), 2u);
+  EXPECT_FALSE(p->nodes[0].frozen);
+  EXPECT_TRUE(p->nodes[1].frozen) << "the node of a running pod that cannot be read may be re-cut";
+}
+
+// Requests as the scheduler reads them: the effective request is the larger
+// of the app containers' sum (plus sidecars, init containers that keep
+// running) and an ordinary init container's own; a pod deleted before it was
+// scheduled is no demand, one deleted while it runs still holds its device.
+TEST(FleetSnapshot, InitContainersAndTerminatingPodsCountAsTheSchedulerCounts) {
+  auto cfg = configs();
+  auto with_init = [](json p, const std::string& resource, int count, bool sidecar) {
+    json c = {{"name", "init"}, {"resources", {{"limits", {{resource, std::to_string(count)}}}}}};
+    if (sidecar) c["restartPolicy"] = "Always";
+    p["spec"]["initContainers"].push_back(c);
+    return p;
+  };
+  json init_big = with_init(pod("init-big", "gpu", 1), "nvidia.com/gpu", 3, false);      // max(3, 1) = 3
+  json init_small = with_init(pod("init-small", "gpu", 2), "nvidia.com/gpu", 1, false);  // max(1, 2) = 2
+  json sidecar = with_init(pod("sidecar", "gpu", 1), "nvidia.com/gpu", 1, true);         // 1 + 1 = 2
+  json only_init = {{"kind", "Pod"}, {"metadata", {{"name", "only-init"}, {"namespace", "ml"}}},
+                    {"spec", {{"containers", json::array({{{"name", "c"}}})}}}, {"status", {{"phase", "Pending"}}}};
+  only_init = with_init(only_init, "nvidia.com/mig-1g.10gb", 1, false);
+  json leaving = pod("leaving", "1g.10gb", 1);
+  leaving["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z";
+  json stopping = pod("stopping", "1g.10gb", 1, "a");
+  stopping["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z";
+  auto p = problem_of(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), init_big, init_small, sidecar, only_init,
+                            leaving, stopping}),
+                      cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  std::map<std::string, uint32_t> count;
+  for (const auto& x : p->pods) count[x.id] = x.count;
+  EXPECT_EQ(count, (std::map<std::string, uint32_t>{{"ml/init-big", 3}, {"ml/init-small", 2}, {"ml/sidecar", 2},
+                                                    {"ml/only-init", 1}, {"ml/stopping", 1}}));
+  // Read the same once cut down as a big cluster is read.
+  json slim = only_init;
+  EXPECT_TRUE(slim_snapshot_item(slim)) << "a pod whose only GPU is an init container's was dropped";
 }
 
 // Items cut down as a big cluster is read give the same snapshot and hash; pods without a GPU go.
