@@ -94,6 +94,8 @@ struct SnapPod {
   // two GPU resources): such a pod stops only itself. Pending, it is left
   // out; running, its node is kept exactly as it is.
   std::string unreadable;
+  // No metadata.ownerReferences: nothing recreates it after an eviction.
+  bool bare = false;
 };
 
 struct Snapshot {

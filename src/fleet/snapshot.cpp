@@ -250,7 +250,8 @@ bool snapshot_field_wanted(std::span<const std::string> path) {
   const std::string& field = path[1];
   if (top == "metadata") {
     if (path.size() == 2)
-      return one_of(field, {"name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "labels", "annotations"});
+      return one_of(field, {"name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "ownerReferences", "labels",
+                            "annotations"});
     return field != "annotations" || path.size() > 3 || path[2] == kLayoutAnnotation;
   }
   if (top == "spec") {
@@ -400,9 +401,10 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
     }
     p.resource = asks.begin()->first;
     p.count = static_cast<uint32_t>(asks.begin()->second);
+    p.bare = !at(meta, "ownerReferences").is_array() || at(meta, "ownerReferences").empty();
     p.rules = pod_rules(at(item, "spec"), p.id, errors);
     facts += "P|" + p.id + "|" + p.node + "|" + p.phase + "|" + p.resource + "|" + std::to_string(p.count) + "|" +
-             rules_facts(at(item, "spec")) + "\n";
+             (p.bare ? "bare|" : "") + rules_facts(at(item, "spec")) + "\n";
     snap.pods.push_back(std::move(p));
   }
   if (!errors.empty()) {
@@ -876,6 +878,18 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
         pod.node = it->second;
         pod.holds = holds;
         for (auto [g, i] : holds) p.gpus[size_t(g)].instances[size_t(i)].pod = pi;
+        if (sp.bare) {
+          // A bare pod (no owner) is gone for good once evicted: the GPUs it
+          // holds are never changed, or, where the node's placements are a
+          // guess, the node is kept as it is.
+          if (named) {
+            for (auto [g, i] : holds) p.gpus[size_t(g)].fixed = true;
+          } else {
+            p.nodes[size_t(it->second)].frozen = true;
+          }
+          p.warnings.push_back("Pod " + sp.id + " on " + n.name + " has no owner (nothing recreates it after an eviction): " +
+                               (named ? "the GPU(s) it holds are kept as they are" : "its node is kept as it is"));
+        }
       }
     }
     p.pods.push_back(std::move(pod));

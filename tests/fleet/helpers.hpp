@@ -73,10 +73,21 @@ inline json pod(const std::string& name, const std::string& resource, int count,
   std::string key = resource == "gpu" ? "nvidia.com/gpu" : "nvidia.com/mig-" + resource;
   json p = {{"kind", "Pod"},
             {"apiVersion", "v1"},
-            {"metadata", {{"name", name}, {"namespace", "ml"}}},
+            // Owned, as a Deployment's or a Job's pods are (bare pods: bare_pod).
+            {"metadata", {{"name", name}, {"namespace", "ml"},
+                          {"ownerReferences", json::array({{{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"},
+                                                             {"name", name + "-rs"}, {"uid", "rs-" + name},
+                                                             {"controller", true}}})}}},
             {"spec", {{"containers", json::array({{{"name", "c"}, {"resources", {{"limits", {{key, std::to_string(count)}}}}}}})}}},
             {"status", {{"phase", phase.empty() ? (on.empty() ? "Pending" : "Running") : phase}}}};
   if (!on.empty()) p["spec"]["nodeName"] = on;
+  return p;
+}
+
+// A pod nothing owns: nothing recreates it after an eviction.
+inline json bare_pod(const std::string& name, const std::string& resource, int count, const std::string& on = "") {
+  json p = pod(name, resource, count, on);
+  p["metadata"].erase("ownerReferences");
   return p;
 }
 

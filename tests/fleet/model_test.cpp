@@ -78,6 +78,21 @@ TEST(FleetModel, RunningPodsPinTheLayout) {
   expect_oracle(f, pinned);
 }
 
+// The same fleet with the running pod bare (no owner: nothing recreates it
+// once evicted): the plan never evicts it, so its GPU stays as it is and
+// both 2g.20gb wait, said in a warning.
+TEST(FleetModel, ABarePodIsNeverEvicted) {
+  auto f = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb"), bare_pod("keep", "3g.40gb", 1, "a"),
+                     pod("p1", "2g.20gb", 1), pod("p2", "2g.20gb", 1)});
+  FleetPlan plan = solve_and_check(f);
+  EXPECT_EQ(describe(plan.objective), "unserved 2, evicted 0, changed 0, used 1");
+  std::string warnings;
+  for (const auto& w : f.problem.warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("Pod ml/keep on a has no owner (nothing recreates it after an eviction)"), std::string::npos)
+      << warnings;
+  expect_oracle(f);
+}
+
 // Two products: 1g.10gb is a resource of both the A100-80GB and the H100; the
 // pending 1g.10gb pods go where the change costs least.
 TEST(FleetModel, TwoProducts) {
