@@ -44,29 +44,41 @@ void add_config_command(CLI::App& app, int& exit_code) {
   auto strict = std::make_shared<bool>(false);
   auto* validate = cfg->add_subcommand(
       "validate", "Check a device-plugin config: flags (migStrategy, deviceListStrategy, ...) and sharing\n"
-                  "(timeSlicing or mps replicas). Accepts what NVIDIA's plugin accepts; what it accepts but\n"
-                  "will do nothing (an unknown field, a name that matches no resource) is a warning.\n"
-                  "Exit 0 when valid, 1 with the errors when not.");
+                  "(timeSlicing or mps replicas), or each config of a ConfigMap holding them (the GPU Operator's\n"
+                  "devicePlugin.config). Accepts what NVIDIA's plugin accepts; what it accepts but will do\n"
+                  "nothing (an unknown field, a name that matches no resource) is a warning. An empty file,\n"
+                  "several YAML documents, another Kubernetes object or a file with none of a config's fields\n"
+                  "is an error. Exit 0 when valid, 1 with the errors when not.");
   validate->add_option("-f,--file", *file, "The config file ('-' for standard input)")->required();
   validate->add_flag("--json", *json, "Print the result as JSON");
   validate->add_flag("--strict", *strict, "Treat warnings as errors");
   validate->callback([file, json, strict, &exit_code] {
     config::Diagnostics diags;
-    auto c = config::load_device_plugin_config(*file, diags);
+    const auto configs = config::validate_device_plugin_file(*file, diags);
     if (*strict) diags = config::warnings_as_errors(diags);
-    bool valid = c && !diags.has_errors();
+    bool valid = !configs.empty() && !diags.has_errors();
     if (*json) {
       auto errors = nlohmann::json::array();
       for (const auto& d : diags.items()) errors.push_back(config::format(d));
       nlohmann::json j = {{"file", *file}, {"valid", valid}, {"diagnostics", errors}};
       if (valid) {
-        j["migStrategy"] = config::to_string(c->mig_strategy);
-        j["sharing"] = c->sharing() ? (c->uses_mps() ? "mps" : "time-slicing") : "none";
+        auto sharing = [](const config::DevicePluginConfig& c) {
+          return c.sharing() ? (c.uses_mps() ? "mps" : "time-slicing") : "none";
+        };
+        j["migStrategy"] = config::to_string(configs[0].mig_strategy);
+        j["sharing"] = sharing(configs[0]);
+        // A ConfigMap's configs, each by its data key.
+        if (configs.size() > 1 || configs[0].file != (*file == "-" ? "<stdin>" : *file)) {
+          j["configs"] = nlohmann::json::array();
+          for (const auto& c : configs)
+            j["configs"].push_back({{"name", c.file}, {"migStrategy", config::to_string(c.mig_strategy)}, {"sharing", sharing(c)}});
+        }
       }
       std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     } else {
       print_diagnostics(diags, std::cerr);
-      if (valid) print_summary(*c);
+      if (valid)
+        for (const auto& c : configs) print_summary(c);
       else std::cerr << *file << ": invalid: " << counted(diags.error_count(), "error") << '\n';
     }
     exit_code = valid ? kExitOk : kExitInvalid;

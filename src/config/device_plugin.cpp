@@ -516,6 +516,100 @@ std::optional<DevicePluginConfig> parse_device_plugin_config(std::string_view te
   return config;
 }
 
+namespace {
+
+// The number of YAML documents in `text` (lines "---" that start one after
+// content, plus the first).
+size_t document_count(std::string_view text) {
+  size_t docs = 0;
+  bool content = false;
+  for (size_t s = 0; s <= text.size();) {
+    size_t e = text.find('\n', s);
+    if (e == std::string_view::npos) e = text.size();
+    std::string_view line = text.substr(s, e - s);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const bool marker = line == "---" || line.starts_with("--- ");
+    const bool blank = line.find_first_not_of(" \t") == std::string_view::npos || line.starts_with("#");
+    if (marker) {
+      if (content) ++docs;
+      content = false;
+    } else if (!blank) {
+      content = true;
+    }
+    s = e + 1;
+  }
+  return docs + (content ? 1 : 0);
+}
+
+}  // namespace
+
+std::vector<DevicePluginConfig> validate_device_plugin_file(const std::string& path, Diagnostics& diags) {
+  std::vector<DevicePluginConfig> out;
+  auto text = read_config_file(path, diags);
+  if (!text) return out;
+  const std::string file = path == "-" ? "<stdin>" : path;
+  const SourceLocation top{file, 0, 0};
+  if (const size_t docs = document_count(*text); docs > 1) {
+    diags.error(top, "", "the file holds " + std::to_string(docs) +
+                             " YAML documents; a device-plugin config is one (NVIDIA's plugin reads only the first)");
+    return out;
+  }
+  Diagnostics probe;
+  auto doc = YamlDocument::parse(*text, DocumentContext{file, 0, 0}, probe);
+  if (!probe.has_errors()) {
+    const YamlNode root = doc->root();
+    if (root.is_null()) {
+      diags.error(top, "", "the file is empty: expected a device-plugin config (version: v1, flags: ..., sharing: ...); "
+                           "NVIDIA's plugin would run with every default");
+      return out;
+    }
+    if (root.is_map()) {
+      std::string kind, api;
+      bool known = false, mig = false;
+      const std::set<std::string> fields = {"version", "flags", "sharing", "resources", "imex"};
+      for (const auto& e : root.entries()) {
+        if (e.key == "kind" && e.value.is_scalar()) kind = e.value.scalar();
+        if (e.key == "apiVersion" && e.value.is_scalar()) api = e.value.scalar();
+        known = known || fields.contains(e.key);
+        mig = mig || e.key == "mig-configs";
+      }
+      if (kind == "ConfigMap") {
+        SourceLocation data = root.where();
+        for (const auto& e : root.entries()) {
+          if (e.key != "data") continue;
+          data = e.value.where();
+          for (const auto& d : e.value.entries()) {
+            const std::string name = file + ":data." + d.key;
+            if (!d.value.is_scalar()) {
+              diags.error(d.value.where(), "data." + d.key, "a ConfigMap's data value must be a string (the config's text)");
+              continue;
+            }
+            if (auto c = parse_device_plugin_config(d.value.scalar(), name, diags)) out.push_back(std::move(*c));
+          }
+        }
+        if (out.empty() && !diags.has_errors())
+          diags.error(data, "data", "the ConfigMap holds no config under data (the GPU Operator's holds one key per "
+                                            "config, e.g. data.default)");
+        return out;
+      }
+      if (!kind.empty() && !known) {
+        diags.error(root.where(), "kind", "this is a Kubernetes " + kind + (api.empty() ? "" : " (" + api + ")") +
+                                              ", not a device-plugin config or a ConfigMap holding one");
+        return out;
+      }
+      if (!known && !mig) {
+        std::string keys;
+        for (const auto& e : root.entries()) keys += (keys.empty() ? "" : ", ") + e.key;
+        diags.error(root.where(), "", "none of a device-plugin config's fields (version, flags, sharing, resources) is here "
+                                      "(it has " + keys + "): this is not a device-plugin config");
+        return out;
+      }
+    }
+  }
+  if (auto c = parse_device_plugin_config(*text, file, diags)) out.push_back(std::move(*c));
+  return out;
+}
+
 std::optional<DevicePluginConfig> load_device_plugin_config(const std::string& path, Diagnostics& diags) {
   auto text = read_config_file(path, diags);
   if (!text) return std::nullopt;

@@ -94,4 +94,13 @@ std::optional<DevicePluginConfig> parse_device_plugin_config(std::string_view te
                                                              Diagnostics& diags);
 std::optional<DevicePluginConfig> load_device_plugin_config(const std::string& path, Diagnostics& diags);
 
+// What `tessera config validate` checks, stricter than what the plugin
+// reads: the file must be a device-plugin config, or a ConfigMap holding
+// some (each data key read as one, named "<file>:data.<key>", as the GPU
+// Operator's and NVIDIA's chart's ConfigMaps hold them). An empty file, a
+// file of several YAML documents (NVIDIA's plugin reads the first alone),
+// another Kubernetes object, a mig-parted config or a map with none of a
+// config's fields is an error saying what it looks like. The configs read.
+std::vector<DevicePluginConfig> validate_device_plugin_file(const std::string& path, Diagnostics& diags);
+
 }  // namespace tessera::config
