@@ -32,6 +32,81 @@ int command_word(int argc, char** argv) {
   return 0;
 }
 
+// An option of `cmd` or of a command above it, by the word that names it
+// ("--file", "-f", "--file=x"); null when none does.
+const CLI::Option* find_option(const CLI::App* cmd, const std::string& word) {
+  const std::string name = word.substr(0, word.find('='));
+  for (const CLI::App* c = cmd; c; c = c->get_parent())
+    for (const auto* opt : c->get_options()) {
+      if (name.starts_with("--")) {
+        for (const auto& l : opt->get_lnames())
+          if ("--" + l == name) return opt;
+      } else if (name.size() == 2) {
+        for (const auto& s : opt->get_snames())
+          if ("-" + s == name) return opt;
+      }
+    }
+  return nullptr;
+}
+
+// What CLI11 answers too briefly ("A subcommand is required", "--file is
+// required", "The following arguments were not expected"), said with the
+// word at fault and the nearest names, at every level: an unknown option of
+// the command reached, a word that names none of its subcommands, or no
+// subcommand at all (its help then, on stderr). True when it said something.
+bool explain_usage_error(CLI::App& app, const std::vector<std::string>& words) {
+  CLI::App* cmd = &app;
+  std::string path = "tessera";
+  std::string stray;
+  std::vector<std::string> unknown;
+  for (size_t i = 1; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w == "--") break;
+    if (w.size() > 1 && w[0] == '-') {
+      const CLI::Option* opt = find_option(cmd, w);
+      if (!opt) {
+        unknown.push_back(w.substr(0, w.find('=')));
+        continue;
+      }
+      if (opt->get_type_size() != 0 && w.find('=') == std::string::npos && w != "--help" && w != "-h") ++i;  // its value
+      continue;
+    }
+    if (!stray.empty()) continue;
+    CLI::App* sub = nullptr;
+    for (auto* s : cmd->get_subcommands([](CLI::App*) { return true; }))
+      if (s->get_name() == w) sub = s;
+    if (sub) {
+      cmd = sub;
+      path += " " + w;
+    } else if (!cmd->get_subcommands([](CLI::App*) { return true; }).empty()) {
+      stray = w;
+    }
+  }
+  if (!unknown.empty()) {
+    std::vector<std::string> names;  // the command's own options first, each once
+    for (const CLI::App* c = cmd; c; c = c->get_parent())
+      for (const auto* opt : c->get_options())
+        for (const auto& l : opt->get_lnames())
+          if (std::find(names.begin(), names.end(), "--" + l) == names.end()) names.push_back("--" + l);
+    for (const auto& u : unknown)
+      std::cerr << path << ": unknown option '" << tessera::escape_control(u) << "' (nearest: "
+                << tessera::join(tessera::nearest(u, names, 3)) << "); run `" << path << " --help` for its options\n";
+    return true;
+  }
+  std::vector<std::string> subs;
+  for (const auto* s : cmd->get_subcommands([](CLI::App*) { return true; })) subs.push_back(s->get_name());
+  if (!stray.empty()) {
+    std::cerr << path << ": unknown command '" << tessera::escape_control(stray) << "' (nearest: "
+              << tessera::join(tessera::nearest(stray, subs, 3)) << "); run `" << path << " --help` for the list\n";
+    return true;
+  }
+  if (!subs.empty() && cmd->get_subcommands().empty()) {
+    std::cerr << cmd->help() << path << ": a command is needed: " << tessera::join(subs) << '\n';
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,7 +216,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    if (!explain_usage_error(app, words)) app.exit(e);
     return tessera::cli::kExitUsage;
   }
   return exit_code;

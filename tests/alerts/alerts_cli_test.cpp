@@ -155,7 +155,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "--job: '' is not a job name this command writes (letters, digits and _ . : / -)"},
         BadFlag{"xid_negative", {"--ignore-xids", "13,-1"}, 2, "--ignore-xids: '-1' is not an XID (a whole number)"},
         BadFlag{"xid_text", {"--ignore-xids", "13,x"}, 2, "--ignore-xids: 'x' is not an XID (a whole number)"},
-        BadFlag{"unknown_flag", {"--threshold", "3"}, 2, "The following arguments were not expected: 3 --threshold"},
+        BadFlag{"unknown_flag", {"--threshold", "3"}, 2, "tessera alerts: unknown option '--threshold' (nearest: --help, --version, --namespace); run `tessera alerts "
+                "--help` for its options"},
         BadFlag{"output_missing_dir", {"-o", "/nonexistent-tessera-dir/rules.yaml"}, 1,
                 "tessera alerts: /nonexistent-tessera-dir/rules.yaml: cannot write: No such file or directory"}),
     [](const auto& info) { return std::string(info.param.name); });

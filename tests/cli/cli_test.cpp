@@ -144,6 +144,31 @@ TEST(Cli, HelpAndVersionAsWords) {
   EXPECT_NE(bogus.err.find("takes no arguments (got '--bogus')"), std::string::npos) << bogus.err;
 }
 
+// A mistyped command or option at any level is named with the nearest
+// ones, and a command that needs a subcommand and gets none lists them: a
+// usage error (2) each, nothing on stdout.
+TEST(Cli, TyposAtEveryLevelAreNamedWithTheNearest) {
+  struct Typo {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  for (const auto& t : std::vector<Typo>{
+           {{"mig", "valdate"}, "tessera mig: unknown command 'valdate' (nearest: validate"},
+           {{"fleet", "pln"}, "tessera fleet: unknown command 'pln' (nearest: plan"},
+           {{"plan", "--gpus", "3"}, "tessera plan: unknown option '--gpus' (nearest: --gpus-per-node, --gpu"},
+           {{"mig", "validate", "--fle", "x.yaml"}, "tessera mig validate: unknown option '--fle' (nearest: --file"},
+           {{"--log-level", "debug", "mig", "valdate"}, "tessera mig: unknown command 'valdate' (nearest: validate"},
+           {{"mig"}, "tessera mig: a command is needed: validate, plan, apply"},
+           {{}, "tessera: a command is needed: catalog, mig, config"}}) {
+    std::vector<std::string> argv{kBin};
+    argv.insert(argv.end(), t.args.begin(), t.args.end());
+    auto r = run(argv);
+    EXPECT_EQ(r.exit_code, 2) << t.says << "\n" << r.err;
+    EXPECT_NE(r.err.find(t.says), std::string::npos) << "expected: " << t.says << "\ngot:\n" << r.err;
+    EXPECT_EQ(r.out, "") << t.says;
+  }
+}
+
 // Log levels as people write them, in any case, by flag or environment; a
 // level that is none is refused, named.
 TEST(Cli, LogLevelsInAnyCase) {
