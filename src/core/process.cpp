@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
@@ -87,6 +88,12 @@ int reap(pid_t pid, Clock::time_point deadline, bool& timed_out) {
     }
     ::usleep(1000);
   }
+}
+
+std::string path_with_first(const char* name, const std::string& first, const std::string& otherwise) {
+  const char* old = std::getenv(name);
+  const std::string rest = old && *old ? old : otherwise;
+  return std::string(name) + "=" + first + (rest.empty() ? "" : ":" + rest);
 }
 
 std::vector<std::string> environment_with(const std::vector<std::string>& drop, const std::vector<std::string>& add) {

@@ -40,6 +40,11 @@ int reap(pid_t pid, std::chrono::steady_clock::time_point deadline, bool& timed_
 // plus `add` ("NAME=value").
 std::vector<std::string> environment_with(const std::vector<std::string>& drop, const std::vector<std::string>& add);
 
+// "NAME=first:<this process's NAME>", or "NAME=first:otherwise" where this
+// process has no NAME (nor `otherwise`: "NAME=first"). For a search path
+// (PATH, LD_LIBRARY_PATH) with one directory put first.
+std::string path_with_first(const char* name, const std::string& first, const std::string& otherwise = "");
+
 struct Finished {
   int status = 0;      // exit status
   std::string output;  // stdout and stderr together, at most 64 KiB

@@ -1105,9 +1105,7 @@ Result<void> Driver::sync_timeslices_locked() {
   std::vector<std::string> env;
   const std::string& nvml = session_.library().path();
   if (const auto slash = nvml.rfind('/'); slash != std::string::npos) {
-    const char* old = std::getenv("LD_LIBRARY_PATH");
-    env = environment_with({"LD_LIBRARY_PATH"}, {"LD_LIBRARY_PATH=" + nvml.substr(0, slash) +
-                                                 (old && *old ? ":" + std::string(old) : "")});
+    env = environment_with({"LD_LIBRARY_PATH"}, {path_with_first("LD_LIBRARY_PATH", nvml.substr(0, slash))});
   } else {
     env = environment_with({}, {});
   }

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -30,25 +29,18 @@ int send_signal(int pidfd, int sig) {
   return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0u));
 }
 
-// NAME=first:<this process's NAME> (or `otherwise` where it has none).
-std::string prepended(const char* name, const std::string& first, const std::string& otherwise) {
-  const char* old = std::getenv(name);
-  const std::string rest = old && *old ? old : otherwise;
-  return std::string(name) + "=" + first + (rest.empty() ? "" : ":" + rest);
-}
-
 std::vector<std::string> environment(const ControlOptions& options, const Dirs& dirs, const std::string& device) {
   std::vector<std::string> add = {"CUDA_MPS_PIPE_DIRECTORY=" + dirs.pipe, "CUDA_MPS_LOG_DIRECTORY=" + dirs.log};
   std::vector<std::string> drop = {"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY", "CUDA_VISIBLE_DEVICES"};
   if (!device.empty()) add.push_back("CUDA_VISIBLE_DEVICES=" + device);
   if (const auto slash = options.binary.rfind('/'); slash != std::string::npos) {
     drop.push_back("PATH");
-    add.push_back(prepended("PATH", options.binary.substr(0, std::max<size_t>(slash, 1)),
+    add.push_back(path_with_first("PATH", options.binary.substr(0, std::max<size_t>(slash, 1)),
                             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
   }
   if (!options.library_dir.empty()) {
     drop.push_back("LD_LIBRARY_PATH");
-    add.push_back(prepended("LD_LIBRARY_PATH", options.library_dir, ""));
+    add.push_back(path_with_first("LD_LIBRARY_PATH", options.library_dir));
   }
   return environment_with(drop, add);
 }
