@@ -343,17 +343,26 @@ node_pod_pids() {
   done < <(cgroup_dirs "$1") | sort -u
 }
 
-node_down() {
-  local name=$1 n pid i left
-  n=$(node_dir "$name")
-  stop "node-$name-kubelet" 15
-  # Every pod's processes, then containerd, then whatever shim is left.
+# kill_node_pods NODE: every process of the node's pods killed, as a
+# power-off kills them (retried while new ones appear, 5 s at most); false
+# when some are left.
+kill_node_pods() {
+  local i left
   for ((i = 0; i < 50; i++)); do
-    left=$(node_pod_pids "$name")
-    [[ -z $left ]] && break
+    left=$(node_pod_pids "$1")
+    [[ -z $left ]] && return 0
     kill -KILL $left 2>/dev/null || true
     sleep 0.1
   done
+  [[ -z $(node_pod_pids "$1") ]]
+}
+
+node_down() {
+  local name=$1 n pid i
+  n=$(node_dir "$name")
+  stop "node-$name-kubelet" 15
+  # Every pod's processes, then containerd, then whatever shim is left.
+  kill_node_pods "$name" || true
   stop "node-$name-containerd" 15
   for pid in $(pgrep -f -- "-address $n/containerd.sock" || true); do kill -KILL "$pid" 2>/dev/null || true; done
   stop "node-$name-ns" 5

@@ -20,14 +20,7 @@ scenario_dra-reboot() {
 
   # The reboot.
   stop "node-$NODE-kubelet" 15
-  local i left
-  for ((i = 0; i < 50; i++)); do
-    left=$(node_pod_pids "$NODE")
-    [[ -z $left ]] && break
-    kill -KILL $left 2>/dev/null || true
-    sleep 0.1
-  done
-  [[ -z $(node_pod_pids "$NODE") ]] || fail "the node's pod processes did not all die"
+  kill_node_pods "$NODE" || fail "the node's pod processes did not all die"
   "$TESSERA" sim reboot "$(sim_dir)" >/dev/null || fail "tessera sim reboot failed"
   rm -f "$(node_dir "$NODE")"/cdi-run/*.json
   [[ -z $(sim_instances) ]] || fail "the simulated reboot left instances: $(sim_instances)"
