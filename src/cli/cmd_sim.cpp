@@ -71,6 +71,7 @@ int report(const char* what, const Result<nlohmann::json>& r) {
 //   proc/driver/nvidia/capabilities/gpu<minor>/mig/{config,monitor} and
 //   .../mig/gi<g>/access, .../mig/gi<g>/ci<c>/access, each "DeviceFileMinor: N";
 //   proc/driver/nvidia-caps/mig-minors, the whole table;
+//   proc/driver/nvidia/params, the driver module's parameters;
 //   proc/devices, the kernel's list of character-device majors: the driver's
 //   nvidia-frontend and nvidia-caps; nvidia-uvm only once `tessera sim
 //   modprobe DIR nvidia-uvm` has loaded the simulated nvidia_uvm;
@@ -149,6 +150,14 @@ bool write_driver_files(const std::string& dir, const nlohmann::json& gpus, bool
     }
   if (!write_text(root / "proc/driver/nvidia-caps/mig-minors", table, why)) return false;
   if (!write_text(root / "proc/devices", proc_devices(false), why)) return false;
+  // The driver's module parameters as the kernel shows them (a few of them;
+  // ModifyDeviceFiles 1 by default: the driver's libraries may create
+  // device nodes, which NVIDIA's runtime turns off in containers).
+  if (!write_text(root / "proc/driver/nvidia/params",
+                  "ResmanDebugLevel: 4294967295\nRmLogonRC: 1\nModifyDeviceFiles: 1\nDeviceFileUID: 0\n"
+                  "DeviceFileGID: 0\nDeviceFileMode: 438\nEnableMSI: 1\n",
+                  why))
+    return false;
   if (!write_boot_id(root, why)) return false;
   auto access = [](unsigned minor) {
     return "DeviceFileMinor: " + std::to_string(minor) + "\nDeviceFileMode: 292\nDeviceFileModify: 1\n";

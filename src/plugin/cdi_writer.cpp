@@ -1,7 +1,9 @@
 #include "plugin/cdi_writer.hpp"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,6 +84,7 @@ constexpr const char* kVersionedLibraries[] = {
     "libnvidia-gpucomp", "libnvidia-pkcs11", "libnvidia-pkcs11-openssl3", "libnvidia-nscq",
     "libnvidia-fatbinaryloader", "libnvidia-compiler", "libnvidia-sandboxutils"};
 // The driver's IPC sockets a container's NVML and CUDA use where they exist.
+constexpr const char* kParams = "/proc/driver/nvidia/params";  // the driver's parameters
 constexpr const char* kSockets[] = {"/run/nvidia-persistenced/socket", "/run/nvidia-fabricmanager/socket"};
 constexpr const char* kPrograms[] = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control",
                                      "nvidia-cuda-mps-server"};
@@ -267,6 +270,13 @@ Result<sharing::DriverFiles> read_driver_files(const CdiOptions& options, const 
       break;
     }
   if (core) add_versioned_files(view, options.driver_root, libcuda, out.files);
+  if (const std::string name = libcuda.filename().string(); name.starts_with("libcuda.so.") && is_driver_version(name.substr(11)))
+    out.driver_version = name.substr(11);
+  // A simulated node keeps its driver's parameters in a file under its root;
+  // a real node's are the kernel's (procfs, the same in every namespace),
+  // where the hook reads them by default.
+  if (struct statfs sf{}; ::statfs(under(view, kParams).c_str(), &sf) == 0 && sf.f_type != PROC_SUPER_MAGIC)
+    out.params_file = under(options.driver_root, kParams);
   if (!core) {
     std::string dirs;
     for (const char* d : kLibraryDirs) dirs += (dirs.empty() ? "" : ", ") + std::string(d).substr(1);

@@ -260,19 +260,25 @@ std::vector<CdiHook> driver_hooks(const DriverFiles& files) {
     if (name == "libcuda.so.1") libcuda = container_path;
   }
   if (folders.empty()) return {};
-  CdiHook ldcache;
-  ldcache.path = files.cdi_hook;
-  ldcache.args = {"tessera-cdi-hook", "update-ldcache"};
-  for (const auto& f : folders) ldcache.args.insert(ldcache.args.end(), {"--folder", f});
+  // NVIDIA's order (nvidia-ctk cdi generate): the links, CUDA's forward
+  // compatibility, then the cache, which sees both; then the parameters.
+  auto hook = [&](std::initializer_list<std::string> args) {
+    CdiHook h;
+    h.path = files.cdi_hook;
+    h.args = {"tessera-cdi-hook"};
+    h.args.insert(h.args.end(), args);
+    return h;
+  };
   std::vector<CdiHook> hooks;
-  if (!libcuda.empty()) {
-    CdiHook links;
-    links.path = files.cdi_hook;
-    links.args = {"tessera-cdi-hook", "create-symlinks", "--link",
-                  "libcuda.so.1::" + libcuda.substr(0, libcuda.rfind('/')) + "/libcuda.so"};
-    hooks.push_back(std::move(links));
-  }
-  hooks.push_back(std::move(ldcache));  // last: the cache sees the links
+  if (!libcuda.empty())
+    hooks.push_back(hook({"create-symlinks", "--link", "libcuda.so.1::" + libcuda.substr(0, libcuda.rfind('/')) + "/libcuda.so"}));
+  if (!files.driver_version.empty())
+    hooks.push_back(hook({"enable-cuda-compat", "--host-driver-version=" + files.driver_version}));
+  CdiHook ldcache = hook({"update-ldcache"});
+  for (const auto& f : folders) ldcache.args.insert(ldcache.args.end(), {"--folder", f});
+  hooks.push_back(std::move(ldcache));
+  hooks.push_back(files.params_file.empty() ? hook({"disable-device-node-modification"})
+                                            : hook({"disable-device-node-modification", "--params", files.params_file}));
   return hooks;
 }
 

@@ -86,6 +86,12 @@ struct DriverFiles {
   // container's linker cache for the driver's libraries and makes
   // libcuda.so (createContainer hooks). Empty: no hooks.
   std::string cdi_hook;
+  // The installed driver's version (libcuda.so.<version>), where known: the
+  // enable-cuda-compat hook compares an image's forward-compatible CUDA with it.
+  std::string driver_version;
+  // The host path of the driver's parameters when not the kernel's own
+  // /proc/driver/nvidia/params (a simulated node's); empty: that one.
+  std::string params_file;
 };
 
 
@@ -147,11 +153,12 @@ struct CdiHook {
   friend bool operator==(const CdiHook&, const CdiHook&) = default;
 };
 
-// The createContainer hooks every spec carries with `files.cdi_hook` set:
-// `update-ldcache` with the folder of every driver library the spec mounts,
-// and `create-symlinks` making libcuda.so beside libcuda.so.1 (as NVIDIA's
-// generated specs do with nvidia-cdi-hook). None without the hook or
-// libraries.
+// The createContainer hooks every spec carries with `files.cdi_hook` set, as
+// NVIDIA's generated specs have them (nvidia-cdi-hook): `create-symlinks`
+// making libcuda.so beside libcuda.so.1, `enable-cuda-compat` with the
+// driver's version where known, `update-ldcache` with the folder of every
+// driver library the spec mounts, and `disable-device-node-modification`.
+// None without the hook or libraries.
 std::vector<CdiHook> driver_hooks(const DriverFiles& files);
 
 struct CdiEdits {

@@ -112,21 +112,33 @@ TEST(Cdi, SpecsDefineEveryNameAllocateHandsOut) {
   EXPECT_EQ(find((*apart)[1], "1:2")->edits, b->edits);
 }
 
-// With tessera-cdi-hook's host path, every spec's own edits carry two
-// createContainer hooks: libcuda.so made beside libcuda.so.1, then the linker
-// cache refreshed for every folder the spec mounts a driver library into
-// (programs are not libraries). Without the path, none.
-TEST(Cdi, DriverHooksRefreshTheLinkerCacheAndMakeLibcudaSo) {
+// With tessera-cdi-hook's host path, every spec's own edits carry the
+// createContainer hooks of NVIDIA's generated specs, in their order:
+// libcuda.so made beside libcuda.so.1, CUDA's forward compatibility against
+// the driver's version (only where it is known), the linker cache refreshed
+// for every folder the spec mounts a driver library into (programs are not
+// libraries), and device-node creation turned off (with a simulated node's
+// parameters file where it has one). Without the path, none.
+TEST(Cdi, DriverHooksAreNvidiasInNvidiasOrder) {
   auto files = node_files();
   files.files.push_back({"/usr/lib64/libnvidia-ml.so.1", "/host/usr/lib64/libnvidia-ml.so.550.90.07"});
   files.files.push_back({"/usr/bin/nvidia-smi", "/host/usr/bin/nvidia-smi"});
   EXPECT_TRUE(driver_hooks(files).empty()) << "no hook path, no hooks";
   files.cdi_hook = "/var/lib/tessera/lib/tessera-cdi-hook";
-  const std::vector<CdiHook> want{
-      {"createContainer", files.cdi_hook,
-       {"tessera-cdi-hook", "create-symlinks", "--link", "libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so"}, {}},
-      {"createContainer", files.cdi_hook,
-       {"tessera-cdi-hook", "update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu", "--folder", "/usr/lib64"}, {}}};
+  const CdiHook links{"createContainer", files.cdi_hook,
+                      {"tessera-cdi-hook", "create-symlinks", "--link", "libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so"}, {}};
+  const CdiHook cache{"createContainer", files.cdi_hook,
+                      {"tessera-cdi-hook", "update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu", "--folder", "/usr/lib64"}, {}};
+  const CdiHook params{"createContainer", files.cdi_hook, {"tessera-cdi-hook", "disable-device-node-modification"}, {}};
+  std::vector<CdiHook> want{links, cache, params};
+  EXPECT_EQ(driver_hooks(files), want) << "no driver version known: no enable-cuda-compat";
+  files.driver_version = "550.90.07";
+  files.params_file = "/host/proc/driver/nvidia/params";
+  want = {links,
+          {"createContainer", files.cdi_hook, {"tessera-cdi-hook", "enable-cuda-compat", "--host-driver-version=550.90.07"}, {}},
+          cache,
+          {"createContainer", files.cdi_hook,
+           {"tessera-cdi-hook", "disable-device-node-modification", "--params", "/host/proc/driver/nvidia/params"}, {}}};
   EXPECT_EQ(driver_hooks(files), want);
   auto inv = two_gpu_node();
   auto rs = build_resources(inv, parse("version: v1\n"));
