@@ -17,6 +17,7 @@
 //   await:PATH                                 wait (10 s at most) until PATH exists (sequencing)
 //   loop:N:BYTES                               N x (alloc, free); prints refusals
 //   pointer:NAME:VERSION:FLAGS                 which file the looked-up function lives in
+//   driver                                     the path libcuda.so.1 was loaded from
 //   replay:FILE                                every request of FILE (name version flags per
 //                                              line, '#' comments): code, status, file, symbol
 //   exit-kill                                  SIGKILL self (no destructors, no exit handlers)
@@ -38,6 +39,7 @@
 //   library  library-unload:i  kernel:i:NAME   cuLibraryLoadData of an image; unload; cuLibraryGetKernel
 // Types are declared here from [CH] cuda.h facts (design §1); nothing is linked.
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -490,6 +492,10 @@ int main(int argc, char** argv) {
         else mem_free(p);
       }
       std::printf("%s 0 %llu %llu\n", step.c_str(), refused, other);
+    } else if (op == "driver") {
+      link_map* map = nullptr;
+      const bool known = dlinfo(driver, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name;
+      std::printf("%s %d %s\n", step.c_str(), known ? 0 : 1, known ? map->l_name : "-");
     } else if (op == "pointer") {
       void* p = nullptr;
       r = g_gpa(args.size() > 1 ? args[1].c_str() : "", &p, static_cast<int>(num(args, 2)), num(args, 3), nullptr);

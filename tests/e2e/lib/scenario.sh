@@ -108,6 +108,43 @@ spec:
 EOF
 }
 
+# cuda_tools: the CUDA test client (a driver-API program: it dlopens
+# libcuda.so.1 as CUDA's runtime does) in $E2E_STATE/cuda-tools/bin, which
+# pods mount; the simulated driver in .../lib, for the host's own reads of
+# the simulator's accounting. In a pod the client finds libcuda.so.1 where
+# the CDI spec mounted the node's driver and its hook listed it in the
+# container's linker cache.
+cuda_tools() {
+  mkdir -p "$E2E_STATE/cuda-tools/bin" "$E2E_STATE/cuda-tools/lib" "$E2E_STATE/cuda-sim"
+  cp "$BUILD_DIR/tests/cuda_quota/tessera_cuda_client" "$E2E_STATE/cuda-tools/bin/"
+  cp "$BUILD_DIR/sim/cuda/libcuda.so.1" "$E2E_STATE/cuda-tools/lib/libcuda.so.1"
+}
+
+# cuda_pod NAME RESOURCE COUNT: as pod, with the CUDA test client at
+# /opt/tessera-e2e/bin (no LD_LIBRARY_PATH: the driver is the spec's).
+cuda_pod() {
+  pod "$@"
+  cat <<EOF
+    volumeMounts: [{name: cuda-tools, mountPath: /opt/tessera-e2e, readOnly: true}]
+  volumes: [{name: cuda-tools, hostPath: {path: "$E2E_STATE/cuda-tools", type: Directory}}]
+EOF
+}
+
+# cuda_runs POD UUID[,UUID...]: the CUDA test client in POD's container,
+# on the simulated devices UUID (80 GiB each), loads libcuda.so.1 from the
+# driver's folder the CDI spec mounted, initialises CUDA and allocates 64 MiB.
+cuda_runs() {
+  local pod=$1 devices out
+  devices=$(sed 's/\([^,]*\)/\1:80G/g' <<<"$2")
+  out=$(kc exec "$pod" -c cuda -- env "TESSERA_SIM_CUDA_DEVICES=$devices" /opt/tessera-e2e/bin/tessera_cuda_client \
+          driver init alloc:67108864 2>&1) || fail "$pod: the CUDA test client failed: $out"
+  [[ $(awk '$1 == "driver" {print $2, $3}' <<<"$out") == "0 /usr/lib/x86_64-linux-gnu/libcuda.so.1" ]] ||
+    fail "$pod: the client did not load the spec's /usr/lib/x86_64-linux-gnu/libcuda.so.1: $out"
+  [[ $(awk '$1 == "init" || $1 == "alloc:67108864" {printf "%s ", $2}' <<<"$out") == "0 0 " ]] ||
+    fail "$pod: cuInit or a 64 MiB allocation failed: $out"
+  echo "  $pod: a driver-API program loaded $(awk '$1 == "driver" {print $3}' <<<"$out") (the spec's), cuInit and 64 MiB: CUDA_SUCCESS"
+}
+
 # wait_unschedulable SECONDS POD [MESSAGE]: the scheduler has said it cannot
 # place POD (a FailedScheduling Event, whose message contains MESSAGE), and
 # POD is still Pending: "stays Pending" decided by the scheduler's own word,

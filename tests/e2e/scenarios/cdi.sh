@@ -8,6 +8,9 @@
 # (so an NVIDIA runtime would add nothing); the Node is
 # relabelled to a MIG layout, and a pod on a new MIG device gets its GPU's
 # node and that device's two capability nodes, with tessera not restarted.
+# In both, a driver-API program (the CUDA test client) loads libcuda.so.1
+# from the spec's mount of the node's driver and runs; the specs carry
+# NVIDIA's four createContainer hooks, which the runtime ran.
 cdi_devices_in() {  # cdi_devices_in POD: the /dev entries of NVIDIA's the container sees, sorted
   kc exec "$1" -c cuda -- sh -c 'ls /dev; ls /dev/nvidia-caps 2>/dev/null | sed "s|^|nvidia-caps/|"' | grep nvidia | sort | tr '\n' ' '
 }
@@ -24,7 +27,8 @@ scenario_cdi() {
   [[ -f $specs/k8s.device-plugin.nvidia.com-gpu.json ]] || fail "no CDI spec k8s.device-plugin.nvidia.com-gpu.json in the node's /var/run/cdi"
   echo "  specs in the node's /var/run/cdi: $(ls "$specs" | tr '\n' ' ')"
 
-  pod cdi-two nvidia.com/gpu 2 | kc apply -f - >/dev/null
+  cuda_tools
+  cuda_pod cdi-two nvidia.com/gpu 2 | kc apply -f - >/dev/null
   wait_for 90 "pod cdi-two Running" eval '[[ $(pods_in_phase Running) == 1 ]]'
   local spec env seen want
   spec=$(container_spec cdi-two)
@@ -55,6 +59,16 @@ scenario_cdi() {
   [[ $(kc exec cdi-two -c cuda -- readlink /usr/lib/x86_64-linux-gnu/libcuda.so) == libcuda.so.1 ]] ||
     fail "cdi-two has no /usr/lib/x86_64-linux-gnu/libcuda.so -> libcuda.so.1"
   echo "  cdi-two: ldconfig -p lists $(grep -F 'libcuda.so.1 ' <<<"$cache" | xargs); libcuda.so -> libcuda.so.1"
+  # NVIDIA's hooks, in NVIDIA's order, with the driver's version and the
+  # simulated node's parameters file.
+  local hooks
+  hooks=$(jq -r '[.hooks.createContainer // [] | .[] | select(.args[0] == "tessera-cdi-hook") | .args[1]] | join(" ")' <<<"$spec")
+  [[ $hooks == "create-symlinks enable-cuda-compat update-ldcache disable-device-node-modification" ]] ||
+    fail "cdi-two's runtime spec runs tessera-cdi-hook '$hooks', expected create-symlinks enable-cuda-compat update-ldcache disable-device-node-modification"
+  jq -e '.hooks.createContainer[] | select(.args[1] == "enable-cuda-compat") | .args[2] == "--host-driver-version=550.90.07"' <<<"$spec" >/dev/null ||
+    fail "cdi-two's enable-cuda-compat hook does not name the node's driver 550.90.07: $(jq -c '.hooks.createContainer' <<<"$spec")"
+  echo "  cdi-two: createContainer hooks $hooks (the driver's 550.90.07)"
+  cuda_runs cdi-two "$(held_uuid cdi-two)"
   echo "  cdi-two (2 GPUs, cdi-cri): /dev $seen, the driver's libcuda.so.1 and libnvidia-ml.so.1 mounted, NVIDIA_VISIBLE_DEVICES=void"
   echo "    the device nodes in its runtime spec: $(jq -r '[.linux.devices[].path] | join(" ")' <<<"$spec")"
 
@@ -66,13 +80,14 @@ scenario_cdi() {
   relabel e2e-gpu1-mig
   wait_for 120 "the agent to apply e2e-gpu1-mig" state_is success
   expect_resource 60 nvidia.com/mig-1g.20gb 4
-  pod cdi-mig nvidia.com/mig-1g.20gb 1 | kc apply -f - >/dev/null
+  cuda_pod cdi-mig nvidia.com/mig-1g.20gb 1 | kc apply -f - >/dev/null
   wait_for 90 "pod cdi-mig Running" eval '[[ $(pods_in_phase Running) == 1 ]]'
   seen=$(cdi_devices_in cdi-mig)
   local caps
   caps=$(grep -o 'nvidia-caps/nvidia-cap[0-9]*' <<<"$seen" | wc -l)
   [[ $seen == *"nvidia1 "* && $seen != *"nvidia0 "* && $caps == 2 ]] ||
     fail "cdi-mig sees /dev entries '$seen', expected nvidia1 (its GPU) and two capability nodes, not nvidia0"
+  cuda_runs cdi-mig "$(held_uuid cdi-mig)"
   [[ $(tessera_restarts node-agent) == "$restarts" ]] || fail "tessera node restarted during the MIG change"
   echo "  relabelled e2e-gpu1-mig: cdi-mig (a new 1g.20gb) sees /dev $seen; tessera not restarted"
 }

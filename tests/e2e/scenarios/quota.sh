@@ -15,9 +15,10 @@
 # environment the kubelet and containerd gave the container.
 
 # A pod holding one nvidia.com/gpu that can run the CUDA test client: the
-# client and the simulated driver (libcuda.so.1, on LD_LIBRARY_PATH) from a
-# host directory, the simulator's per-device accounting in another that every
-# such pod shares. The simulated driver tells live processes by PID and start
+# client from a host directory (it loads libcuda.so.1 from the CDI spec's
+# mount of the node's driver, through the linker cache the spec's hook
+# made), the simulator's per-device accounting in another that every such
+# pod shares. The simulated driver tells live processes by PID and start
 # time, so these pods share the host's PID namespace. Confined as the chart's
 # share-isolation policy asks (RuntimeDefault, allowPrivilegeEscalation: false).
 quota_pod() {  # quota_pod NAME [LD_PRELOAD]: it sleeps; LD_PRELOAD, if given, is set in its spec
@@ -40,7 +41,6 @@ spec:
     command: ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
     securityContext: {allowPrivilegeEscalation: false}
     env:
-    - {name: LD_LIBRARY_PATH, value: /opt/tessera-e2e/lib}
     - {name: TESSERA_SIM_CUDA_DIR, value: /run/tessera-sim-cuda}
 $preload
     resources: {limits: {nvidia.com/gpu: 1}}
@@ -124,9 +124,7 @@ scenario_quota() {
   local i p env uuid limit key mounts quota gpu_bytes client=() nd
   local -A gpu_of=()
   nd=$(node_dir "$NODE")
-  mkdir -p "$E2E_STATE/cuda-tools/bin" "$E2E_STATE/cuda-tools/lib" "$E2E_STATE/cuda-sim"
-  cp "$BUILD_DIR/tests/cuda_quota/tessera_cuda_client" "$E2E_STATE/cuda-tools/bin/"
-  cp "$BUILD_DIR/sim/cuda/libcuda.so.1" "$E2E_STATE/cuda-tools/lib/libcuda.so.1"
+  cuda_tools
   # Three pods on two GPUs: two of them share one. A fourth sets its own LD_PRELOAD.
   { for i in 0 1 2; do quota_pod "quota-$i"; echo ---; done; quota_pod quota-own-preload libm.so.6; } |
     kc apply -f - >/dev/null
@@ -185,12 +183,13 @@ scenario_quota() {
   # b bursts: three quarters of its quota fit, half more is refused by the library.
   local out=$E2E_STATE/logs/quota-burst.log
   client_in "$b" "$gpu"
-  "${client[@]}" init info "alloc:$first:first" "alloc:$burst:burst" info:after usage >"$out" 2>&1 ||
+  "${client[@]}" driver init info "alloc:$first:first" "alloc:$burst:burst" info:after usage >"$out" 2>&1 ||
     { sed 's/^/    /' "$out" >&2; fail "the test client failed in $b"; }
   local during after
   after=$(sim_usage "$gpu")
   touch "$E2E_STATE/cuda-sim/b-done"
   wait_until 30 "the neighbour's client to end" eval '! alive quota-neighbour'
+  expect_step "$out" driver 3 /usr/lib/x86_64-linux-gnu/libcuda.so.1 "$b: libcuda.so.1 from the CDI spec's mount of the driver"
   expect_step "$out" init 2 0 "$b: cuInit"
   expect_step "$out" info 4 "$quota" "$b: memory info's total is its quota"
   expect_step "$out" info 3 "$quota" "$b: memory info's free is its quota before it allocates"
