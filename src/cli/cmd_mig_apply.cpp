@@ -204,6 +204,9 @@ int run(const ApplyArgs& args, bool apply) {
       print_plan(report->plan);
       std::cout << (report->plan.operations() == 0 ? "nothing to do: the node matches '" + *name + "'\n"
                                                    : std::to_string(report->plan.operations()) + " operations\n");
+      // A dry run looks like `mig plan` but must say that it stopped there.
+      if (apply && report->plan.operations() != 0)
+        std::cout << "dry run: nothing changed; run without --dry-run to apply these operations\n";
     }
     return kExitOk;
   }

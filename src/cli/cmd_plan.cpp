@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -99,16 +101,24 @@ bool write_file(const std::filesystem::path& path, const std::string& text) {
   return bool(out);
 }
 
+// The files a plan writes into --output-dir; one a previous plan wrote and
+// this one does not (a sharing mode it no longer uses) is removed, so that
+// the directory holds this plan only. Nothing else there is touched.
+constexpr const char* kDevicePluginFiles[] = {"device-plugin-mps.yaml", "device-plugin-time-slicing.yaml"};
+
 bool write_outputs(const PlanArgs& args, const planner::Problem& problem, const planner::Plan& plan,
                    const planner::Report& report) {
+  std::error_code ec;
+  if (!args.out_dir.empty()) {
+    std::filesystem::create_directories(args.out_dir, ec);
+    if (ec) {
+      std::cerr << "tessera plan: cannot create " << args.out_dir << ": " << ec.message() << "\n";
+      return false;
+    }
+  }
+  // After the output directory, so that --svg may name a file inside it.
   if (!args.svg.empty() && !write_file(args.svg, planner::render_svg(problem, plan))) return false;
   if (args.out_dir.empty()) return true;
-  std::error_code ec;
-  std::filesystem::create_directories(args.out_dir, ec);
-  if (ec) {
-    std::cerr << "tessera plan: cannot create " << args.out_dir << ": " << ec.message() << "\n";
-    return false;
-  }
   std::filesystem::path dir(args.out_dir);
   auto nodes = planner::assign_nodes(problem, plan, args.gpus_per_node);
   bool ok = write_file(dir / "plan.yaml", planner::render_plan(problem, plan, nodes)) &&
@@ -116,10 +126,16 @@ bool write_outputs(const PlanArgs& args, const planner::Problem& problem, const 
             write_file(dir / "nodes.yaml", planner::render_node_map(problem, nodes)) &&
             write_file(dir / "deployments.yaml", planner::render_deployments(problem, plan)) &&
             write_file(dir / "report.json", report_json(report).dump(2) + "\n");
-  for (auto [sharing, name] : {std::pair{planner::Isolation::shared, "device-plugin-mps.yaml"},
-                               std::pair{planner::Isolation::best_effort, "device-plugin-time-slicing.yaml"}}) {
+  const std::pair<planner::Isolation, const char*> device_plugin[] = {
+      {planner::Isolation::shared, kDevicePluginFiles[0]}, {planner::Isolation::best_effort, kDevicePluginFiles[1]}};
+  for (auto [sharing, name] : device_plugin) {
     auto text = planner::render_device_plugin(problem, plan, sharing);
-    if (!text.empty()) ok = ok && write_file(dir / name, text);
+    if (!text.empty()) {
+      ok = ok && write_file(dir / name, text);
+    } else if (std::filesystem::remove(dir / name, ec)) {
+      std::cerr << "tessera plan: removed " << (dir / name).string() << ", an earlier plan's: this plan uses no "
+                << (sharing == planner::Isolation::shared ? "MPS" : "time-slicing") << "\n";
+    }
   }
   return ok;
 }
@@ -149,13 +165,18 @@ int run_plan(const PlanArgs& args) {
   planner::SolverOptions options;
   options.mode = args.mode == "exact" ? planner::Mode::exact : args.mode == "fast" ? planner::Mode::fast : planner::Mode::automatic;
   options.seconds = args.time_limit;
+  const auto started = std::chrono::steady_clock::now();
   auto solved = [&] {
     Progress progress("tessera plan: solving", args.time_limit);
     return planner::solve(*problem, options);
   }();
   if (!solved) {
     if (solved.error().code == Errc::validation) std::cerr << solved.error().message << "\n";  // names file, line, field
-    else std::cerr << "tessera plan: " << spec->file << ": " << solved.error().message << "\n";
+    else std::cerr << "tessera plan: " << spec->file << ": " << solved.error().message
+                   << (solved.error().code == Errc::timeout && options.mode != planner::Mode::fast
+                           ? "; or use --mode fast (LP rounding for large inputs, with its gap to the bound)"
+                           : "")
+                   << "\n";
     return kExitInvalid;
   }
   auto plan = planner::build_plan(*problem, solved->counts);
@@ -163,8 +184,12 @@ int run_plan(const PlanArgs& args) {
     std::cerr << "tessera plan: internal error, the plan breaks a rule: " << ok.error().message << "\n";
     return kExitInvalid;
   }
+  // --time-limit bounds the whole run: the two solved baselines (all-1g,
+  // all-balanced) share what the plan left (10 s each at most), and report a
+  // time-out rather than run past it.
   planner::SolverOptions baseline_options = options;
-  baseline_options.seconds = std::min(args.time_limit, 10.0);
+  const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  baseline_options.seconds = std::clamp((args.time_limit - spent) / 2, 0.001, 10.0);
   auto baselines = args.no_baselines ? std::vector<planner::Baseline>{} : planner::compute_baselines(*spec, baseline_options);
   auto report = planner::make_report(*problem, *solved, plan, std::move(baselines));
   if (!write_outputs(args, *problem, plan, report)) return kExitInvalid;

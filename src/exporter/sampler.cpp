@@ -215,6 +215,7 @@ void Sampler::collect_gpu(uint32_t index, Sample& out, std::vector<GpmPair*>& gp
   DeviceSample d;
   d.labels = cache.labels;
   d.labels.gpu = index;
+  d.labels.hostname = options_.hostname;  // known even for a GPU lost before it was ever read
   auto down_with_cached_migs = [&](const nvml::Error& e) {
     failed(d, e);
     d.up = false;

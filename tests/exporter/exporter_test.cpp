@@ -500,6 +500,22 @@ TEST(Exporter, EightGpusMixedMigReplicasAndPodsMatchTheSimulator) {
   EXPECT_NE(e.process->output().find("tessera exporter: stopped"), std::string::npos);
 }
 
+// A GPU already off the bus when the exporter starts has never been read:
+// its down series still name the node (Hostname), so that the device-down
+// alert says where it is.
+TEST(Exporter, AGpuLostBeforeTheStartStillNamesItsNode) {
+  Node n("A100-SXM4-80GB", 2);
+  n.sim({"event", "--gpu", "1", "--lost"});
+  Exporter e(n, {"--quota-ledger-root", n.ledger_root});
+  auto all = parse(e.wait_for([](const auto& s) { return select(s, "tessera_device_up", {{"gpu", "1"}}).size() == 1; }));
+  const auto down = select(all, "tessera_device_up", {{"gpu", "1"}});
+  ASSERT_EQ(down.size(), 1u);
+  EXPECT_EQ(down[0].value, 0);
+  EXPECT_EQ(down[0].labels.count("Hostname") ? down[0].labels.at("Hostname") : "", "node-7") << json(down[0].labels).dump();
+  EXPECT_EQ(value_of(all, "tessera_device_up", {{"gpu", "0"}, {"Hostname", "node-7"}}), 1);
+  EXPECT_EQ(e.stop(), 0);
+}
+
 TEST(Exporter, PodResourcesAbsentOrHangingCostOnlyPodLabels) {
   Node n("A100-SXM4-80GB", 2);
   {

@@ -121,11 +121,38 @@ TEST(PlanCli, TimeLimitWithoutAPlanSaysSo) {
     } else {
       EXPECT_EQ(r.exit_code, 1) << r.err;
       EXPECT_NE(r.err.find("no plan found within the time limit (0.001 s)"), std::string::npos) << r.err;
+      // Exact mode names the mode that finds a plan in time on large inputs.
+      EXPECT_EQ(r.err.find("or use --mode fast") != std::string::npos, std::string(mode) == "exact") << r.err;
     }
   }
   // A limit that lets it finish: the plan, as before.
   auto ok = run({kBin, "plan", "-f", kWorkload, "--time-limit", "30", "--json", "--no-baselines"});
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+// The output directory holds this plan only: a file of an earlier plan's
+// sharing mode that this plan does not use is removed (and said), nothing
+// else there is touched; --svg may name a file inside --output-dir, which is
+// made first.
+TEST(PlanCli, TheOutputDirectoryHoldsThisPlanOnly) {
+  TempDir dir;
+  const std::string out = dir.path() + "/out";
+  auto r = run({kBin, "plan", "-f", kExample, "--output-dir", out, "--svg", out + "/plan.svg", "--no-baselines"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(slurp(out + "/plan.svg").rfind("<svg", 0), 0u);
+  ASSERT_TRUE(std::filesystem::exists(out + "/device-plugin-mps.yaml"));
+  ASSERT_TRUE(std::filesystem::exists(out + "/device-plugin-time-slicing.yaml"));
+  std::ofstream(out + "/mine.txt") << "the user's";
+  // A plan whose services all take whole GPUs or MIG instances of their own: no sharing.
+  const std::string spec = dir.path() + "/alone.yaml";
+  std::ofstream(spec) << "fleet:\n  - gpu: A100-SXM4-80GB\nservices:\n  - {name: a, memory: 30GiB, replicas: 2, isolation: dedicated}\n";
+  r = run({kBin, "plan", "-f", spec, "--output-dir", out, "--no-baselines"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out + "/device-plugin-mps.yaml"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/device-plugin-time-slicing.yaml"));
+  EXPECT_NE(r.err.find("removed " + out + "/device-plugin-mps.yaml, an earlier plan's"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(out + "/mine.txt"), "the user's");
+  EXPECT_NE(slurp(out + "/plan.yaml").find("a"), std::string::npos);
 }
 
 }  // namespace

@@ -87,6 +87,26 @@ mig-configs:
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(report["kept"][i], created[i]);  // slices 0-3 keep their UUIDs
 }
 
+// --dry-run prints the plan, says that nothing changed, and changes nothing.
+TEST(MigApply, ADryRunSaysNothingChanged) {
+  Node node("A100-SXM4-80GB");
+  const auto before = node.inventory();
+  auto dry = run({kBin, "mig", "apply", "-f", kDefaults, "-c", "all-1g.10gb", "--sim", node.dir(), "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("dry run: nothing changed; run without --dry-run to apply these operations"), std::string::npos)
+      << dry.out;
+  EXPECT_EQ(node.inventory(), before);
+  auto plan = run({kBin, "mig", "plan", "-f", kDefaults, "-c", "all-1g.10gb", "--sim", node.dir()});
+  EXPECT_EQ(plan.out.find("dry run"), std::string::npos) << "mig plan is a plan by its name: " << plan.out;
+  auto applied = node.apply("all-1g.10gb");
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  EXPECT_NE(dry.out.find(std::to_string(json::parse(applied.out)["operations"].get<int>()) + " operations"), std::string::npos)
+      << "the dry run planned what the apply did: " << dry.out;
+  dry = run({kBin, "mig", "apply", "-f", kDefaults, "-c", "all-1g.10gb", "--sim", node.dir(), "--dry-run"});
+  EXPECT_NE(dry.out.find("nothing to do"), std::string::npos) << dry.out;
+  EXPECT_EQ(dry.out.find("dry run"), std::string::npos) << dry.out;
+}
+
 TEST(MigApply, IdempotentSecondApplyDoesNothing) {
   Node node("H100-SXM5-80GB", 2);
   ASSERT_EQ(node.apply("all-balanced").exit_code, 0);
