@@ -33,6 +33,8 @@ inline constexpr const char* kMigStateLabel = "nvidia.com/mig.config.state";
 // GFD: "single" when every MIG device is advertised as nvidia.com/gpu (then
 // gpu.product ends "-MIG-<profile>" and gpu.count counts MIG devices).
 inline constexpr const char* kMigStrategyLabel = "nvidia.com/mig.strategy";
+// GFD: "false" where the GPUs cannot be cut (no MIG, or the driver will not).
+inline constexpr const char* kMigCapableLabel = "nvidia.com/mig.capable";
 // GFD: how many replicas each device is advertised as (time-slicing or MPS sharing).
 inline constexpr const char* kReplicasLabel = "nvidia.com/gpu.replicas";
 // Kept by `tessera node`: each GPU's MIG mode and instances, and the pod on

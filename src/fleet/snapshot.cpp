@@ -392,6 +392,14 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
       unreadable = "asks for " + std::to_string(names.size()) + " different GPU resources (" + join(names) +
                    "); the planner places a pod that asks for one MIG profile or whole GPUs";
     }
+    // Scheduling rules that cannot be read (an operator the API would refuse)
+    // stop this pod too, not the fleet.
+    std::vector<std::string> rule_errors;
+    PodRules rules = pod_rules(at(item, "spec"), p.id, rule_errors);
+    if (unreadable.empty() && !rule_errors.empty()) {
+      unreadable = rule_errors.front();
+      if (const std::string own = "Pod " + p.id + ": "; unreadable.starts_with(own)) unreadable.erase(0, own.size());
+    }
     if (!unreadable.empty()) {
       // One pod stops only itself (build_problem: left out, or its node kept as it is).
       p.unreadable = unreadable;
@@ -402,7 +410,7 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
     p.resource = asks.begin()->first;
     p.count = static_cast<uint32_t>(asks.begin()->second);
     p.bare = !at(meta, "ownerReferences").is_array() || at(meta, "ownerReferences").empty();
-    p.rules = pod_rules(at(item, "spec"), p.id, errors);
+    p.rules = std::move(rules);
     facts += "P|" + p.id + "|" + p.node + "|" + p.phase + "|" + p.resource + "|" + std::to_string(p.count) + "|" +
              (p.bare ? "bare|" : "") + rules_facts(at(item, "spec")) + "\n";
     snap.pods.push_back(std::move(p));
@@ -516,13 +524,18 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
   p.configs = &configs;
   p.snapshot_hash = snap.hash;
   p.resources.push_back(kWholeGpu);
-  std::vector<std::string> errors;
   std::map<std::string, int> node_index;
   // Annotated pod -> (gpu, instance) pairs.
   std::map<std::string, std::vector<std::pair<int, int>>> annotated;
   for (const auto& sn : snap.nodes) {
     auto product = sn.labels.find(kProductLabel);
     if (product == sn.labels.end()) continue;  // not a GPU node
+    // One node whose labels cannot be read stops only itself (never the
+    // fleet): it is left out, so nothing on it changes and its pods are not planned.
+    auto leave_out = [&](const std::string& why) {
+      p.warnings.push_back("Node " + sn.name + ": " + why + "; the node is left out of the plan (nothing on it changes, "
+                           "its pods are not planned)");
+    };
     Node n;
     n.name = sn.name;
     n.uid = sn.uid;
@@ -555,7 +568,7 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       uint32_t r = 0;
       auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), r);
       if (value.empty() || ec != std::errc() || end != value.data() + value.size() || r > 1024) {
-        errors.push_back("Node " + sn.name + ": " + key + "=" + quote(value) + " is not a replica count from 0 to 1024");
+        leave_out(key + "=" + quote(value) + " is not a replica count from 0 to 1024");
         bad_replicas = true;
         break;
       }
@@ -601,23 +614,34 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       n.model = known;
     }
     // Planned as it is: see Gpu::fixed.
-    const bool fixed = uncatalogued || single_prof || replicas > 1;
+    bool fixed = uncatalogued || single_prof || replicas > 1;
     uint32_t count = 0;
     // Under the single strategy gpu.count counts MIG devices (up to 7 per GPU).
     const uint32_t max_count = single ? 512 : 64;
     if (auto c = sn.labels.find(kCountLabel); c != sn.labels.end()) {
       auto [end, ec] = std::from_chars(c->second.data(), c->second.data() + c->second.size(), count);
       if (ec != std::errc() || end != c->second.data() + c->second.size() || count == 0 || count > max_count) {
-        errors.push_back("Node " + sn.name + ": " + kCountLabel + "=" + quote(c->second) + " is not a GPU count from 1 to " +
-                         std::to_string(max_count));
+        leave_out(std::string(kCountLabel) + "=" + quote(c->second) + " is not a GPU count from 1 to " + std::to_string(max_count));
         continue;
       }
     } else {
-      errors.push_back("Node " + sn.name + ": has " + kProductLabel + " but no " + kCountLabel + " label");
+      leave_out(std::string("has ") + kProductLabel + " but no " + kCountLabel + " label");
       continue;
     }
+    // Nodes that serve no MIG device whatever their GPUs could do: GFD's
+    // mig.capable=false, or the plugin's mig.strategy=none (whole GPUs only).
+    // Their GPUs are whole and never cut, whatever mig.config says.
+    const auto capable = sn.labels.find(kMigCapableLabel);
+    const bool no_mig = (capable != sn.labels.end() && capable->second == "false") ||
+                        (strategy != sn.labels.end() && strategy->second == "none");
+    if (no_mig && !uncatalogued && sn.labels.contains(kMigConfigLabel))
+      p.warnings.push_back("Node " + sn.name + ": " +
+                           (capable != sn.labels.end() && capable->second == "false" ? std::string(kMigCapableLabel) + "=false"
+                                                                                     : std::string(kMigStrategyLabel) + "=none") +
+                           ": its GPUs are planned as whole GPUs that never change, whatever " + kMigConfigLabel + " says");
+    fixed = fixed || no_mig;
     const config::MigConfig* config = nullptr;
-    if (auto c = sn.labels.find(kMigConfigLabel); c != sn.labels.end() && uncatalogued) {
+    if (auto c = sn.labels.find(kMigConfigLabel); c != sn.labels.end() && (uncatalogued || no_mig)) {
       n.config = c->second;  // kept as it is: nothing on the node changes
     } else if (c != sn.labels.end()) {
       n.config = c->second;
@@ -628,8 +652,8 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       } else if (!config) {
         std::vector<std::string> names;
         for (const auto& cfg : configs.configs) names.push_back(cfg.name);
-        errors.push_back("Node " + sn.name + ": " + kMigConfigLabel + "=" + quote(c->second) + " is not a config in " +
-                         configs.file + (names.empty() ? "" : " (nearest: " + join(nearest(c->second, names, 3)) + ")"));
+        leave_out(std::string(kMigConfigLabel) + "=" + quote(c->second) + " is not a config in " + configs.file +
+                  (names.empty() ? "" : " (nearest: " + join(nearest(c->second, names, 3)) + ")"));
         continue;
       }
     }
@@ -671,7 +695,7 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       } else if (config && !uncatalogued) {
         auto made = gpu_from_config(*n.model, *config, i);
         if (!made) {
-          errors.push_back("Node " + sn.name + ": GPU " + std::to_string(i) + ": " + made.error().message);
+          leave_out("GPU " + std::to_string(i) + ": " + made.error().message);
           failed = true;
           break;
         }
@@ -694,6 +718,7 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       return out;
     };
     std::vector<std::pair<std::string, std::pair<int, int>>> claims;  // pod -> (local gpu, instance)
+    const std::vector<Gpu> from_labels = gpus;  // what the labels say, should the annotation be unreadable
     if (sn.layout_annotation && !uncatalogued) {
       // {"gpus": [{"index": 0, "mig": true, "instances": [{"profile": "1g.10gb", "start": 0, "pod": "ns/name"}]},
       //           {"index": 1, "mig": false, "pod": "ns/name"}]}
@@ -742,10 +767,23 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
           why = "gpus[" + std::to_string(k) + "]: " + ok.error().message;
       }
       if (!why.empty()) {
-        errors.push_back("Node " + sn.name + ": annotation " + kLayoutAnnotation + ": " + why);
-        continue;
+        // Which device holds which pod cannot be told: the node is kept as it is.
+        p.warnings.push_back("Node " + sn.name + ": annotation " + kLayoutAnnotation + ": " + why +
+                             "; its placements are unknown: the node is kept as it is");
+        gpus = from_labels;
+        claims.clear();
+        n.frozen = true;
+      } else {
+        n.placements_known = true;
       }
-      n.placements_known = true;
+    }
+    // A MIG change under way (pending, rebooting) or failed: what the node
+    // serves now is not what its labels say until the agent says success.
+    if (auto st = sn.labels.find(kMigStateLabel); st != sn.labels.end() && st->second != "success" && !n.frozen) {
+      n.frozen = true;
+      p.warnings.push_back("Node " + sn.name + ": " + kMigStateLabel + "=" + quote(st->second) + ": " +
+                           (st->second == "failed" ? "its last MIG change failed" : "its MIG change is not done") +
+                           "; the node is kept as it is and takes no new pod in this plan");
     }
     for (auto& g : gpus) {
       g.single = single_prof != nullptr;
@@ -797,7 +835,6 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
     node_index[n.name] = ni;
     p.nodes.push_back(std::move(n));
   }
-  if (!errors.empty()) return fail(Errc::validation, join(errors, "\n"));
 
   // Instances the annotation gives to a pod: never counted as another's.
   std::set<std::pair<int, int>> named_instances;

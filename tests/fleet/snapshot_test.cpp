@@ -76,29 +76,102 @@ TEST(FleetSnapshot, BadInputIsAPreciseError) {
   };
   expect_error(json{{"kind", "Node"}, {"metadata", {{"name", "a"}}}},
                "snap.json: not a Kubernetes List (kind 'Node'; expected kind List with items, as `kubectl get nodes,pods -A -o json` prints)");
-  expect_error(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10g")}),
-               "Node a: nvidia.com/mig.config='all-1g.10g' is not a config in test.yaml (nearest: all-1g.10gb, all-3g.40gb, a30-1g)");
   json bad_op = pod("picky", "gpu", 1);
   bad_op["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] =
       json::array({{{"matchExpressions", json::array({{{"key", "zone"}, {"operator", "Within"}, {"values", {"a"}}}})}}});
-  expect_error(list({bad_op}), "Pod ml/picky: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-                               ".nodeSelectorTerms[0].matchExpressions[0].operator 'Within' is not In, NotIn, Exists, "
-                               "DoesNotExist, Gt or Lt");
+  // Rules the API would refuse stop that pod only (left out, said).
+  auto picky = problem_of(list({bad_op, pod("fine", "gpu", 1)}), cfg);
+  ASSERT_TRUE(picky) << picky.error().message;
+  ASSERT_EQ(picky->pods.size(), 1u);
+  EXPECT_EQ(picky->pods[0].id, "ml/fine");
+  ASSERT_FALSE(picky->warnings.empty());
+  EXPECT_EQ(picky->warnings[0], "Pod ml/picky: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+                                ".nodeSelectorTerms[0].matchExpressions[0].operator 'Within' is not In, NotIn, Exists, "
+                                "DoesNotExist, Gt or Lt; left out");
+}
+
+// One node whose labels or annotation cannot be read stops only itself,
+// with a warning naming it and why: a count, a replica count or a config
+// that cannot be read leaves the node out (nothing on it changes); an
+// unreadable layout annotation keeps the node exactly as its labels say.
+// The other nodes are planned.
+TEST(FleetSnapshot, OneBadNodeStopsOnlyItself) {
+  auto cfg = configs();
   json bad_count = node("a", "NVIDIA-A100-SXM4-80GB", 1, "");
   bad_count["metadata"]["labels"]["nvidia.com/gpu.count"] = "eight";
-  expect_error(list({bad_count}), "Node a: nvidia.com/gpu.count='eight' is not a GPU count from 1 to 64");
-  json bad_replicas = node("a", "NVIDIA-A100-SXM4-80GB", 1, "");
+  json bad_replicas = node("b", "NVIDIA-A100-SXM4-80GB", 1, "");
   bad_replicas["metadata"]["labels"]["nvidia.com/mig-1g.10gb.replicas"] = "-1";
-  expect_error(list({bad_replicas}), "Node a: nvidia.com/mig-1g.10gb.replicas='-1' is not a replica count from 0 to 1024");
-  // A start past what 32 bits hold is named as given, not as what it wraps to (1215752191).
   json far = {{"gpus", json::array({{{"index", 0}, {"mig", true},
                                      {"instances", json::array({{{"profile", "1g.10gb"}, {"start", 99999999999}}})}}})}};
-  expect_error(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb", far)}),
-               "Node a: annotation tessera.dev/mig-layout: gpus[0].instances[0]: start 99999999999 is not a memory slice of "
-               "A100-SXM4-80GB (0 to 7)");
-  far["gpus"][0]["instances"][0]["start"] = 18446744073709551615ull;
-  expect_error(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb", far)}),
-               "Node a: annotation tessera.dev/mig-layout: gpus[0].instances[0]: start is missing or not a whole number");
+  auto p = problem_of(list({bad_count, bad_replicas, node("c", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10g"),
+                            node("d", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb", far), node("e", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"),
+                            pod("on-d", "1g.10gb", 1, "d"), pod("waits", "1g.10gb", 1)}),
+                      cfg);
+  ASSERT_TRUE(p) << "one node refused the fleet: " << p.error().message;
+  std::string warnings;
+  for (const auto& w : p->warnings) warnings += w + "\n";
+  const std::string left_out = "; the node is left out of the plan (nothing on it changes, its pods are not planned)";
+  for (const std::string& want :
+       std::vector<std::string>{"Node a: nvidia.com/gpu.count='eight' is not a GPU count from 1 to 64" + left_out,
+        "Node b: nvidia.com/mig-1g.10gb.replicas='-1' is not a replica count from 0 to 1024" + left_out,
+        "Node c: nvidia.com/mig.config='all-1g.10g' is not a config in test.yaml (nearest: all-1g.10gb, all-3g.40gb, a30-1g)" + left_out,
+        std::string("Node d: annotation tessera.dev/mig-layout: gpus[0].instances[0]: start 99999999999 is not a memory slice of "
+                    "A100-SXM4-80GB (0 to 7); its placements are unknown: the node is kept as it is")})
+    EXPECT_NE(warnings.find(want), std::string::npos) << want << "\n" << warnings;
+  ASSERT_EQ(p->nodes.size(), 2u);
+  EXPECT_EQ(p->nodes[0].name, "d");
+  EXPECT_TRUE(p->nodes[0].frozen);
+  EXPECT_FALSE(p->nodes[0].placements_known);
+  EXPECT_EQ(p->gpus[size_t(p->nodes[0].gpus[0])].instances.size(), 7u) << "d as its config says: all-1g.10gb";
+  EXPECT_EQ(p->nodes[1].name, "e");
+  EXPECT_FALSE(p->nodes[1].frozen);
+  ASSERT_EQ(p->pods.size(), 2u);
+  EXPECT_EQ(p->pods[0].id, "ml/on-d");
+  EXPECT_TRUE(p->pods[0].running()) << "held on d's first free 1g.10gb";
+}
+
+// What a node serves now: mig.capable=false and mig.strategy=none nodes
+// serve whole GPUs that are never cut, whatever mig.config says; a node
+// whose MIG change is pending or failed (mig.config.state) is kept as it is
+// and takes no new pod; success (or no state) changes nothing.
+TEST(FleetSnapshot, WhatANodeServesFollowsItsMigLabels) {
+  auto cfg = configs();
+  auto with = [](json n, const std::string& key, const std::string& value) {
+    n["metadata"]["labels"][key] = value;
+    return n;
+  };
+  auto p = problem_of(list({with(node("incapable", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), "nvidia.com/mig.capable", "false"),
+                            with(node("none", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), "nvidia.com/mig.strategy", "none"),
+                            with(node("pending", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), "nvidia.com/mig.config.state", "pending"),
+                            with(node("failed", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), "nvidia.com/mig.config.state", "failed"),
+                            with(node("done", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), "nvidia.com/mig.config.state", "success")}),
+                      cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  ASSERT_EQ(p->nodes.size(), 5u);
+  std::map<std::string, const Node*> by;
+  for (const auto& n : p->nodes) by[n.name] = &n;
+  for (const char* whole : {"incapable", "none"}) {
+    const Gpu& g = p->gpus[size_t(by[whole]->gpus[0])];
+    EXPECT_FALSE(g.mig) << whole;
+    EXPECT_TRUE(g.fixed) << whole << ": may be cut";
+    EXPECT_EQ(g.instances.size(), 1u) << whole;
+    EXPECT_TRUE(by[whole]->accepts_pods()) << whole << ": its whole GPUs take pods";
+  }
+  EXPECT_FALSE(by["pending"]->accepts_pods());
+  EXPECT_FALSE(by["failed"]->accepts_pods());
+  EXPECT_TRUE(by["done"]->accepts_pods());
+  EXPECT_FALSE(p->gpus[size_t(by["done"]->gpus[0])].fixed);
+  std::string warnings;
+  for (const auto& w : p->warnings) warnings += w + "\n";
+  for (const std::string want :
+       {"Node incapable: nvidia.com/mig.capable=false: its GPUs are planned as whole GPUs that never change, whatever "
+        "nvidia.com/mig.config says",
+        "Node none: nvidia.com/mig.strategy=none: its GPUs are planned as whole GPUs that never change",
+        "Node pending: nvidia.com/mig.config.state='pending': its MIG change is not done; the node is kept as it is and takes "
+        "no new pod in this plan",
+        "Node failed: nvidia.com/mig.config.state='failed': its last MIG change failed; the node is kept as it is"})
+    EXPECT_NE(warnings.find(want), std::string::npos) << want << "\n" << warnings;
+  EXPECT_EQ(warnings.find("Node done"), std::string::npos) << warnings;
 }
 
 // One pod whose GPU request cannot be read stops only itself, with a warning
