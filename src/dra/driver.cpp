@@ -574,7 +574,15 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
       return failed(label + ": " + (gone.empty() ? "an earlier attempt left state that" : gone + ", and what is left of it") +
                     " cannot be undone: " + r.error().message);
   }
+  // The API server is asked without the driver's lock (its answer may take
+  // seconds): other claims, health and the pool go on meanwhile. The claim
+  // is in flight, so nothing else prepares or undoes it; nothing of it is in
+  // the checkpoint yet.
+  in_flight_.insert(ref.uid);
+  lock.unlock();
   auto object = claims_.get_claim(ref.claim_namespace, ref.name);
+  lock.lock();
+  in_flight_.erase(ref.uid);
   if (!object) return failed(label + ": cannot read the ResourceClaim: " + object.error().message);
   auto alloc = read_allocation(*object, options_.driver, options_.node, ref.uid);
   if (!alloc) return failed(alloc.error().message);

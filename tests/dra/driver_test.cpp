@@ -11,8 +11,11 @@
 
 #include <filesystem>
 #include <atomic>
+#include <condition_variable>
+#include <functional>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <set>
 #include <thread>
@@ -36,7 +39,10 @@ using testing::TempDir;
 class Claims final : public ClaimSource {
  public:
   std::map<std::string, json> objects;  // "<ns>/<name>"
+  // Called first (from the driver's thread), e.g. to hold an answer back as a slow API server does.
+  std::function<void(const std::string& name)> before;
   Result<json> get_claim(const std::string& ns, const std::string& name) override {
+    if (before) before(name);
     auto it = objects.find(ns + "/" + name);
     if (it == objects.end()) return fail(Errc::not_found, "resourceclaims \"" + name + "\" not found");
     return it->second;
@@ -1057,6 +1063,52 @@ TEST(DraDriver, AClaimWaitingForItsMpsDaemonDoesNotHoldUpTheOthers) {
   EXPECT_EQ(n.instances(), (std::set<std::string>{"1:1g.10gb@6"}));  // the slow claim's instance destroyed again
   EXPECT_EQ(n.unprepare(kUid2, "quick"), "");
   daemons.stop();
+}
+
+// The ResourceClaim is read from the API server without the driver's lock:
+// while one claim's read hangs, another claim is prepared, the pool is read
+// and health is recorded; the same claim again is told it is in flight.
+TEST(DraDriver, TheApiServerIsAskedWithoutTheDriversLock) {
+  Node n;
+  n.start();
+  n.add(kUid1, "slow", {{"gpu-0-mig-1g10gb-19-6"}});
+  n.add(kUid2, "quick", {{"gpu-1-mig-1g10gb-19-6"}});
+  std::mutex m;
+  std::condition_variable cv;
+  bool asked = false, answer = false;
+  n.claims.before = [&](const std::string& name) {
+    if (name != "slow") return;
+    std::unique_lock lock(m);
+    asked = true;
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::seconds(10), [&] { return answer; });
+  };
+  PrepareOutcome slow;
+  std::thread waiting([&] { slow = n.prepare(kUid1, "slow"); });
+  {
+    std::unique_lock lock(m);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return asked; }));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(n.prepare(kUid2, "quick").error, "");
+  EXPECT_FALSE(n.driver->pool().devices.empty());
+  sharing::HealthEvent event;
+  event.xid = 13;
+  event.gpu_uuid = "GPU-00000000-0000-0000-0000-000000000000";
+  n.driver->record_health(event);
+  EXPECT_NE(n.prepare(kUid1, "slow").error.find("an earlier prepare of it is still running"), std::string::npos);
+  EXPECT_NE(n.unprepare(kUid1, "slow").find("its prepare is still running"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << "waited for the hanging read";
+  {
+    std::lock_guard lock(m);
+    answer = true;
+  }
+  cv.notify_all();
+  waiting.join();
+  EXPECT_EQ(slow.error, "");
+  EXPECT_EQ(n.instances(), (std::set<std::string>{"0:1g.10gb@6", "1:1g.10gb@6"}));
+  EXPECT_EQ(n.unprepare(kUid1, "slow"), "");
+  EXPECT_EQ(n.unprepare(kUid2, "quick"), "");
 }
 
 }  // namespace
