@@ -75,9 +75,16 @@ Result<std::unique_ptr<kube::Client>> connect(const ClusterArgs& a) {
 }
 
 // Nodes and GPU pods as the snapshot reads them, so that `fleet plan --from-cluster` and `fleet
-// run` read a cluster alike: pages of 500, the fields the snapshot never reads never built.
+// run` read a cluster alike: pages of 500, the fields the snapshot never reads never built; and
+// the PodDisruptionBudgets, which the eviction API applies (a plan that cannot read them fails,
+// rather than plan evictions the API refuses).
 kube::ApiResult<json> list_snapshot(kube::Client& client) {
-  return client.list_nodes_and_pods(fleet::slim_snapshot_item, 500, fleet::snapshot_field_wanted);
+  auto list = client.list_nodes_and_pods(fleet::slim_snapshot_item, 500, fleet::snapshot_field_wanted);
+  if (!list) return list;
+  auto budgets = client.list_pod_disruption_budgets();
+  if (!budgets) return unexpected(budgets.error());
+  for (auto& b : (*budgets)["items"]) (*list)["items"].push_back(std::move(b));
+  return list;
 }
 
 void add_cluster_options(CLI::App& cmd, ClusterArgs& a) {

@@ -98,16 +98,38 @@ struct SnapPod {
   std::string unreadable;
   // No metadata.ownerReferences: nothing recreates it after an eviction.
   bool bare = false;
+  std::map<std::string, std::string> labels;  // metadata.labels (what disruption budgets select)
+};
+
+// A PodDisruptionBudget (policy/v1) as the eviction API applies it: the
+// pods its selector picks in its namespace may be evicted only while
+// `allowed` (status.disruptionsAllowed, which the disruption controller
+// keeps) is above 0, each eviction taking one.
+struct SnapBudget {
+  std::string id;  // "namespace/name"
+  std::string ns;
+  // spec.selector: none (null) selects no pod; empty selects every pod of the namespace.
+  bool selects_nothing = false;
+  std::map<std::string, std::string> match_labels;
+  std::vector<Requirement> match_expressions;  // In, NotIn, Exists, DoesNotExist
+  // status.disruptionsAllowed; without a status (a hand-made snapshot),
+  // from spec.minAvailable or spec.maxUnavailable and the snapshot's pods.
+  std::optional<int64_t> allowed;
+  std::optional<std::string> min_available, max_unavailable;  // as written: "2" or "50%"
+  bool selects(const SnapPod& pod) const;
 };
 
 struct Snapshot {
   std::vector<SnapNode> nodes;
   std::vector<SnapPod> pods;  // only pods that ask for a GPU resource
+  std::vector<SnapBudget> budgets;
+  std::vector<std::string> warnings;  // objects read with a warning (a budget whose selector cannot be read)
   // A hash of every fact the plan depends on: a plan made from another hash is stale.
   std::string hash;
 };
 
-// A Kubernetes List (kind List, NodeList or PodList) of Nodes and Pods.
+// A Kubernetes List (kind List, NodeList or PodList) of Nodes and Pods, and
+// the PodDisruptionBudgets that guard them.
 // Errors name the object: a document that is not a List, a pod asking for
 // two GPU resources, a count that is not a whole number. `source` names the
 // input in messages.

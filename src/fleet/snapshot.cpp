@@ -194,6 +194,73 @@ std::string hash_text(const std::string& text) {
   return buf;
 }
 
+bool SnapBudget::selects(const SnapPod& pod) const {
+  if (selects_nothing || !pod.id.starts_with(ns + "/")) return false;
+  for (const auto& [k, v] : match_labels) {
+    auto it = pod.labels.find(k);
+    if (it == pod.labels.end() || it->second != v) return false;
+  }
+  for (const auto& q : match_expressions) {
+    auto it = pod.labels.find(q.key);
+    if (!matches(q, it == pod.labels.end() ? std::nullopt : std::optional<std::string>(it->second))) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// A PodDisruptionBudget's fields (policy/v1): its selector, its budget as
+// written, and status.disruptionsAllowed. What cannot be read is said in
+// `why`; build_problem then keeps every pod of its namespace from eviction.
+SnapBudget read_budget(const json& item, const std::string& ns, const std::string& name, std::string& why) {
+  SnapBudget b;
+  b.id = ns + "/" + name;
+  b.ns = ns;
+  const json& spec = at(item, "spec");
+  const json& sel = at(spec, "selector");
+  if (sel.is_null()) {
+    b.selects_nothing = true;  // policy/v1: a null selector selects no pod
+  } else if (!sel.is_object()) {
+    why = "spec.selector is not an object";
+  } else {
+    if (const json& ml = at(sel, "matchLabels"); ml.is_object()) {
+      for (auto it = ml.begin(); it != ml.end(); ++it)
+        if (it->is_string()) b.match_labels[it.key()] = it->get<std::string>();
+        else why = "spec.selector.matchLabels." + it.key() + " is not a string";
+    }
+    if (const json& me = at(sel, "matchExpressions"); me.is_array())
+      for (size_t k = 0; k < me.size(); ++k) {
+        Requirement q{str_at(me[k], "key"), str_at(me[k], "operator"), strings_at(me[k], "values")};
+        if (q.op != "In" && q.op != "NotIn" && q.op != "Exists" && q.op != "DoesNotExist")
+          why = "spec.selector.matchExpressions[" + std::to_string(k) + "].operator " + quote(q.op) +
+                " is not In, NotIn, Exists or DoesNotExist";
+        b.match_expressions.push_back(std::move(q));
+      }
+  }
+  for (const char* field : {"minAvailable", "maxUnavailable"}) {
+    const json& v = at(spec, field);
+    if (v.is_null()) continue;
+    std::string text;
+    if (v.is_number_integer() && v.get<int64_t>() >= 0) text = std::to_string(v.get<int64_t>());
+    else if (v.is_string() && v.get<std::string>().ends_with('%') && integer(v.get<std::string>().substr(0, v.get<std::string>().size() - 1)))
+      text = v.get<std::string>();
+    else why = std::string("spec.") + field + " is neither a count nor a percentage";
+    (std::string(field) == "minAvailable" ? b.min_available : b.max_unavailable) = text;
+  }
+  if (const json& allowed = at(at(item, "status"), "disruptionsAllowed"); allowed.is_number_integer())
+    b.allowed = std::max<int64_t>(0, allowed.get<int64_t>());
+  return b;
+}
+
+// A count or a percentage of `of`, rounded up (as the disruption controller
+// scales minAvailable and maxUnavailable).
+int64_t scaled(const std::string& v, int64_t of) {
+  if (v.ends_with('%')) return (*integer(v.substr(0, v.size() - 1)) * of + 99) / 100;
+  return *integer(v);
+}
+
+}  // namespace
+
 namespace {
 
 // Removes from `value` the fields snapshot_field_wanted refuses; `path` is where `value` sits.
@@ -294,12 +361,35 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
     if (item_kind.empty() && kind == "PodList") item_kind = "Pod";
     const json& meta = at(item, "metadata");
     std::string name = str_at(meta, "name");
-    if (item_kind != "Node" && item_kind != "Pod") {
-      errors.push_back(where + ": kind " + quote(item_kind) + " is neither Node nor Pod");
+    if (item_kind != "Node" && item_kind != "Pod" && item_kind != "PodDisruptionBudget") {
+      errors.push_back(where + ": kind " + quote(item_kind) + " is neither Node, Pod nor PodDisruptionBudget");
       continue;
     }
     if (name.empty()) {
       errors.push_back(where + ": a " + item_kind + " without metadata.name");
+      continue;
+    }
+    if (item_kind == "PodDisruptionBudget") {
+      const std::string ns = str_at(meta, "namespace").empty() ? std::string("default") : str_at(meta, "namespace");
+      std::string why;
+      SnapBudget b = read_budget(item, ns, name, why);
+      if (!why.empty()) {
+        // Which pods it guards cannot be told: it guards its whole namespace, with nothing to spare.
+        SnapBudget whole;
+        whole.id = b.id;
+        whole.ns = ns;
+        whole.allowed = 0;
+        b = std::move(whole);
+        snap.warnings.push_back("PodDisruptionBudget " + b.id + ": " + why +
+                                       "; every pod of namespace " + ns + " is kept from eviction");
+      }
+      facts += "B|" + b.id + "|" + (b.selects_nothing ? "none" : "") + "|" +
+               (b.allowed ? std::to_string(*b.allowed) : "-") + "|" + b.min_available.value_or("-") + "|" +
+               b.max_unavailable.value_or("-");
+      for (const auto& [k, v] : b.match_labels) facts += "|" + k + "=" + v;
+      for (const auto& q : b.match_expressions) facts += "|" + q.key + " " + q.op + " " + join(q.values);
+      facts += "\n";
+      snap.budgets.push_back(std::move(b));
       continue;
     }
     if (item_kind == "Node") {
@@ -410,9 +500,14 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
     p.resource = asks.begin()->first;
     p.count = static_cast<uint32_t>(asks.begin()->second);
     p.bare = !at(meta, "ownerReferences").is_array() || at(meta, "ownerReferences").empty();
+    if (const json& labels = at(meta, "labels"); labels.is_object())
+      for (auto it = labels.begin(); it != labels.end(); ++it)
+        if (it->is_string()) p.labels[it.key()] = it->get<std::string>();
     p.rules = std::move(rules);
     facts += "P|" + p.id + "|" + p.node + "|" + p.phase + "|" + p.resource + "|" + std::to_string(p.count) + "|" +
-             (p.bare ? "bare|" : "") + rules_facts(at(item, "spec")) + "\n";
+             (p.bare ? "bare|" : "") + rules_facts(at(item, "spec"));
+    for (const auto& [k, v] : p.labels) facts += "|label " + k + "=" + v;  // what budgets select
+    facts += "\n";
     snap.pods.push_back(std::move(p));
   }
   if (!errors.empty()) {
@@ -836,6 +931,47 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
     p.nodes.push_back(std::move(n));
   }
 
+  // Disruption budgets, as the eviction API applies them: a pod two budgets
+  // select is never evicted (the API refuses it); of the running pods one
+  // budget selects, only as many as it allows disruptions may be evicted
+  // (the first by name), the others are kept like bare pods.
+  p.warnings.insert(p.warnings.end(), snap.warnings.begin(), snap.warnings.end());
+  std::map<std::string, std::string> guarded;  // pod id -> why it is never evicted
+  {
+    std::map<std::string, std::vector<const SnapBudget*>> budgets_of;
+    for (const auto& sp : snap.pods)
+      if (!sp.node.empty() && sp.unreadable.empty())
+        for (const auto& b : snap.budgets)
+          if (b.selects(sp)) budgets_of[sp.id].push_back(&b);
+    std::map<const SnapBudget*, int64_t> left;
+    for (const auto& b : snap.budgets) {
+      int64_t allowed = 0;
+      if (b.allowed) {
+        allowed = *b.allowed;
+      } else if (b.min_available || b.max_unavailable) {
+        // No status (a hand-made snapshot): the disruption controller's
+        // arithmetic over the snapshot's pods, all counted healthy when Running.
+        int64_t expected = 0, healthy = 0;
+        for (const auto& sp : snap.pods)
+          if (b.selects(sp)) ++expected, healthy += sp.phase == "Running";
+        const int64_t wanted = b.min_available ? scaled(*b.min_available, expected)
+                                               : expected - scaled(*b.max_unavailable, expected);
+        allowed = std::max<int64_t>(0, healthy - wanted);
+      }
+      left[&b] = allowed;
+    }
+    for (const auto& [pod, budgets] : budgets_of) {  // in pod name order
+      if (budgets.size() > 1) {
+        guarded[pod] = "two disruption budgets select it (" + budgets[0]->id + ", " + budgets[1]->id +
+                       "): the eviction API refuses it";
+      } else if (left[budgets[0]] > 0) {
+        --left[budgets[0]];
+      } else {
+        guarded[pod] = "its PodDisruptionBudget " + budgets[0]->id + " allows no more disruptions";
+      }
+    }
+  }
+
   // Instances the annotation gives to a pod: never counted as another's.
   std::set<std::pair<int, int>> named_instances;
   for (const auto& [pod, where] : annotated) named_instances.insert(where.begin(), where.end());
@@ -915,17 +1051,20 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
         pod.node = it->second;
         pod.holds = holds;
         for (auto [g, i] : holds) p.gpus[size_t(g)].instances[size_t(i)].pod = pi;
-        if (sp.bare) {
-          // A bare pod (no owner) is gone for good once evicted: the GPUs it
-          // holds are never changed, or, where the node's placements are a
-          // guess, the node is kept as it is.
+        // A bare pod (no owner) is gone for good once evicted, and the
+        // eviction API refuses one its budget does not allow: the GPUs it
+        // holds are never changed, or, where the node's placements are a
+        // guess, the node is kept as it is.
+        const auto budget = guarded.find(sp.id);
+        if (sp.bare || budget != guarded.end()) {
           if (named) {
             for (auto [g, i] : holds) p.gpus[size_t(g)].fixed = true;
           } else {
             p.nodes[size_t(it->second)].frozen = true;
           }
-          p.warnings.push_back("Pod " + sp.id + " on " + n.name + " has no owner (nothing recreates it after an eviction): " +
-                               (named ? "the GPU(s) it holds are kept as they are" : "its node is kept as it is"));
+          p.warnings.push_back("Pod " + sp.id + " on " + n.name + " " +
+                               (sp.bare ? std::string("has no owner (nothing recreates it after an eviction)") : budget->second) +
+                               ": " + (named ? "the GPU(s) it holds are kept as they are" : "its node is kept as it is"));
         }
       }
     }

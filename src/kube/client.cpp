@@ -971,6 +971,18 @@ ApiResult<json> Client::list_nodes_and_pods(const std::function<bool(json&)>& ke
   return json{{"apiVersion", "v1"}, {"kind", "List"}, {"metadata", {{"resourceVersion", ""}}}, {"items", std::move(items)}};
 }
 
+ApiResult<json> Client::list_pod_disruption_budgets() {
+  auto list = request("GET", "/apis/policy/v1/poddisruptionbudgets");
+  if (!list) return list;
+  json items = list->is_object() && list->contains("items") && (*list)["items"].is_array() ? (*list)["items"] : json::array();
+  for (auto& item : items)
+    if (item.is_object()) {
+      item["kind"] = "PodDisruptionBudget";
+      item["apiVersion"] = "policy/v1";
+    }
+  return json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", std::move(items)}};
+}
+
 ApiResult<json> Client::get_configmap(const std::string& ns, const std::string& name) {
   return request("GET", "/api/v1/namespaces/" + escape(ns) + "/configmaps/" + escape(name));
 }

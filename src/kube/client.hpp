@@ -180,6 +180,8 @@ class Client {
   // a tree of allocations.
   ApiResult<nlohmann::json> list_nodes_and_pods(const std::function<bool(nlohmann::json&)>& keep = {}, size_t page = 500,
                                                 const FieldFilter& wanted = {});
+  // Every PodDisruptionBudget (policy/v1) of the cluster, each item with its kind.
+  ApiResult<nlohmann::json> list_pod_disruption_budgets();
 
   // ConfigMaps: get (404 when absent), create, replace (PUT: the object's
   // metadata.resourceVersion, when set, makes it conditional: 409 Conflict

@@ -91,6 +91,22 @@ inline json bare_pod(const std::string& name, const std::string& resource, int c
   return p;
 }
 
+// A PodDisruptionBudget of namespace ml selecting app=<app>; `allowed`: its
+// status.disruptionsAllowed (none: no status, as a hand-written one).
+inline json budget(const std::string& name, const std::string& app, std::optional<int> allowed, const json& spec_extra = json::object()) {
+  json b = {{"kind", "PodDisruptionBudget"},
+            {"apiVersion", "policy/v1"},
+            {"metadata", {{"name", name}, {"namespace", "ml"}}},
+            {"spec", {{"selector", {{"matchLabels", {{"app", app}}}}}}}};
+  b["spec"].update(spec_extra);
+  if (allowed) b["status"] = {{"disruptionsAllowed", *allowed}};
+  return b;
+}
+inline json labelled(json pod, const std::string& app) {
+  pod["metadata"]["labels"]["app"] = app;
+  return pod;
+}
+
 // A std::vector, not a json: nlohmann reads a braced list of one json as that json, not an array of it.
 inline json list(std::vector<json> items) { return {{"apiVersion", "v1"}, {"kind", "List"}, {"items", json(items)}}; }
 

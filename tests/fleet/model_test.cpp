@@ -93,6 +93,40 @@ TEST(FleetModel, ABarePodIsNeverEvicted) {
   expect_oracle(f);
 }
 
+// A PodDisruptionBudget that allows no disruption keeps its pod: of two
+// running pods either of which could make room for the waiting 7g.80gb (and
+// move to the other GPU's free 3g.40gb), the plan evicts the one no budget
+// guards; with both guarded (two budgets select them), none, and the big pod waits.
+TEST(FleetModel, APodItsBudgetGuardsIsNotTheVictim) {
+  for (const char* guarded : {"on-a", "on-b"}) {
+    const std::string other = std::string(guarded) == "on-a" ? "on-b" : "on-a";
+    // The layout annotation names where each pod runs: a guarded pod keeps its GPU, and its node takes pods.
+    auto holds = [](const std::string& pod) {
+      return json{{"gpus", json::array({{{"index", 0}, {"mig", true},
+                                         {"instances", json::array({{{"profile", "3g.40gb"}, {"start", 0}, {"pod", pod}},
+                                                                    {{"profile", "3g.40gb"}, {"start", 4}}})}}})}};
+    };
+    auto f = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb", holds("ml/on-a")),
+                       node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb", holds("ml/on-b")),
+                       labelled(pod("on-a", "3g.40gb", 1, "a"), std::string(guarded) == "on-a" ? "guarded" : "free"),
+                       labelled(pod("on-b", "3g.40gb", 1, "b"), std::string(guarded) == "on-b" ? "guarded" : "free"),
+                       budget("keep", "guarded", 0), pod("big", "7g.80gb", 1)});
+    FleetPlan plan = solve_and_check(f);
+    EXPECT_EQ(describe(plan.objective), "unserved 0, evicted 1, changed 1, used 2") << guarded;
+    std::vector<std::string> evicted;
+    for (size_t i = 0; i < plan.evicted.size(); ++i)
+      if (plan.evicted[i]) evicted.push_back(f.problem.pods[i].id);
+    EXPECT_EQ(evicted, std::vector<std::string>{"ml/" + other}) << guarded;
+    expect_oracle(f);
+  }
+  auto both = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb"), labelled(pod("on-a", "3g.40gb", 1, "a"), "guarded"),
+                        labelled(pod("on-a2", "3g.40gb", 1, "a"), "guarded"), budget("keep", "guarded", 1),
+                        budget("also", "guarded", 5, {{"selector", {{"matchLabels", {{"app", "guarded"}}}}}}),
+                        pod("big", "7g.80gb", 1)});
+  FleetPlan none = solve_and_check(both);
+  EXPECT_EQ(describe(none.objective), "unserved 1, evicted 0, changed 0, used 1") << "two budgets select them: the API refuses";
+}
+
 // Two products: 1g.10gb is a resource of both the A100-80GB and the H100; the
 // pending 1g.10gb pods go where the change costs least.
 TEST(FleetModel, TwoProducts) {

@@ -90,6 +90,75 @@ TEST(FleetSnapshot, BadInputIsAPreciseError) {
                                 "DoesNotExist, Gt or Lt; left out");
 }
 
+// Disruption budgets as the eviction API applies them: of the running pods
+// a budget selects, only as many as status.disruptionsAllowed may be evicted
+// (the first by name); the others are kept like bare pods (their node as it
+// is, said). A pod two budgets select is kept (the API refuses it); a null
+// selector selects nothing; one in another namespace nothing here; without a
+// status, the budget is worked out from minAvailable or maxUnavailable over
+// the snapshot's pods; an unreadable budget keeps its whole namespace.
+TEST(FleetSnapshot, DisruptionBudgetsKeepThePodsTheyGuard) {
+  auto cfg = configs();
+  auto warnings_of = [](const Problem& p) {
+    std::string w;
+    for (const auto& x : p.warnings) w += x + "\n";
+    return w;
+  };
+  auto frozen = [](const Problem& p) {
+    std::set<std::string> out;
+    for (const auto& n : p.nodes)
+      if (n.frozen) out.insert(n.name);
+    return out;
+  };
+  auto nodes = [] {
+    return std::vector<json>{node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"),
+                             node("c", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb")};
+  };
+  auto with = [&](std::vector<json> more) {
+    auto items = nodes();
+    items.push_back(labelled(pod("p-a", "1g.10gb", 1, "a"), "web"));
+    items.push_back(labelled(pod("p-b", "1g.10gb", 1, "b"), "web"));
+    items.push_back(labelled(pod("p-c", "1g.10gb", 1, "c"), "other"));
+    items.insert(items.end(), more.begin(), more.end());
+    auto p = problem_of(list(items), configs());
+    EXPECT_TRUE(p) << p.error().message;
+    return *p;
+  };
+  // One disruption allowed for two pods: the first may go, the second is kept.
+  auto one = with({budget("web", "web", 1)});
+  EXPECT_EQ(frozen(one), (std::set<std::string>{"b"}));
+  EXPECT_NE(warnings_of(one).find("Pod ml/p-b on b its PodDisruptionBudget ml/web allows no more disruptions: its node is kept as it is"),
+            std::string::npos) << warnings_of(one);
+  EXPECT_EQ(frozen(with({budget("web", "web", 2)})), std::set<std::string>{});
+  EXPECT_EQ(frozen(with({budget("web", "web", 0)})), (std::set<std::string>{"a", "b"}));
+  // Two budgets over one pod.
+  auto two = with({budget("web", "web", 5), budget("mine", "other", 5, {{"selector", json::object()}})});
+  EXPECT_EQ(frozen(two), (std::set<std::string>{"a", "b"})) << "the empty selector takes every pod of ml: p-c has one budget";
+  EXPECT_NE(warnings_of(two).find("two disruption budgets select it (ml/web, ml/mine)"), std::string::npos) << warnings_of(two);
+  // A null selector selects nothing; another namespace's budget guards nothing here.
+  EXPECT_EQ(frozen(with({budget("none", "web", 0, {{"selector", nullptr}})})), std::set<std::string>{});
+  json elsewhere = budget("web", "web", 0);
+  elsewhere["metadata"]["namespace"] = "other-team";
+  EXPECT_EQ(frozen(with({elsewhere})), std::set<std::string>{});
+  // No status: minAvailable 50% of 2 running pods leaves one disruption; maxUnavailable 0 none.
+  EXPECT_EQ(frozen(with({budget("web", "web", std::nullopt, {{"minAvailable", "50%"}})})), (std::set<std::string>{"b"}));
+  EXPECT_EQ(frozen(with({budget("web", "web", std::nullopt, {{"maxUnavailable", 0}})})), (std::set<std::string>{"a", "b"}));
+  EXPECT_EQ(frozen(with({budget("web", "web", std::nullopt, {{"minAvailable", 2}})})), (std::set<std::string>{"a", "b"}));
+  // Unreadable: the whole namespace is kept, said.
+  json bad = budget("web", "web", 3);
+  bad["spec"]["selector"] = {{"matchExpressions", json::array({{{"key", "app"}, {"operator", "Gt"}, {"values", {"1"}}}})}};
+  auto unreadable = with({bad});
+  EXPECT_EQ(frozen(unreadable), (std::set<std::string>{"a", "b", "c"}));
+  EXPECT_NE(warnings_of(unreadable).find("PodDisruptionBudget ml/web: spec.selector.matchExpressions[0].operator 'Gt' is not In, "
+                                         "NotIn, Exists or DoesNotExist; every pod of namespace ml is kept from eviction"),
+            std::string::npos) << warnings_of(unreadable);
+  // A budget is a fact of the plan: a changed budget makes an approved plan stale.
+  auto h1 = parse_snapshot(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, ""), budget("web", "web", 1)}), "s");
+  auto h2 = parse_snapshot(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, ""), budget("web", "web", 0)}), "s");
+  ASSERT_TRUE(h1 && h2);
+  EXPECT_NE(h1->hash, h2->hash);
+}
+
 // One node whose labels or annotation cannot be read stops only itself,
 // with a warning naming it and why: a count, a replica count or a config
 // that cannot be read leaves the node out (nothing on it changes); an

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <random>
+#include <set>
 #include <stdexcept>
 
 namespace tessera::kube::testing {
@@ -167,6 +168,7 @@ void FakeApiServer::add_pod(const std::string& ns, const std::string& name, cons
               {"kind", "Pod"},
               {"metadata", {{"name", name}, {"namespace", ns}, {"uid", "uid-" + ns + "-" + name}}},
               {"spec", {{"nodeName", node}}}};
+  if (!budget.empty()) pod["metadata"]["labels"] = {{"budget", budget}};  // what its budget selects
   bump(pod);
   pods_[ns + "/" + name] = Pod{pod, budget};
 }
@@ -365,6 +367,24 @@ void FakeApiServer::routes() {
     }
     json list = {{"kind", "PodList"}, {"apiVersion", "v1"}, {"metadata", {{"resourceVersion", std::to_string(rv_)}}}, {"items", items}};
     if (page(list, req, res)) answer(res, 200, list);
+  });
+
+  // A PodDisruptionBudget per budget and namespace of its pods: selector
+  // budget=<name>, status.disruptionsAllowed as set.
+  server_->Get("/apis/policy/v1/poddisruptionbudgets", [this](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard lock(mu_);
+    std::set<std::pair<std::string, std::string>> made;
+    json items = json::array();
+    for (const auto& [key, pod] : pods_) {
+      const std::string ns = pod.object["metadata"]["namespace"];
+      if (pod.budget.empty() || !made.insert({ns, pod.budget}).second) continue;
+      auto allowed = budgets_.find(pod.budget);
+      items.push_back({{"metadata", {{"name", pod.budget}, {"namespace", ns}}},
+                       {"spec", {{"selector", {{"matchLabels", {{"budget", pod.budget}}}}}}},
+                       {"status", {{"disruptionsAllowed", allowed == budgets_.end() ? 0 : allowed->second}}}});
+    }
+    answer(res, 200, {{"kind", "PodDisruptionBudgetList"}, {"apiVersion", "policy/v1"},
+                      {"metadata", {{"resourceVersion", std::to_string(rv_)}}}, {"items", items}});
   });
 
   server_->Get(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+))", [this](const httplib::Request& req,
