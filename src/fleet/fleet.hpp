@@ -99,6 +99,7 @@ struct SnapPod {
   // No metadata.ownerReferences: nothing recreates it after an eviction.
   bool bare = false;
   std::map<std::string, std::string> labels;  // metadata.labels (what disruption budgets select)
+  int64_t priority = 0;                       // spec.priority
 };
 
 // A PodDisruptionBudget (policy/v1) as the eviction API applies it: the

@@ -323,7 +323,7 @@ bool snapshot_field_wanted(std::span<const std::string> path) {
   }
   if (top == "spec") {
     if (path.size() == 2)
-      return one_of(field, {"nodeName", "nodeSelector", "affinity", "tolerations", "topologySpreadConstraints", "containers",
+      return one_of(field, {"nodeName", "priority", "nodeSelector", "affinity", "tolerations", "topologySpreadConstraints", "containers",
                             "initContainers", "unschedulable", "taints"});
     if (field != "containers" && field != "initContainers") return true;
     if (path.size() == 3) return one_of(path[2], {"name", "resources", "restartPolicy"});
@@ -425,6 +425,8 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
     p.node = str_at(at(item, "spec"), "nodeName");
     p.phase = str_at(at(item, "status"), "phase");
     p.created = str_at(meta, "creationTimestamp");
+    // spec.priority: what admission resolved priorityClassName to (0 without one).
+    if (const json& pr = at(at(item, "spec"), "priority"); pr.is_number_integer()) p.priority = pr.get<int64_t>();
     // A finished pod holds nothing and asks for nothing, whatever it says;
     // one deleted before it was scheduled never will be (kube-scheduler
     // skips pods with a deletionTimestamp). One deleted while it runs holds
@@ -505,7 +507,8 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
         if (it->is_string()) p.labels[it.key()] = it->get<std::string>();
     p.rules = std::move(rules);
     facts += "P|" + p.id + "|" + p.node + "|" + p.phase + "|" + p.resource + "|" + std::to_string(p.count) + "|" +
-             (p.bare ? "bare|" : "") + rules_facts(at(item, "spec"));
+             (p.bare ? "bare|" : "") + (p.priority ? "priority " + std::to_string(p.priority) + "|" : "") +
+             rules_facts(at(item, "spec"));
     for (const auto& [k, v] : p.labels) facts += "|label " + k + "=" + v;  // what budgets select
     facts += "\n";
     snap.pods.push_back(std::move(p));
@@ -960,7 +963,24 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       }
       left[&b] = allowed;
     }
+    // Priority, as preemption applies it: a pod is evicted only for pods of
+    // higher priority. A running pod above every waiting pod's priority
+    // would make room only for lower ones: it is kept where it is.
+    std::optional<int64_t> highest_waiting;
+    for (const auto& sp : snap.pods)
+      if (sp.node.empty() && sp.unreadable.empty()) highest_waiting = std::max(highest_waiting.value_or(sp.priority), sp.priority);
+    size_t above = 0;
+    for (const auto& sp : snap.pods)
+      if (highest_waiting && !sp.node.empty() && sp.unreadable.empty() && sp.priority > *highest_waiting) {
+        guarded[sp.id] = "";  // said once for all, below
+        ++above;
+      }
+    if (above)
+      p.warnings.push_back(std::to_string(above) + " running pod(s) have a priority above every waiting pod's (at most " +
+                           std::to_string(*highest_waiting) + "): none is evicted for a lower-priority pod; the GPUs they "
+                           "hold are kept as they are (or their node, where its placements are a guess)");
     for (const auto& [pod, budgets] : budgets_of) {  // in pod name order
+      if (guarded.contains(pod)) continue;
       if (budgets.size() > 1) {
         guarded[pod] = "two disruption budgets select it (" + budgets[0]->id + ", " + budgets[1]->id +
                        "): the eviction API refuses it";
@@ -1062,9 +1082,10 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
           } else {
             p.nodes[size_t(it->second)].frozen = true;
           }
-          p.warnings.push_back("Pod " + sp.id + " on " + n.name + " " +
-                               (sp.bare ? std::string("has no owner (nothing recreates it after an eviction)") : budget->second) +
-                               ": " + (named ? "the GPU(s) it holds are kept as they are" : "its node is kept as it is"));
+          if (sp.bare || !budget->second.empty())
+            p.warnings.push_back("Pod " + sp.id + " on " + n.name + " " +
+                                 (sp.bare ? std::string("has no owner (nothing recreates it after an eviction)") : budget->second) +
+                                 ": " + (named ? "the GPU(s) it holds are kept as they are" : "its node is kept as it is"));
         }
       }
     }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <tuple>
 
 #include "fleet/brute_force.hpp"
 #include "fleet/helpers.hpp"
@@ -125,6 +126,50 @@ TEST(FleetModel, APodItsBudgetGuardsIsNotTheVictim) {
                         pod("big", "7g.80gb", 1)});
   FleetPlan none = solve_and_check(both);
   EXPECT_EQ(describe(none.objective), "unserved 1, evicted 0, changed 0, used 1") << "two budgets select them: the API refuses";
+}
+
+// Priority as preemption applies it: a pod is evicted only for a pod of
+// higher priority. A system-cluster-critical pod is never evicted to serve a
+// priority -10 pod; of two that could make room, the one below the waiting
+// pod's priority goes; a waiting pod above both may take either's room.
+TEST(FleetModel, APodIsNotEvictedForALowerPriorityOne) {
+  auto holds = [](const std::string& pod) {
+    return json{{"gpus", json::array({{{"index", 0}, {"mig", true},
+                                       {"instances", json::array({{{"profile", "3g.40gb"}, {"start", 0}, {"pod", pod}},
+                                                                  {{"profile", "3g.40gb"}, {"start", 4}}})}}})}};
+  };
+  auto prio = [](json pod, int64_t priority) {
+    pod["spec"]["priority"] = priority;
+    return pod;
+  };
+  auto fleet = [&](int64_t on_a, int64_t on_b, int64_t big) {
+    return fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb", holds("ml/on-a")),
+                     node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb", holds("ml/on-b")),
+                     prio(pod("on-a", "3g.40gb", 1, "a"), on_a), prio(pod("on-b", "3g.40gb", 1, "b"), on_b),
+                     prio(pod("big", "7g.80gb", 1), big)});
+  };
+  auto evicted = [](const Fleet& f, const FleetPlan& plan) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < plan.evicted.size(); ++i)
+      if (plan.evicted[i]) out.push_back(f.problem.pods[i].id);
+    return out;
+  };
+  auto critical = fleet(2000000000, 2000000000, -10);
+  FleetPlan kept = solve_and_check(critical);
+  EXPECT_EQ(describe(kept.objective), "unserved 1, evicted 0, changed 0, used 2");
+  std::string warnings;
+  for (const auto& w : critical.problem.warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("2 running pod(s) have a priority above every waiting pod's (at most -10)"), std::string::npos)
+      << warnings;
+  for (auto [a, b, victim] : {std::tuple{100, 0, "ml/on-b"}, std::tuple{0, 100, "ml/on-a"}}) {
+    auto f = fleet(a, b, 50);
+    FleetPlan plan = solve_and_check(f);
+    EXPECT_EQ(describe(plan.objective), "unserved 0, evicted 1, changed 1, used 2") << victim;
+    EXPECT_EQ(evicted(f, plan), std::vector<std::string>{victim});
+    expect_oracle(f);
+  }
+  FleetPlan above = solve_and_check(fleet(100, 100, 1000));
+  EXPECT_EQ(describe(above.objective), "unserved 0, evicted 1, changed 1, used 2");
 }
 
 // Two products: 1g.10gb is a resource of both the A100-80GB and the H100; the
