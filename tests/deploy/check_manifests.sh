@@ -732,7 +732,7 @@ NODE_FLAGS = {
     "--mps-host": True,
     "--sim": True, "--nvml-library": True,
     "--cdi-spec-dir": True, "--cdi-vendor": True, "--driver-root": True, "--dev-root": True,
-    "--container-driver-root": True, "--cdi-hook": True, "--memory-hook": True,
+    "--container-driver-root": True, "--cdi-hook": True, "--memory-hook": True, "--publish-layout": False,
 }
 DEFAULTS = {"--state-dir": "/var/lib/tessera", "--kubelet-dir": "/var/lib/kubelet/device-plugins",
             "--pod-resources": "/var/lib/kubelet/pod-resources/kubelet.sock"}

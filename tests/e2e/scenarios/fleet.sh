@@ -1,5 +1,6 @@
-# tessera fleet run against the real cluster: tessera node (with
-# --publish-layout) on tessera-node-1's two A100-80GB, each cut in four
+# tessera fleet run against the real cluster: tessera node as the chart
+# deploys it (its layout annotation published by default) on
+# tessera-node-1's two A100-80GB, each cut in four
 # 1g.20gb; two running pods of a Deployment on them and a pod waiting for a
 # 7g.80gb, which fits only after a re-plan. The controller, the chart's
 # Deployment tessera-fleet (fleet.enabled) in the cluster with its own service
@@ -56,7 +57,7 @@ YAML
   kc delete pod fleet-big --ignore-not-found --wait=true >/dev/null
   kc -n tessera delete configmap tessera-fleet-plan --ignore-not-found >/dev/null
   relabel fleet-start
-  AGENT_MIG_CONFIGS=$cfg deploy_agent "" --publish-layout -- --set fleet.enabled=true --set fleet.pendingAfter=3 \
+  AGENT_MIG_CONFIGS=$cfg deploy_agent "" -- --set fleet.enabled=true --set fleet.pendingAfter=3 \
     --set fleet.maxWaveEvictions=5 --set-json 'fleet.extraArgs=["--poll","1","--config-propagation","45","--wave-timeout","240"]'
   wait_for 120 "the agent to apply fleet-start (mig.config.state=success)" state_is success
   expect_resource 60 nvidia.com/mig-1g.20gb 8
