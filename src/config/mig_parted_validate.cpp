@@ -131,15 +131,34 @@ std::vector<EntryCheck> validate_mig_parted(const MigPartedConfig& config, const
         if (!catalog.find_by_pci_id(f.device_id))
           diags.warning(entry.filter_where, entry.field + ".device-filter",
                         "PCI device id " + format_pci_id(f.device_id) + " is not in the GPU catalog; not checked for it");
+      bool all_known = true;
       for (const auto& d : entry.mig_devices) {
         bool known = std::any_of(catalog.models().begin(), catalog.models().end(),
                                  [&](const GpuModel& m) { return find_profile(m, d) != nullptr; });
+        all_known = all_known && known;
         if (!known && warned_profiles.insert(d.profile).second)
           diags.warning(d.where, entry.field + ".mig-devices." + d.profile,
                         "profile " + quote(d.profile) + " is not known for any GPU in the catalog; not checked");
       }
-      for (const auto* model : entry_targets(entry, catalog))
-        checks.push_back(check_on(mc, i, entry, *model, false, diags));
+      const auto targets = entry_targets(entry, catalog);
+      // Every profile is some catalogued GPU's, but no one GPU has them all
+      // (a 1g.10gb of an A100 beside a 1g.12gb of an H100): nothing checks
+      // it, and on every GPU the catalog knows mig-parted would refuse it.
+      const bool filters_known = std::all_of(entry.device_filter.begin(), entry.device_filter.end(),
+                                             [&](const auto& f) { return catalog.find_by_pci_id(f.device_id) != nullptr; });
+      if (targets.empty() && all_known && filters_known && entry.mig_enabled && !entry.mig_devices.empty()) {
+        std::string owners;
+        for (const auto& d : entry.mig_devices) {
+          std::vector<std::string> models;
+          for (const auto& m : catalog.models())
+            if (find_profile(m, d)) models.push_back(m.name);
+          owners += (owners.empty() ? "" : "; ") + d.profile + ": " + join(models);
+        }
+        diags.warning(entry.mig_devices_where, entry.field + ".mig-devices",
+                      "no GPU in the catalog" + std::string(entry.device_filter.empty() ? "" : " that its device-filter names") +
+                          " has all of these profiles (" + owners + "): it applies on none, and mig-parted would refuse it on each");
+      }
+      for (const auto* model : targets) checks.push_back(check_on(mc, i, entry, *model, false, diags));
     }
     // The config asked for, on the GPU asked for, and no entry selects it:
     // applied there it would change nothing (`mig apply` refuses it).
