@@ -55,6 +55,32 @@ void Publisher::fall_back(const std::string& why) {
     spdlog::warn("cannot record an Event on Node {}: {}", spec_.node, r.error().message);
 }
 
+namespace {
+bool carries_partitions(const json& slice) {
+  if (!slice.contains("spec")) return false;
+  const json& s = slice["spec"];
+  if (s.contains("sharedCounters")) return true;
+  for (const auto& d : s.value("devices", json::array()))
+    if (d.contains("consumesCounters") || d.contains("allowMultipleAllocations")) return true;
+  return false;
+}
+}  // namespace
+
+// A server that refuses the partitionable layout outright (422 Invalid): a
+// 1.34 server with the gates on wants a device's counter set in the device's
+// own slice, where 1.35 and later want it in a slice of its own. Rather than
+// no slices at all, the node is served as a server without the gates serves it.
+bool Publisher::refused_partitions(const SliceChange& change, const kube::ApiError& error) {
+  if (!partitionable_ || error.status != 422 || !carries_partitions(change.object)) return false;
+  fall_back("the API server refused ResourceSlice " + change.name + " (" + excerpt(error.message, 400) +
+            "): it does not take tessera's partitionable layout (counter sets in slices of their own, as Kubernetes "
+            "1.35 and later have them; 1.34 wants them in the devices' slice). Publishing only whole GPUs and existing "
+            "MIG instances, one claim each, from now on; MIG instances are not cut per claim and memory shares are off "
+            "(docs/design-dra.md, \"Kubernetes versions\")");
+  synced_ = false;
+  return true;
+}
+
 Result<void> Publisher::publish(const PoolState& pool) {
   if (!partitionable_) return publish_devices({}, sharing::dra::without_partitions(pool.devices));
   auto r = publish_devices(pool.counter_sets, pool.devices);
@@ -91,6 +117,7 @@ Result<void> Publisher::publish_devices(const std::vector<sharing::dra::CounterS
     switch (change.kind) {
       case SliceChange::Kind::create: {
         auto r = client_.request("POST", kSlices, change.object.dump());
+        if (!r && refused_partitions(change, r.error())) return {};
         if (!r) return unexpected(api_error("cannot create ResourceSlice " + change.name, r.error()));
         dropped = dropped_fields(change.object, *r);
         now.push_back(*r);
@@ -98,6 +125,7 @@ Result<void> Publisher::publish_devices(const std::vector<sharing::dra::CounterS
       }
       case SliceChange::Kind::update: {
         auto r = client_.request("PUT", std::string(kSlices) + "/" + kube::escape_path_segment(change.name), change.object.dump());
+        if (!r && refused_partitions(change, r.error())) return {};
         if (!r) return unexpected(api_error("cannot update ResourceSlice " + change.name, r.error()));
         dropped = dropped_fields(change.object, *r);
         now.push_back(*r);

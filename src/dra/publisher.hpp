@@ -29,7 +29,7 @@ class Publisher {
   int64_t generation() const { return spec_.generation; }
   // False once the API server was seen dropping the partitionable fields
   // (sharedCounters, consumesCounters, allowMultipleAllocations) from a slice
-  // it stored: from then on only whole GPUs and existing MIG instances are
+  // it stored, or refusing a slice that has them (422 Invalid): from then on only whole GPUs and existing MIG instances are
   // published (sharing::dra::without_partitions), with one warning and one
   // Node Event saying why.
   bool partitionable() const { return partitionable_; }
@@ -40,6 +40,7 @@ class Publisher {
   Result<void> publish_devices(const std::vector<sharing::dra::CounterSet>& counter_sets,
                                const std::vector<sharing::dra::Device>& devices);
   void fall_back(const std::string& why);
+  bool refused_partitions(const SliceChange& change, const kube::ApiError& error);
 
   kube::Client& client_;
   PoolSpec spec_;

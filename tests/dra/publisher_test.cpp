@@ -118,6 +118,36 @@ TEST(DraPublisher, AServerThatDropsThemGetsWholeGpusAndExistingInstancesOnlyAndI
   EXPECT_EQ(api.events().size(), 1u);
 }
 
+// A 1.34 server with the gates on refuses the split layout (a device's
+// counter set in another slice) with 422: the node is still served, as a
+// server without the gates serves it, and told why once.
+TEST(DraPublisher, AServerThatRefusesTheLayoutGetsWholeGpusAndExistingInstancesOnlyAndIsToldWhy) {
+  kube::testing::FakeOptions options;
+  options.counter_sets_in_the_devices_slice = true;
+  kube::testing::FakeApiServer api(options);
+  auto client = kube::testing::client_for(api, kube::testing::insecure_http());
+  Publisher publisher(*client, spec());
+  ASSERT_TRUE(publisher.publish(pool()));
+  EXPECT_FALSE(publisher.partitionable());
+  EXPECT_NE(publisher.fallback_reason().find("refused ResourceSlice gpu-node-1-gpu-nvidia-com-devices-00"), std::string::npos)
+      << publisher.fallback_reason();
+  EXPECT_NE(publisher.fallback_reason().find("must reference a counter set defined in the ResourceSlice"), std::string::npos)
+      << publisher.fallback_reason();
+  EXPECT_EQ(published_devices(api), (std::set<std::string>{"gpu-0", "gpu-1-mig-3g40gb-9-4"}));
+  for (const auto& [name, slice] : api.resource_slices()) {
+    EXPECT_FALSE(slice["spec"].contains("sharedCounters")) << name << ": the counters slice made before the refusal stays";
+    for (const auto& d : slice["spec"].value("devices", json::array())) EXPECT_FALSE(d.contains("consumesCounters")) << d.dump();
+  }
+  ASSERT_EQ(api.events().size(), 1u);
+  EXPECT_EQ(api.events()[0]["reason"], "DRAPartitionableDevicesOff");
+  auto next = pool();
+  next.version = 2;
+  next.devices.pop_back();
+  ASSERT_TRUE(publisher.publish(next));
+  EXPECT_EQ(published_devices(api), (std::set<std::string>{"gpu-0", "gpu-1"}));
+  EXPECT_EQ(api.events().size(), 1u);
+}
+
 TEST(DraPublisher, DroppedFieldsAreNamedByTheirPaths) {
   const json sent = {{"spec",
                       {{"sharedCounters", json::array({{{"name", "s"}}})},

@@ -485,6 +485,24 @@ void FakeApiServer::routes() {
     bump(slice);
     return slice;
   };
+  // The 1.34 rule: every consumesCounters[].counterSet names a set of the same slice.
+  const auto invalid_slice = [this](const json& slice) -> std::string {
+    if (!options_.counter_sets_in_the_devices_slice || !slice.contains("spec") || !slice["spec"].is_object()) return "";
+    std::set<std::string> sets;
+    for (const auto& c : slice["spec"].value("sharedCounters", json::array())) sets.insert(c.value("name", ""));
+    const json devices = slice["spec"].value("devices", json::array());
+    for (size_t i = 0; i < devices.size(); ++i) {
+      const json uses = devices[i].value("consumesCounters", json::array());
+      for (size_t k = 0; k < uses.size(); ++k) {
+        const std::string set = uses[k].value("counterSet", "");
+        if (!sets.contains(set))
+          return "ResourceSlice.resource.k8s.io \"" + slice["metadata"].value("name", "") + "\" is invalid: spec.devices[" +
+                 std::to_string(i) + "].consumesCounters[" + std::to_string(k) + "].counterSet: Invalid value: \"" + set +
+                 "\": must reference a counter set defined in the ResourceSlice sharedCounters";
+      }
+    }
+    return "";
+  };
   const std::string slices = "/apis/resource.k8s.io/v1/resourceslices";
   server_->Get(slices, [this](const httplib::Request&, httplib::Response& res) {
     std::lock_guard lock(mu_);
@@ -492,7 +510,7 @@ void FakeApiServer::routes() {
     for (const auto& [name, slice] : slices_) items.push_back(slice);
     answer(res, 200, {{"apiVersion", "resource.k8s.io/v1"}, {"kind", "ResourceSliceList"}, {"items", items}});
   });
-  server_->Post(slices, [this, store_slice](const httplib::Request& req, httplib::Response& res) {
+  server_->Post(slices, [this, store_slice, invalid_slice](const httplib::Request& req, httplib::Response& res) {
     std::lock_guard lock(mu_);
     keep_body(req);
     json slice = json::parse(req.body, nullptr, false);
@@ -502,10 +520,11 @@ void FakeApiServer::routes() {
     const std::string name = slice["metadata"]["name"];
     if (slices_.contains(name))
       return answer_status(res, 409, "AlreadyExists", "resourceslices \"" + name + "\" already exists");
+    if (auto why = invalid_slice(slice); !why.empty()) return answer_status(res, 422, "Invalid", why);
     slices_[name] = store_slice(slice);
     answer(res, 201, slices_[name]);
   });
-  server_->Put(slices + R"(/([^/]+))", [this, store_slice](const httplib::Request& req, httplib::Response& res) {
+  server_->Put(slices + R"(/([^/]+))", [this, store_slice, invalid_slice](const httplib::Request& req, httplib::Response& res) {
     std::lock_guard lock(mu_);
     keep_body(req);
     const std::string name = req.matches[1];
@@ -513,6 +532,7 @@ void FakeApiServer::routes() {
     json slice = json::parse(req.body, nullptr, false);
     if (!slice.is_object() || slice.value("kind", "") != "ResourceSlice")
       return answer_status(res, 400, "BadRequest", "not a ResourceSlice");
+    if (auto why = invalid_slice(slice); !why.empty()) return answer_status(res, 422, "Invalid", why);
     slices_[name] = store_slice(slice);
     answer(res, 200, slices_[name]);
   });

@@ -45,6 +45,11 @@ struct FakeOptions {
   // spec.sharedCounters, devices[].consumesCounters and
   // devices[].allowMultipleAllocations dropped (disabled fields are wiped).
   bool drop_partitionable_fields = false;
+  // ResourceSlices validated as a 1.34 server with those gates on validates
+  // them: a device may consume only a counter set defined in its own slice
+  // (1.35 moved counter sets to slices of their own), anything else is
+  // refused with 422 Invalid.
+  bool counter_sets_in_the_devices_slice = false;
 };
 
 struct SeenRequest {
