@@ -321,14 +321,16 @@ std::vector<Gpu> build() {
   all.push_back(make({"H200-SXM-141GB", "NVIDIA H200", true, 0x233510DE, {0x233B10DE}, {"H200", "H200-141GB", "NVIDIA H200 NVL"},
                       NVML_DEVICE_ARCH_HOPPER, 9, 0, 143771, true, 132, true},
                      {
-                         // [SMI] -lgip of an H200 (NVIDIA/mig-parted issue #120); [MIG-SP] H200 141GB table.
+                         // [SMI] -lgip of an H200 (NVIDIA/mig-parted issue #120); [MIG-SP] H200 141GB table;
+                         // memory as driver 580.159.04 reports it through NVML on a real H200 SXM (256 MiB
+                         // more than that -lgip for the 2- to 8-slice profiles; docs/device-runs/2026-12-04-h200).
                          {"1g.18gb", kGi1, 19, 16384, 16, {1, 1, 0, 1, 0}, 7},
                          {"1g.18gb+me", kGi1Rev1, 20, 16384, 16, {1, 1, 0, 1, 1}, 1},
-                         {"1g.35gb", kGi1Rev2, 15, 33024, 26, {1, 1, 0, 1, 0}, 4},
-                         {"2g.35gb", kGi2, 14, 33024, 32, {2, 2, 0, 2, 0}, 3},
-                         {"3g.71gb", kGi3, 9, 71168, 60, {3, 3, 0, 3, 0}, 2},
-                         {"4g.71gb", kGi4, 5, 71168, 64, {4, 4, 0, 4, 0}, 1},
-                         {"7g.141gb", kGi7, 0, 143104, 132, {8, 7, 0, 7, 1}, 1},
+                         {"1g.35gb", kGi1Rev2, 15, 33280, 26, {1, 1, 0, 1, 0}, 4},
+                         {"2g.35gb", kGi2, 14, 33280, 32, {2, 2, 0, 2, 0}, 3},
+                         {"3g.71gb", kGi3, 9, 71424, 60, {3, 3, 0, 3, 0}, 2},
+                         {"4g.71gb", kGi4, 5, 71424, 64, {4, 4, 0, 4, 0}, 1},
+                         {"7g.141gb", kGi7, 0, 143360, 132, {8, 7, 0, 7, 1}, 1},
                      }));
 
   // GH200-96GB (the H100 96GB of a GH200). [PARTED] 0x234210DE ("GH200"), grouped with 0x233D

@@ -950,7 +950,7 @@ std::vector<GpuModel> builtin_gpu_models() {
       },
   });
 
-  // H200-SXM-141GB: confidence high for SXM (profiles, SM, engines, memory from one real -lgip); placements assumed = H100; H200 NVL assumed identical.
+  // H200-SXM-141GB: confidence high for SXM (profiles, SM, engines, memory from driver 580 through NVML); placements assumed = H100; H200 NVL assumed identical.
   models.push_back(GpuModel{
       .name = "H200-SXM-141GB",
       .nvml_name = "NVIDIA H200",
@@ -966,7 +966,7 @@ std::vector<GpuModel> builtin_gpu_models() {
       .memory_slices = 8,
       .compute_slices = 7,
       .max_instances = 7,
-      .confidence = "high for SXM (profiles, SM, engines, memory from one real -lgip); placements assumed = H100; H200 NVL assumed identical",
+      .confidence = "high for SXM (profiles, SM, engines, memory from driver 580 through NVML); placements assumed = H100; H200 NVL assumed identical",
       .source = "data/mig-profiles.json; mig-parted 'all-1g.35gb' filters only 0x2335 (not 0x233B); NVIDIA vGPU docs list MIG 1g.35gb for H200 NVL with a footnote. Treat 1g.35gb on H200 NVL as unconfirmed.",
       .profiles = {
           GpuInstanceProfile{
@@ -986,7 +986,7 @@ std::vector<GpuModel> builtin_gpu_models() {
               .compute_profiles = {
                   ComputeInstanceProfile{"1g.18gb", 0, 0, 1, 16, 1, true, {{0, 1}}},
               },
-              .evidence = "observed (mig-parted issue #120 -lgip: 16.00/32.25/69.50/139.75 GiB)",
+              .evidence = "observed (mig-parted issue #120 -lgip and driver 580.159.04 through NVML, docs/device-runs/2026-12-04-h200: 16.00 GiB)",
           },
           GpuInstanceProfile{
               .name = "1g.18gb+me",
@@ -1005,7 +1005,7 @@ std::vector<GpuModel> builtin_gpu_models() {
               .compute_profiles = {
                   ComputeInstanceProfile{"1g.18gb+me", 0, 0, 1, 16, 1, true, {{0, 1}}},
               },
-              .evidence = "observed (mig-parted issue #120 -lgip: 16.00/32.25/69.50/139.75 GiB)",
+              .evidence = "observed (mig-parted issue #120 -lgip and driver 580.159.04 through NVML, docs/device-runs/2026-12-04-h200: 16.00 GiB)",
           },
           GpuInstanceProfile{
               .name = "1g.35gb",
@@ -1013,7 +1013,7 @@ std::vector<GpuModel> builtin_gpu_models() {
               .profile_id = 15,
               .slices = 1,
               .memory_slices = 2,
-              .memory_mib = 33024,
+              .memory_mib = 33280,
               .memory_estimated = false,
               .sm_count = 26,
               .sm_estimated = false,
@@ -1024,7 +1024,7 @@ std::vector<GpuModel> builtin_gpu_models() {
               .compute_profiles = {
                   ComputeInstanceProfile{"1g.35gb", 0, 0, 1, 26, 1, true, {{0, 1}}},
               },
-              .evidence = "observed (mig-parted issue #120 -lgip: 16.00/32.25/69.50/139.75 GiB)",
+              .evidence = "observed (driver 580.159.04 on an H200 SXM through NVML, docs/device-runs/2026-12-04-h200: 32.50/69.75/140.00 GiB; mig-parted issue #120's -lgip on an earlier driver: 32.25/69.50/139.75 GiB)",
           },
           GpuInstanceProfile{
               .name = "2g.35gb",
@@ -1032,7 +1032,7 @@ std::vector<GpuModel> builtin_gpu_models() {
               .profile_id = 14,
               .slices = 2,
               .memory_slices = 2,
-              .memory_mib = 33024,
+              .memory_mib = 33280,
               .memory_estimated = false,
               .sm_count = 32,
               .sm_estimated = false,
@@ -1044,7 +1044,7 @@ std::vector<GpuModel> builtin_gpu_models() {
                   ComputeInstanceProfile{"1c.2g.35gb", 0, 0, 1, 0, 2, false, {{0, 1}, {1, 1}}},
                   ComputeInstanceProfile{"2g.35gb", 1, 1, 2, 32, 1, true, {{0, 2}}},
               },
-              .evidence = "observed (mig-parted issue #120 -lgip: 16.00/32.25/69.50/139.75 GiB)",
+              .evidence = "observed (driver 580.159.04 on an H200 SXM through NVML, docs/device-runs/2026-12-04-h200: 32.50/69.75/140.00 GiB; mig-parted issue #120's -lgip on an earlier driver: 32.25/69.50/139.75 GiB)",
           },
           GpuInstanceProfile{
               .name = "3g.71gb",
@@ -1052,7 +1052,7 @@ std::vector<GpuModel> builtin_gpu_models() {
               .profile_id = 9,
               .slices = 3,
               .memory_slices = 4,
-              .memory_mib = 71168,
+              .memory_mib = 71424,
               .memory_estimated = false,
               .sm_count = 60,
               .sm_estimated = false,
@@ -1065,7 +1065,7 @@ std::vector<GpuModel> builtin_gpu_models() {
                   ComputeInstanceProfile{"2c.3g.71gb", 1, 1, 2, 0, 1, false, {{0, 2}}},
                   ComputeInstanceProfile{"3g.71gb", 2, 2, 3, 60, 1, true, {{0, 3}}},
               },
-              .evidence = "observed (mig-parted issue #120 -lgip: 16.00/32.25/69.50/139.75 GiB)",
+              .evidence = "observed (driver 580.159.04 on an H200 SXM through NVML, docs/device-runs/2026-12-04-h200: 32.50/69.75/140.00 GiB; mig-parted issue #120's -lgip on an earlier driver: 32.25/69.50/139.75 GiB)",
           },
           GpuInstanceProfile{
               .name = "4g.71gb",
@@ -1073,7 +1073,7 @@ std::vector<GpuModel> builtin_gpu_models() {
               .profile_id = 5,
               .slices = 4,
               .memory_slices = 4,
-              .memory_mib = 71168,
+              .memory_mib = 71424,
               .memory_estimated = false,
               .sm_count = 64,
               .sm_estimated = false,
@@ -1086,7 +1086,7 @@ std::vector<GpuModel> builtin_gpu_models() {
                   ComputeInstanceProfile{"2c.4g.71gb", 1, 1, 2, 0, 2, false, {{0, 2}, {2, 2}}},
                   ComputeInstanceProfile{"4g.71gb", 3, 3, 4, 64, 1, true, {{0, 4}}},
               },
-              .evidence = "observed (mig-parted issue #120 -lgip: 16.00/32.25/69.50/139.75 GiB)",
+              .evidence = "observed (driver 580.159.04 on an H200 SXM through NVML, docs/device-runs/2026-12-04-h200: 32.50/69.75/140.00 GiB; mig-parted issue #120's -lgip on an earlier driver: 32.25/69.50/139.75 GiB)",
           },
           GpuInstanceProfile{
               .name = "7g.141gb",
@@ -1094,7 +1094,7 @@ std::vector<GpuModel> builtin_gpu_models() {
               .profile_id = 0,
               .slices = 7,
               .memory_slices = 8,
-              .memory_mib = 143104,
+              .memory_mib = 143360,
               .memory_estimated = false,
               .sm_count = 132,
               .sm_estimated = false,
@@ -1109,7 +1109,7 @@ std::vector<GpuModel> builtin_gpu_models() {
                   ComputeInstanceProfile{"4c.7g.141gb", 3, 3, 4, 0, 1, false, {{0, 4}}},
                   ComputeInstanceProfile{"7g.141gb", 4, 4, 7, 132, 1, true, {{0, 7}}},
               },
-              .evidence = "observed (mig-parted issue #120 -lgip: 16.00/32.25/69.50/139.75 GiB)",
+              .evidence = "observed (driver 580.159.04 on an H200 SXM through NVML, docs/device-runs/2026-12-04-h200: 32.50/69.75/140.00 GiB; mig-parted issue #120's -lgip on an earlier driver: 32.25/69.50/139.75 GiB)",
           },
       },
   });
