@@ -382,6 +382,19 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t 
   });
 }
 
+// Every model here is a data-center part, which drivers of R520 and later
+// report as NVML_BRAND_NVIDIA ("Product Brand: NVIDIA" in `nvidia-smi -q`);
+// a MIG device answers for its GPU.
+TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t* type) {
+  return call("nvmlDeviceGetBrand", [&](Driver&, const Node& node) {
+    DeviceRef ref;
+    if (Return r = resolve_device(node, device, ref); r != NVML_SUCCESS) return r;
+    if (!type) return NVML_ERROR_INVALID_ARGUMENT;
+    *type = NVML_BRAND_NVIDIA;
+    return NVML_SUCCESS;
+  });
+}
+
 // Sensors and ECC counters belong to the whole GPU: MIG device handles get
 // NOT_SUPPORTED, as on real drivers.
 namespace {

@@ -204,8 +204,15 @@ Result<void> Driver::refresh_locked() {
       x.numa_node = place.numa;
       x.memory_bytes = rec->memory.total;
       if (x.product_name.empty()) x.product_name = rec->name;
+      x.architecture = rec->architecture;
+      x.compute_capability = rec->compute_capability;
+      x.brand = rec->brand;
     }
     if (x.memory_bytes == 0 && x.model) x.memory_bytes = x.model->memory_mib << 20;
+    if (!x.model && x.mig_enabled && warned_uncatalogued_.insert(x.uuid).second)
+      spdlog::warn("GPU {} ({}): MIG is on and the GPU catalog lacks this model, so neither the GPU nor its MIG "
+                   "devices are published (turn MIG off to serve it whole; `tessera catalog` lists the models)",
+                   x.uuid, x.product_name);
     for (const auto& inst : g.state.instances) {
       Present p{inst.placed, inst.gi_id, 0, inst.uuid};
       if (rec)

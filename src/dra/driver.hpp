@@ -207,6 +207,7 @@ class Driver {
   std::set<std::string> in_flight_;
   Checkpoint checkpoint_;
   std::vector<GpuNow> gpus_;
+  std::set<std::string> warned_uncatalogued_;  // GPUs (UUID) said to be unserved: MIG on, model unknown
   std::optional<sharing::DriverFiles> files_;  // the driver's files for CDI, as of the last read
   sharing::HealthTracker health_;
   std::set<std::string> lost_;  // GPU UUIDs that fell off the bus (XID 79)

@@ -62,6 +62,7 @@ using nvmlEventSet_t = nvmlEventSet_st*;
 using nvmlGpmSample_t = nvmlGpmSample_st*;
 
 using nvmlDeviceArchitecture_t = unsigned int;
+using nvmlBrandType_t = unsigned int;  // a C enum (nvml.h nvmlBrandType_enum)
 enum nvmlEnableState_t : int { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 };
 enum nvmlGpuTopologyLevel_t : int {
   NVML_TOPOLOGY_INTERNAL = 0,
@@ -126,6 +127,10 @@ constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_ADA = 8;
 constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_HOPPER = 9;
 constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_BLACKWELL = 10;
 constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_UNKNOWN = 0xffffffffU;
+
+// Brands (nvml.h nvmlBrandType_enum: NVML_BRAND_UNKNOWN 0 .. NVML_BRAND_TITAN_RTX 16).
+constexpr nvmlBrandType_t NVML_BRAND_TESLA = 2;
+constexpr nvmlBrandType_t NVML_BRAND_NVIDIA = 14;
 
 // GPM (facts 1.3): version fields here are the plain integer 1.
 constexpr unsigned int NVML_GPM_METRICS_GET_VERSION = 1;

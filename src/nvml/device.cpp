@@ -117,6 +117,13 @@ Result<uint32_t> Device::compute_capability() const {
   return static_cast<uint32_t>(std::max(major, 0) * 10 + std::clamp(minor, 0, 9));
 }
 
+Result<nvmlBrandType_t> Device::brand() const {
+  if (!api_->nvmlDeviceGetBrand) return fail(NVML_ERROR_FUNCTION_NOT_FOUND, "nvmlDeviceGetBrand", describe());
+  nvmlBrandType_t brand = 0;
+  if (auto r = api_->nvmlDeviceGetBrand(handle_, &brand); r != NVML_SUCCESS) return fail(r, "nvmlDeviceGetBrand", describe());
+  return brand;
+}
+
 Result<MigMode> Device::mig_mode() const {
   unsigned int current = 0, pending = 0;
   if (auto r = api_->nvmlDeviceGetMigMode(handle_, &current, &pending); r != NVML_SUCCESS)

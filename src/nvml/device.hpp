@@ -37,6 +37,7 @@ class Device {
   [[nodiscard]] Result<EccCounts> ecc_volatile() const;    // NOT_SUPPORTED with ECC off
   // CUDA compute capability as major * 10 + minor (8.0 -> 80).
   [[nodiscard]] Result<uint32_t> compute_capability() const;
+  [[nodiscard]] Result<abi::nvmlBrandType_t> brand() const;
 
   // MIG mode. Changing it may stay pending (the returned activation status is
   // NVML_ERROR_IN_USE while processes run, RESET_REQUIRED when a reset is due).

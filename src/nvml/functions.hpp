@@ -39,6 +39,7 @@
             unsigned long long* eccCounts))                                                                     \
   REQUIRED(nvmlReturn_t, nvmlDeviceGetArchitecture, (nvmlDevice_t device, nvmlDeviceArchitecture_t* arch))      \
   REQUIRED(nvmlReturn_t, nvmlDeviceGetCudaComputeCapability, (nvmlDevice_t device, int* major, int* minor))     \
+  OPTIONAL(nvmlReturn_t, nvmlDeviceGetBrand, (nvmlDevice_t device, nvmlBrandType_t* type))                      \
   REQUIRED(nvmlReturn_t, nvmlDeviceGetMigMode,                                                                  \
            (nvmlDevice_t device, unsigned int* currentMode, unsigned int* pendingMode))                         \
   REQUIRED(nvmlReturn_t, nvmlDeviceSetMigMode,                                                                  \

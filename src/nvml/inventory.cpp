@@ -1,6 +1,7 @@
 #include "nvml/inventory.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace tessera::nvml {
 
@@ -59,6 +60,11 @@ Result<GpuRecord> collect_gpu(const Device& gpu, uint32_t index) {
   else if (!degrade(memory.error(), rec))
     return unexpected<Error>(memory.error());
   if (auto minor = gpu.minor_number()) rec.minor = *minor;
+  // What the catalog may not know (a GPU it lacks): best effort, as the driver says.
+  if (auto arch = gpu.architecture()) rec.architecture = architecture_name(*arch);
+  if (auto cc = gpu.compute_capability(); cc && *cc)
+    rec.compute_capability = std::to_string(*cc / 10) + "." + std::to_string(*cc % 10);
+  if (auto brand = gpu.brand()) rec.brand = brand_name(*brand);
   const GpuModel* model = Catalog::builtin().find_by_pci_id(pci.pci_device_id);
   if (!model) model = Catalog::builtin().find(name);
   if (model) rec.model = model->name;
@@ -112,6 +118,24 @@ Result<void> collect_mig_devices(const Device& gpu, GpuRecord& rec) {
 #undef TRY_ASSIGN
 
 }  // namespace
+
+// nvml.h's NVML_DEVICE_ARCH_* and nvmlBrandType_enum values, named as
+// go-nvlib's GetArchitectureAsString / GetBrandAsString name them (the
+// strings NVIDIA's DRA driver publishes).
+std::string architecture_name(nvmlDeviceArchitecture_t arch) {
+  static constexpr const char* kNames[] = {"",       "",       "Kepler", "Maxwell", "Pascal",    "Volta",
+                                           "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell", "Orin"};
+  if (arch == NVML_DEVICE_ARCH_UNKNOWN) return "Unknown";
+  return arch < std::size(kNames) ? kNames[arch] : "";
+}
+
+std::string brand_name(nvmlBrandType_t brand) {
+  static constexpr const char* kNames[] = {"Unknown",    "Quadro",     "Tesla",     "NVS",         "Grid",
+                                           "GeForce",    "Titan",      "NvidiaVApps", "NvidiaVPC", "NvidiaVCS",
+                                           "NvidiaVWS",  "NvidiaCloudGaming", "QuadroRTX", "NvidiaRTX", "Nvidia",
+                                           "GeForceRTX", "TitanRTX"};
+  return brand < std::size(kNames) ? kNames[brand] : "";
+}
 
 Result<Inventory> collect_inventory(const Session& session, InventoryOptions options) {
   Inventory inv;

@@ -43,6 +43,11 @@ struct GpuRecord {
   MigMode mig;
   std::vector<GpuInstanceRecord> gpu_instances;
   std::vector<MigDeviceRecord> mig_devices;
+  // As NVIDIA's DRA driver names them (go-nvlib's *AsString): "Hopper",
+  // "Ada Lovelace"; "9.0"; "Nvidia", "Tesla". Empty where the driver cannot say.
+  std::string architecture;
+  std::string compute_capability;
+  std::string brand;
   // What could not be read for lack of privileges (NVML_ERROR_NO_PERMISSION:
   // the aggregate memory of a MIG-mode GPU, or its instances, for non-root
   // users); the rest of the record is still right.
@@ -64,6 +69,10 @@ struct InventoryOptions {
   // the first such error is the result, for what acts on the inventory.
   bool each_gpu = false;
 };
+
+// NVML's architecture and brand as names (empty for a value NVML does not define).
+std::string architecture_name(abi::nvmlDeviceArchitecture_t arch);
+std::string brand_name(abi::nvmlBrandType_t brand);
 
 [[nodiscard]] Result<Inventory> collect_inventory(const Session& session, InventoryOptions options = {});
 

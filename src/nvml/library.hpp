@@ -28,6 +28,7 @@ struct Api {
   using nvmlUtilization_t = abi::nvmlUtilization_t;
   using nvmlPciInfo_t = abi::nvmlPciInfo_t;
   using nvmlDeviceArchitecture_t = abi::nvmlDeviceArchitecture_t;
+  using nvmlBrandType_t = abi::nvmlBrandType_t;
   using nvmlGpuInstanceProfileInfo_t = abi::nvmlGpuInstanceProfileInfo_t;
   using nvmlGpuInstanceProfileInfo_v2_t = abi::nvmlGpuInstanceProfileInfo_v2_t;
   using nvmlGpuInstancePlacement_t = abi::nvmlGpuInstancePlacement_t;

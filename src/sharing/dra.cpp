@@ -107,11 +107,12 @@ Remaining remaining(const Gpu& gpu, const CounterSet& set, const Taken& taken) {
 
 void common_attributes(const Gpu& g, Device& d) {
   d.attributes["productName"] = g.product_name;
-  d.attributes["brand"] = std::string("Nvidia");
-  if (g.model) {
-    d.attributes["architecture"] = g.model->architecture;
-    if (!g.model->compute_capability.empty()) d.attributes["cudaComputeCapability"] = Version{version3(g.model->compute_capability)};
-  }
+  // The driver's word first (any GPU); the catalog's only where NVML could not say.
+  if (!g.brand.empty()) d.attributes["brand"] = g.brand;
+  const std::string architecture = !g.architecture.empty() ? g.architecture : g.model ? g.model->architecture : "";
+  if (!architecture.empty()) d.attributes["architecture"] = architecture;
+  const std::string cc = !g.compute_capability.empty() ? g.compute_capability : g.model ? g.model->compute_capability : "";
+  if (!cc.empty()) d.attributes["cudaComputeCapability"] = Version{version3(cc)};
   if (!g.driver_version.empty()) d.attributes["driverVersion"] = Version{version3(g.driver_version)};
   if (!g.cuda_driver_version.empty()) d.attributes["cudaDriverVersion"] = Version{version3(g.cuda_driver_version)};
   // Kubernetes' standard attributes (k8s.io/dynamic-resource-allocation/deviceattribute), on MIG
@@ -214,7 +215,9 @@ std::vector<Device> devices(const std::vector<Gpu>& gpus, const std::vector<Take
     const Taken& f = gi < fixed.size() ? fixed[gi] : none;
     auto set = counter_set(g, f);
     const bool mig_possible = g.model && (g.mig_enabled || g.mig_mode_switchable);
-    const bool whole_possible = (!g.mig_enabled || g.mig_mode_switchable || !g.model) && f.empty();
+    // A GPU the catalog lacks is offered whole only with MIG off: with MIG on
+    // the whole GPU cannot be prepared, and its instances cannot be placed.
+    const bool whole_possible = (!g.mig_enabled || g.mig_mode_switchable) && f.empty();
     const std::vector<Taint>& taints = g.taints;
     std::vector<Device> mine;
     if (whole_possible) {

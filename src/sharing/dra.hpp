@@ -45,6 +45,10 @@ struct Gpu {
   std::string product_name;         // NVML's name, "NVIDIA A100-SXM4-80GB"
   std::string driver_version;       // "550.90.07"
   std::string cuda_driver_version;  // "12.4"
+  // As the driver reports them (NVML), for any GPU; empty: ask the catalog.
+  std::string architecture;         // "Hopper", "Ada Lovelace"
+  std::string compute_capability;   // "9.0"
+  std::string brand;                // "Nvidia"; empty: not published
   std::string pci_bus_id;           // "0000:07:00.0"
   std::string pcie_root;            // its PCIe root complex, "pci0000:00" (sysfs); empty: unknown
   std::optional<int64_t> numa_node; // its NUMA node (sysfs); none: unknown or none

@@ -251,6 +251,18 @@ TEST(DraDriver, AKillBetweenCreateAndCheckpointIsUndoneAtTheNextStart) {
   }
 }
 
+// NVIDIA's attributes as its driver reads them, from NVML: the simulated
+// H100's brand (which no catalog holds), architecture and compute capability.
+TEST(DraDriver, BrandArchitectureAndComputeCapabilityComeFromNvml) {
+  Node n("H100-SXM5-80GB", /*mig=*/false);
+  const auto pool = n.start().pool();
+  const auto* gpu = find(pool, "gpu-0");
+  ASSERT_TRUE(gpu);
+  EXPECT_EQ(std::get<std::string>(gpu->attributes.at("brand")), "Nvidia");
+  EXPECT_EQ(std::get<std::string>(gpu->attributes.at("architecture")), "Hopper");
+  EXPECT_EQ(std::get<sharing::dra::Version>(gpu->attributes.at("cudaComputeCapability")).value, "9.0.0");
+}
+
 // Kubernetes' standard attributes of place, read from sysfs as the kernel lays
 // it out: GPU 0 under root complex pci0000:00 on NUMA node 1, GPU 1 under
 // pci0000:80 with no NUMA node (-1); MIG devices carry their GPU's. Where

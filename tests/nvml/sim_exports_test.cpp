@@ -38,7 +38,7 @@ const char* const kExported[] = {
     "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo_v2",
     "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetProcessUtilization", "nvmlDeviceGetTemperature",
     "nvmlDeviceGetPowerUsage", "nvmlDeviceGetClockInfo", "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetArchitecture",
-    "nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetComputeRunningProcesses",
+    "nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetBrand", "nvmlDeviceGetComputeRunningProcesses",
     "nvmlDeviceGetComputeRunningProcesses_v2", "nvmlDeviceGetComputeRunningProcesses_v3",
     "nvmlDeviceGetTopologyCommonAncestor", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkRemotePciInfo",
     "nvmlDeviceGetNvLinkRemotePciInfo_v2",

@@ -192,6 +192,43 @@ TEST(DraDevices, AGpuWithoutMigIsOfferedWholeAndAnUnknownModelWithoutCounters) {
   EXPECT_FALSE(counter_set(unknown));
 }
 
+// Attributes come from the driver (NVML) for any GPU; the catalog fills in
+// only what NVML could not say. A GPU the catalog lacks is offered whole with
+// MIG off and not at all with MIG on (it could not be prepared).
+TEST(DraDevices, AttributesAreTheDriversAndAnUnknownModelInMigIsNotOffered) {
+  Gpu l4 = gpu(model("A100-SXM4-80GB"), 0, false);
+  l4.model = nullptr;
+  l4.product_name = "NVIDIA L4";
+  l4.architecture = "Ada Lovelace";
+  l4.compute_capability = "8.9";
+  l4.brand = "Nvidia";
+  auto all = devices({l4}, {{}}, {});
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(std::get<std::string>(all[0].attributes.at("architecture")), "Ada Lovelace");
+  EXPECT_EQ(std::get<Version>(all[0].attributes.at("cudaComputeCapability")).value, "8.9.0");
+  EXPECT_EQ(std::get<std::string>(all[0].attributes.at("brand")), "Nvidia");
+
+  Gpu unsure = l4;  // NVML could say none of them
+  unsure.architecture = unsure.compute_capability = unsure.brand = "";
+  all = devices({unsure}, {{}}, {});
+  ASSERT_EQ(all.size(), 1u);
+  for (const char* a : {"architecture", "cudaComputeCapability", "brand"}) EXPECT_FALSE(all[0].attributes.contains(a)) << a;
+
+  Gpu known = gpu(model("H100-SXM5-80GB"), 1, false);  // the catalog where NVML is silent, NVML where it speaks
+  all = devices({known}, {{}}, {});
+  EXPECT_EQ(std::get<std::string>(all[0].attributes.at("architecture")), "Hopper");
+  EXPECT_EQ(std::get<Version>(all[0].attributes.at("cudaComputeCapability")).value, "9.0.0");
+  known.brand = "Tesla";
+  known.compute_capability = "9.1";
+  all = devices({known}, {{}}, {});
+  EXPECT_EQ(std::get<std::string>(all[0].attributes.at("brand")), "Tesla");
+  EXPECT_EQ(std::get<Version>(all[0].attributes.at("cudaComputeCapability")).value, "9.1.0");
+
+  Gpu in_mig = l4;
+  in_mig.mig_enabled = true;
+  EXPECT_TRUE(devices({in_mig}, {{}}, {}).empty());
+}
+
 TEST(DraDevices, DevicesCarryTheirGpusTaintsAndTheirInstancesAndComeLast) {
   const auto& m = model("A100-SXM4-80GB");
   Gpu sick = gpu(m, 0, false);
