@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstddef>
@@ -555,6 +557,48 @@ Prepared prepare_ledger(const PrepareOptions& options) {
   return out;
 }
 
+namespace {
+
+// Whether the process that claimed a slot (its pid, and CLOCK_BOOTTIME when
+// it claimed) still runs: /proc/<pid>/stat names a process that is not a
+// zombie and started no later than the claim (a pid reused since started
+// after it). Only asked of a slot whose lock is free, which a dead process's
+// is, and which a live tenant can make its own by unlocking it
+// (F_OFD_SETLK, F_UNLCK on the library's descriptor): its charges stay.
+// Anything unreadable but a missing entry counts as alive: keep the charge.
+bool claimer_runs(std::int32_t pid, std::uint64_t claimed_ns) {
+  if (pid <= 0) return false;
+  char path[40];
+  snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno != ENOENT && errno != ESRCH;
+  char text[1024];
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (n <= 0) return n < 0 && errno != ESRCH;  // a process gone between open and read reads ESRCH
+  text[n] = '\0';
+  // "pid (comm) state ppid ... starttime": comm may hold spaces and parentheses; fields follow the last ')'.
+  const char* p = strrchr(text, ')');
+  if (p == nullptr) return true;
+  ++p;
+  char state = 0;
+  unsigned long long start_ticks = 0;
+  for (int field = 3; field <= 22; ++field) {  // 1-based, as proc(5) numbers them
+    while (*p == ' ') ++p;
+    if (*p == '\0') return true;
+    if (field == 3) state = *p;
+    if (field == 22) start_ticks = strtoull(p, nullptr, 10);
+    while (*p != ' ' && *p != '\0') ++p;
+  }
+  if (state == 'Z' || state == 'X') return false;  // exited: its descriptors and GPU memory are gone
+  const long hz = sysconf(_SC_CLK_TCK);
+  if (hz <= 0) return true;
+  const std::uint64_t tick_ns = 1000000000ULL / static_cast<std::uint64_t>(hz);
+  return start_ticks * tick_ns <= claimed_ns + 2 * tick_ns;  // starttime is whole ticks
+}
+
+}  // namespace
+
 bool Ledger::slot_alive(std::size_t index) const {
   if (static_cast<int>(index) == slot()) return true;  // our own lock never conflicts with us
   struct flock lock {};
@@ -563,7 +607,9 @@ bool Ledger::slot_alive(std::size_t index) const {
   lock.l_start = static_cast<off_t>(index);
   lock.l_len = 1;
   if (fcntl(fd_, F_OFD_GETLK, &lock) != 0) return true;  // cannot tell: keep it
-  return lock.l_type != F_UNLCK;
+  if (lock.l_type != F_UNLCK) return true;
+  const Slot& s = slot_at(index);
+  return claimer_runs(__atomic_load_n(&s.pid, __ATOMIC_RELAXED), __atomic_load_n(&s.claimed_ns, __ATOMIC_RELAXED));
 }
 
 // Under the mutex: frees every live-marked slot whose lock nobody holds, taking its charges off.
@@ -619,10 +665,12 @@ int Ledger::claim_slot() {
         ofd_lock(fd_, i, F_UNLCK);
         continue;
       }
-      s.pid = static_cast<std::int32_t>(getpid());
       struct timespec now {};
       clock_gettime(CLOCK_BOOTTIME, &now);
-      s.claimed_ns = static_cast<std::uint64_t>(now.tv_sec) * 1000000000u + static_cast<std::uint64_t>(now.tv_nsec);
+      __atomic_store_n(&s.claimed_ns,
+                       static_cast<std::uint64_t>(now.tv_sec) * 1000000000u + static_cast<std::uint64_t>(now.tv_nsec),
+                       __ATOMIC_RELAXED);
+      __atomic_store_n(&s.pid, static_cast<std::int32_t>(getpid()), __ATOMIC_RELAXED);
       std::atomic_ref<int>(slot_).store(static_cast<int>(i), std::memory_order_release);
       return static_cast<int>(i);
     }

@@ -11,8 +11,9 @@
 //   open, fstat, mmap, header checks, a slot claimed from hash(pid) onwards.
 // - A process owns a slot while it holds an open-file-description lock
 //   (F_OFD_SETLK) on the byte at the slot's index; the kernel drops it when the
-//   process dies, SIGKILL included. A `live` slot whose byte is unlocked is dead
-//   and is reaped (its charges subtracted, the slot freed) under the mutex: on
+//   process dies, SIGKILL included. A `live` slot whose byte is unlocked, and
+//   whose claimer no longer runs (/proc/<pid>/stat: gone, a zombie, or a newer
+//   process under a reused pid), is dead and is reaped (its charges subtracted, the slot freed) under the mutex: on
 //   EOWNERDEAD, before refusing a charge, and when no slot is free.
 // - A slot and the header's `charged` are written together, only under the
 //   mutex, and a slot only by its own process; so the repair after EOWNERDEAD is
@@ -99,8 +100,8 @@ inline constexpr std::uint32_t kSlotLive = 1;
 
 struct alignas(64) Slot {
   std::uint32_t state;  // kSlotFree or kSlotLive; free -> live by CAS, live -> free under the mutex
-  std::int32_t pid;     // diagnostic only: liveness is the slot's lock
-  std::uint64_t claimed_ns;  // CLOCK_BOOTTIME when claimed; diagnostic only
+  std::int32_t pid;     // getpid() of the claimer: alive while its lock is held, or while this process runs
+  std::uint64_t claimed_ns;  // CLOCK_BOOTTIME when claimed (a pid reused later started after it)
   std::uint64_t charged[kMaxDevices];
   std::uint8_t reserved[kSlotBytes - 16 - 8 * kMaxDevices];
 };

@@ -338,6 +338,47 @@ TEST(LedgerCrash, DeadProcessesSlotIsReclaimedWhenNeeded) {
   EXPECT_EQ(out.charged, 500u);
 }
 
+// A tenant that finds the library's ledger descriptor (/proc/self/fd) and
+// drops its own slot lock (F_OFD_SETLK, F_UNLCK) is still running: its
+// charges are not reaped for another process to use. Once it dies they are.
+TEST(LedgerCrash, ALiveProcessThatUnlocksItsSlotKeepsItsCharges) {
+  TempDir dir;
+  Ledger ledger;
+  ASSERT_TRUE(ledger.open(options_for(dir.path()))) << ledger.message();
+  Pipe ready, hold;
+  const pid_t child = spawn([&] {
+    hold.close_write();
+    Ledger mine;
+    if (!mine.open(options_for(dir.path())) || mine.charge(0, 600).status != Status::ok) return 1;
+    int unlocked = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+      std::error_code ec;
+      const auto target = std::filesystem::read_symlink(entry.path(), ec);
+      if (ec || target.filename() != "ledger") continue;
+      struct flock all {};
+      all.l_type = F_UNLCK;
+      all.l_whence = SEEK_SET;  // l_start 0, l_len 0: every byte of the file
+      if (fcntl(std::stoi(entry.path().filename().string()), F_OFD_SETLK, &all) == 0) ++unlocked;
+    }
+    if (unlocked == 0) return 2;
+    ready.put("x", 1);
+    hold.wait_eof();
+    return 0;
+  });
+  char c;
+  ASSERT_TRUE(ready.get(&c, 1));
+  EXPECT_EQ(ledger.audit(0).slots_alive, 2u) << "the unlocked slot's process still runs";
+  const Outcome refused = ledger.charge(0, 500);  // fits only if the 600 were reaped
+  EXPECT_EQ(refused.status, Status::over_quota);
+  EXPECT_EQ(refused.charged, 600u);
+  // Killed, it is a zombie until waited for: dead already, its charges reaped.
+  kill(child, SIGKILL);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_EQ(ledger.charge(0, 500).status, Status::ok) << "a zombie's charges are reaped";
+  EXPECT_TRUE(killed(wait_for(child)));
+}
+
 TEST(LedgerFork, ForkedChildDoesNotKeepTheParentsSlotAlive) {
   TempDir dir;
   Ledger ledger;
