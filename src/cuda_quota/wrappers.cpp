@@ -279,17 +279,28 @@ bool fits_in_pool(CUmemoryPool pool, std::uint64_t bytes) {
   return ok_r && ok_u && r >= u && r - u >= bytes;
 }
 
-// Gives back what an allocation made the pool grow by: the allocation freed on
-// its stream, the stream synchronised so that the free has happened, the pool
-// trimmed to what it is charged. Caller holds g_pool_mu.
-void hand_back(Pool& p, CUdeviceptr ptr, CUstream stream) {
+// Gives back what an allocation made the pool grow by: its own reserve
+// uncharged, the allocation freed on its stream, the stream synchronised so
+// that the free has happened, the pool trimmed to what it was charged before
+// (not counting that reserve: the driver releases whole steps, and a step
+// kept for a part of it would stay reserved, uncharged, whatever the pool's
+// release threshold). Where the pool still holds more than its charge, it
+// is trimmed of every free byte. Caller holds g_pool_mu.
+void hand_back(Pool& p, CUdeviceptr ptr, CUstream stream, std::uint64_t reserve) {
   static DriverFn<FreeAsync> lookup_free{"cuMemFreeAsync"};
   static DriverFn<StreamFn> lookup_sync{"cuStreamSynchronize"};
   static DriverFn<PoolTrim> lookup_trim{"cuMemPoolTrimTo"};
+  const std::uint64_t own = reserve < p.charged ? reserve : p.charged;
+  uncharge(p.index, own);
+  p.charged -= own;
   if (const auto f = lookup_free()) f(ptr, stream);
   if (const auto f = lookup_sync()) f(stream);
-  if (const auto f = lookup_trim()) f(p.pool, p.charged);
-  settle(p);
+  const auto trim = lookup_trim();
+  if (trim) trim(p.pool, p.charged);
+  if (!settle(p) && trim) {
+    trim(p.pool, 0);
+    settle(p);
+  }
 }
 
 template <class Call>
@@ -330,7 +341,7 @@ CUresult pool_allocate(CUmemoryPool pool, CUdevice ordinal, std::size_t bytes, C
   // The pool may have grown by more than the request (its own step): that is
   // charged too, or the allocation is given back and refused.
   if (!settle(*p) && r == CUDA_SUCCESS && dptr) {
-    hand_back(*p, *dptr, stream);
+    hand_back(*p, *dptr, stream, pre);
     pthread_mutex_unlock(&g_pool_mu);
     *dptr = 0;
     return CUDA_ERROR_OUT_OF_MEMORY;

@@ -32,6 +32,7 @@
 //   usage:D                                    as usage, for device D (a word instead of D: device 0)
 //   write:PATH  replace:PATH                   open PATH for writing; rename a new file over it: errno (0: done)
 //   mempool  pool-alloc:N:p  pool-destroy:p    cuMemPoolCreate on device 0; an allocation from pool p; destroy it
+//   pool-keep:p                                pool p's release threshold UINT64_MAX (it keeps every free byte)
 //   create:N:fd  create:N:on:D                 cuMemCreate asking for POSIX file descriptor handles; on device D
 //   retain:v  export:i  import:f               cuMemRetainAllocationHandle of mapped address v; export
 //                                              handle i as a descriptor; import descriptor f (all recorded)
@@ -337,6 +338,11 @@ int main(int argc, char** argv) {
       r = get<CUresult (*)(CUdeviceptr*, std::size_t, Handle, Handle)>("cuMemAllocFromPoolAsync", 11020)(
           &p, num(args, 1), reinterpret_cast<Handle>(handle(num(args, 2))), nullptr);
       std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(p) : SIZE_MAX);
+    } else if (op == "pool-keep") {
+      u64 keep = ~0ULL;  // [CH] CU_MEMPOOL_ATTR_RELEASE_THRESHOLD is 4
+      r = get<CUresult (*)(Handle, int, void*)>("cuMemPoolSetAttribute", 11020)(
+          reinterpret_cast<Handle>(handle(num(args, 1))), 4, &keep);
+      std::printf("%s %d\n", step.c_str(), r);
     } else if (op == "pool-destroy") {
       r = get<CUresult (*)(Handle)>("cuMemPoolDestroy", 11020)(reinterpret_cast<Handle>(handle(num(args, 1))));
       std::printf("%s %d\n", step.c_str(), r);

@@ -598,6 +598,30 @@ TEST(CudaQuota, PoolGrowthInStepsBeyondTheChargeIsRefusedAndHandedBack) {
   EXPECT_EQ(value(g, "usage", 0), 0u);
 }
 
+// A pool that keeps every free byte (release threshold UINT64_MAX) and grows
+// in 1 GiB steps: a refused allocation's step is released whole, however the
+// pool is told to keep memory, so new pools round after round hold nothing
+// beyond the quota.
+TEST(CudaQuota, ARefusedStepIsReleasedFromAPoolThatKeepsEverything) {
+  Container c(1536 * kMiB);
+  c.set("TESSERA_SIM_CUDA_POOL_STEP=1G");
+  std::vector<std::string> steps = {"init", "mempool", "pool-keep:0", "pool-alloc:" + bytes(kMiB) + ":0"};
+  for (int round = 0; round < 4; ++round) {
+    const std::string pool = std::to_string(2 + round);  // handle of the round's pool (a refusal records none)
+    steps.insert(steps.end(), {"mempool", "pool-keep:" + pool, "pool-alloc:" + bytes(kMiB) + ":" + pool + ":" + pool,
+                               "usage:round" + pool});
+  }
+  const auto r = c.client(steps);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "pool-keep:0"), kOk);
+  EXPECT_EQ(code(r, "pool-alloc:" + bytes(kMiB) + ":0"), kOk) << "one 1 GiB step fits 1.5 GiB";
+  for (int round = 0; round < 4; ++round) {
+    const std::string pool = std::to_string(2 + round);
+    EXPECT_EQ(code(r, "pool-alloc:" + bytes(kMiB) + ":" + pool + ":" + pool), kOutOfMemory) << "round " << round;
+    EXPECT_EQ(value(r, "usage:round" + pool, 0), 1 * kGiB) << "round " << round << ": the refused step was released\n" << r.err;
+  }
+}
+
 // The pool's own room needs no charge: a full quota does not refuse an
 // allocation the pool already holds memory for.
 TEST(CudaQuota, AnAllocationThePoolHasRoomForIsNotRefused) {
