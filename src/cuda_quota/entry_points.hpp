@@ -54,6 +54,7 @@
   X(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 11020, true)            \
   X(cuMemPoolCreate, "cuMemPoolCreate", 11020, false)              \
   X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, false)              \
+  X(cuDeviceSetMemPool, "cuDeviceSetMemPool", 11020, false)        \
   X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, false)            \
   X(cuModuleLoad, "cuModuleLoad", 2000, false)                     \
   X(cuModuleLoadData, "cuModuleLoadData", 2000, false)             \

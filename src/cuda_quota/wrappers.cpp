@@ -303,6 +303,16 @@ void hand_back(Pool& p, CUdeviceptr ptr, CUstream stream, std::uint64_t reserve)
   }
 }
 
+// The device's current pool, read under g_pool_mu: cuDeviceSetMemPool takes
+// that lock too, so the pool read here is the one the driver allocates from
+// (a switch by another thread waits until the allocation is settled).
+bool current_pool(CUdevice ordinal, CUmemoryPool& pool) {
+  static DriverFn<DeviceGetPool> lookup_get_current{"cuDeviceGetMemPool"};
+  const auto get_current = lookup_get_current();
+  return get_current && get_current(&pool, ordinal) == CUDA_SUCCESS;
+}
+
+// `pool` null: the device's current pool, read under the lock.
 template <class Call>
 CUresult pool_allocate(CUmemoryPool pool, CUdevice ordinal, std::size_t bytes, CUstream stream, Call&& call,
                        CUdeviceptr* dptr) {
@@ -310,6 +320,10 @@ CUresult pool_allocate(CUmemoryPool pool, CUdevice ordinal, std::size_t bytes, C
   if (!dev.known) return call();
   const std::uint64_t reserve = round_up(bytes, kGranule);
   pthread_mutex_lock(&g_pool_mu);
+  if (!pool && !current_pool(ordinal, pool)) {
+    pthread_mutex_unlock(&g_pool_mu);
+    return call();
+  }
   Pool* p = dev.index >= 0 ? pool_entry(pool, ordinal, dev.index) : nullptr;
   if (!p) {
     pthread_mutex_unlock(&g_pool_mu);
@@ -362,13 +376,9 @@ CUresult pool_allocate(CUmemoryPool pool, CUdevice ordinal, std::size_t bytes, C
 
 template <class Call>
 CUresult alloc_async(CUdeviceptr* dptr, std::size_t bytes, CUstream stream, bool ptsz, Call&& call) {
-  static DriverFn<DeviceGetPool> lookup_get_current{"cuDeviceGetMemPool"};
-  const auto get_current = lookup_get_current();
   CUdevice ordinal = 0;
-  CUmemoryPool pool = nullptr;
-  if (!enabled() || !get_current || !stream_device(stream, ordinal) || get_current(&pool, ordinal) != CUDA_SUCCESS)
-    return call();
-  return pool_allocate(pool, ordinal, bytes, effective_stream(stream, ptsz), call, dptr);
+  if (!enabled() || !stream_device(stream, ordinal)) return call();
+  return pool_allocate(nullptr, ordinal, bytes, effective_stream(stream, ptsz), call, dptr);
 }
 
 template <class Call>
@@ -1592,6 +1602,18 @@ EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolPr
   if (!dev.known || dev.index < 0) return r;
   pthread_mutex_lock(&g_pool_mu);
   pool_entry(*pool, poolProps->location.id, dev.index);
+  pthread_mutex_unlock(&g_pool_mu);
+  return r;
+}
+
+// Serialised with stream-ordered allocations (pool_allocate holds g_pool_mu
+// from its read of the current pool to the driver's answer), so no
+// allocation is charged to one pool while the driver takes it from another.
+EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
+  auto driver = REAL(cuDeviceSetMemPool);
+  if (!driver) return missing();
+  pthread_mutex_lock(&g_pool_mu);
+  const CUresult r = driver(dev, pool);
   pthread_mutex_unlock(&g_pool_mu);
   return r;
 }

@@ -33,6 +33,8 @@
 //   write:PATH  replace:PATH                   open PATH for writing; rename a new file over it: errno (0: done)
 //   mempool  pool-alloc:N:p  pool-destroy:p    cuMemPoolCreate on device 0; an allocation from pool p; destroy it
 //   pool-keep:p                                pool p's release threshold UINT64_MAX (it keeps every free byte)
+//   pool-race:N                                N cuMemAllocAsync of 1 MiB while another thread switches device 0's
+//                                              current pool between its default and a new pool: code, done, refused
 //   create:N:fd  create:N:on:D                 cuMemCreate asking for POSIX file descriptor handles; on device D
 //   retain:v  export:i  import:f               cuMemRetainAllocationHandle of mapped address v; export
 //                                              handle i as a descriptor; import descriptor f (all recorded)
@@ -46,11 +48,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -338,6 +342,30 @@ int main(int argc, char** argv) {
       r = get<CUresult (*)(CUdeviceptr*, std::size_t, Handle, Handle)>("cuMemAllocFromPoolAsync", 11020)(
           &p, num(args, 1), reinterpret_cast<Handle>(handle(num(args, 2))), nullptr);
       std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(p) : SIZE_MAX);
+    } else if (op == "pool-race") {
+      PoolProps props{};
+      props.alloc_type = 1;      // [CH] CU_MEM_ALLOCATION_TYPE_PINNED
+      props.location = {1, 0};  // [CH] CU_MEM_LOCATION_TYPE_DEVICE, device 0
+      Handle fallback = nullptr, other = nullptr;
+      r = get<CUresult (*)(Handle*, int)>("cuDeviceGetDefaultMemPool", 11020)(&fallback, 0);
+      if (r == 0) r = get<CUresult (*)(Handle*, const PoolProps*)>("cuMemPoolCreate", 11020)(&other, &props);
+      const auto set = get<CUresult (*)(int, Handle)>("cuDeviceSetMemPool", 11020);
+      const auto alloc = get<CUresult (*)(CUdeviceptr*, std::size_t, Handle)>("cuMemAllocAsync", 11020);
+      std::atomic<bool> stop{false};
+      std::thread switcher([&] {
+        while (r == 0 && !stop.load()) {
+          set(0, other);
+          set(0, fallback);
+        }
+      });
+      std::size_t done = 0, refused = 0;
+      for (std::size_t i = 0; r == 0 && i < num(args, 1); ++i) {
+        CUdeviceptr p = 0;
+        (alloc(&p, 1 << 20, nullptr) == 0 ? done : refused) += 1;
+      }
+      stop.store(true);
+      switcher.join();
+      std::printf("%s %d %zu %zu\n", step.c_str(), r, done, refused);
     } else if (op == "pool-keep") {
       u64 keep = ~0ULL;  // [CH] CU_MEMPOOL_ATTR_RELEASE_THRESHOLD is 4
       r = get<CUresult (*)(Handle, int, void*)>("cuMemPoolSetAttribute", 11020)(
