@@ -403,6 +403,19 @@ CUresult alloc_from_pool(CUdeviceptr* dptr, std::size_t bytes, CUmemoryPool pool
 std::uint64_t g_graph_charged[kMaxDevices];
 std::atomic<bool> g_graphs{false};  // some exec with allocation nodes exists
 
+// A forked child is a new driver client (as quota.cpp's table): none of its
+// parent's pools or graph memory is its own. Kept, the parent's graph charge
+// would read as the child's, and the child's own graph memory, settled
+// against it, would go uncharged.
+void pools_after_fork_child() {
+  pthread_mutex_init(&g_pool_mu, nullptr);
+  for (auto& p : g_pools) p = Pool{};
+  for (auto& c : g_graph_charged) c = 0;
+  g_graphs.store(false, std::memory_order_relaxed);
+}
+
+__attribute__((constructor)) void register_pools_fork_handler() { pthread_atfork(nullptr, nullptr, pools_after_fork_child); }
+
 using GraphMemAttribute = CUresult (*)(CUdevice, int, void*);
 using GraphGetNodes = CUresult (*)(CUgraph, CUgraphNode*, std::size_t*);
 using GraphNodeGetType = CUresult (*)(CUgraphNode, int*);

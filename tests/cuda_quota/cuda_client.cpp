@@ -21,6 +21,8 @@
 //   replay:FILE                                every request of FILE (name version flags per
 //                                              line, '#' comments): code, status, file, symbol
 //   exit-kill                                  SIGKILL self (no destructors, no exit handlers)
+//   fork ... child-exit                        fork: the child runs the steps up to child-exit and exits; the
+//                                              parent waits for it, prints "fork 0 <exit status>", and goes on after
 //   init:D  ctx-create:D  set-ctx:i            device D's primary context, or a new one, current; make i current
 //   stream  stream-destroy:i                   a stream of the current context
 //   async-on:N:s  free-on:i:s                  stream-ordered on stream s (a handle index; "n": NULL)
@@ -46,6 +48,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -561,6 +564,18 @@ int main(int argc, char** argv) {
       std::fclose(f);
     } else if (op == "exit-kill") {
       raise(SIGKILL);
+    } else if (op == "fork") {
+      std::fflush(stdout);
+      const pid_t child = fork();
+      if (child == 0) continue;  // the child runs the next steps
+      int status = -1;
+      if (child > 0) waitpid(child, &status, 0);
+      while (a + 1 < argc && std::string(argv[a + 1]) != "child-exit") ++a;
+      ++a;  // past child-exit
+      std::printf("%s %d %d\n", step.c_str(), child > 0 ? 0 : -1, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    } else if (op == "child-exit") {
+      std::fflush(stdout);
+      _exit(0);
     } else {
       std::fprintf(stderr, "cuda_client: unknown step %s\n", step.c_str());
       return 2;

@@ -691,6 +691,27 @@ TEST(CudaQuota, GraphMemoryIsChargedWhenMappedAndReturnedWhenDestroyed) {
   EXPECT_EQ(value(r, "usage", 0), 32 * kMiB);
 }
 
+// A child forked after a graph launch owns none of its parent's graph
+// memory: the parent's charge is not the child's to settle, so the child's
+// own graph memory is charged in full, and with the parent's it fills the
+// quota.
+TEST(CudaQuota, AChildForkedAfterAGraphLaunchInheritsNoCharge) {
+  Container c(64 * kMiB);
+  // parent: 0 stream, 1 graph, 2 its 48 MiB allocation, 3 exec; child: 4 stream, 5 graph, 6 16 MiB, 7 exec
+  const auto r = c.client({"init", "stream", "graph", "graph-alloc:1:" + bytes(48 * kMiB), "graph-free:1:2",
+                           "instantiate:1", "launch:3:0", "fork", "init", "stream", "graph",
+                           "graph-alloc:5:" + bytes(16 * kMiB), "instantiate:5", "launch:7:4", "usage:graphs",
+                           "alloc:" + bytes(16 * kMiB) + ":child", "usage:child", "child-exit", "usage:parent"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "launch:3:0"), kOk);
+  EXPECT_EQ(value(r, "fork", 0), 0u) << "the child exited cleanly\n" << r.out << r.err;
+  EXPECT_EQ(code(r, "launch:7:4"), kOk) << "48 + 16 MiB fit 64 MiB\n" << r.out << r.err;
+  EXPECT_EQ(value(r, "usage:graphs", 1), 64 * kMiB) << "the device's" << r.out;
+  EXPECT_EQ(code(r, "alloc:" + bytes(16 * kMiB) + ":child"), kOutOfMemory) << "the quota is full\n" << r.out << r.err;
+  EXPECT_EQ(value(r, "usage:child", 1), 64 * kMiB) << "the device holds no more than the quota\n" << r.out;
+  EXPECT_EQ(value(r, "usage:parent", 1), 48 * kMiB) << "the child's graph went with it\n" << r.out;
+}
+
 // A visible device that no quota names refuses every allocation, graph
 // memory too: a graph with an allocation node there is not instantiated
 // (with or without upload), so it can never map that memory.
