@@ -72,6 +72,7 @@ enum class Kind : std::uint8_t {
   mapping,
   pool_state,     // a pool's charged reservation
   graph,          // an executable graph's allocation nodes on one device (bytes; `released`: mapped)
+  library,        // a library's copies on one device: in every context there, returned only at its unload
 };
 
 struct Record {

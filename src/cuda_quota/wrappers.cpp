@@ -914,12 +914,9 @@ CUresult create_context(CUdevice ordinal, bool primary, CUcontext* pctx, Call&& 
   return r;
 }
 
-// cuModuleLoad* and cuLibraryLoad*: the code and data they place on the
-// device, measured across the load through the current context (a library
-// loads into every context of the process, so the drop counts them all) and
-// returned at unload or with that context. A library loaded with no context
-// current is not charged: its modules reach contexts lazily, at a kernel's
-// first use (docs/design-memory-quotas.md §7).
+// cuModuleLoad*: the code and data a module places on the device, measured
+// across the load through the current context and returned at unload or
+// with that context. (Libraries: load_library below.)
 template <class Handle, class Unload, class Call>
 CUresult load_code(Space space, Handle* out, Unload unload, Call&& call) {
   CUdevice ordinal = 0;
@@ -948,9 +945,68 @@ CUresult load_module(CUmodule* module, Call&& call) {
   return load_code(Space::module, module, REAL(cuModuleUnload), call);
 }
 
+// cuLibraryLoad*: a library loads into every context of the process, on
+// every device, so its charge is the drop of free memory on each device that
+// has a context, measured across the load, and it belongs to the library,
+// not to the context current at the load: returned only at cuLibraryUnload
+// (a context destroyed meanwhile frees its copy, and the others' stay). One
+// record per device, keyed by the handle and the device. A library loaded
+// with no context at all is not charged: its modules reach contexts lazily,
+// at a kernel's first use (docs/design-memory-quotas.md §7).
+std::uint64_t library_key(CUlibrary library, int index) {
+  return reinterpret_cast<std::uint64_t>(library) ^ (static_cast<std::uint64_t>(index) << 56);
+}
+
 template <class Call>
 CUresult load_library(CUlibrary* library, Call&& call) {
-  return load_code(Space::library, library, REAL(cuLibraryUnload), call);
+  if (!enabled() || !library) return call();
+  constexpr int kMax = static_cast<int>(kMaxDevices);
+  const int n = device_count() < kMax ? device_count() : kMax;
+  std::uint64_t before[kMaxDevices] = {}, drop[kMaxDevices] = {};
+  bool seen[kMaxDevices] = {}, any = false;
+  for (int i = 0; i < n; ++i) any = (seen[i] = free_on(ordinal_of(i), before[i])) || any;
+  if (!any) return call();
+  const CUresult r = call();
+  if (r != CUDA_SUCCESS) return r;
+  for (int i = 0; i < n; ++i) {
+    std::uint64_t after = 0;
+    if (seen[i] && free_on(ordinal_of(i), after) && after < before[i]) drop[i] = before[i] - after;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (drop[i] == 0 || charge(Device{true, i, 0}, drop[i], drop[i])) continue;
+    for (int j = 0; j < i; ++j) uncharge(j, drop[j]);
+    if (const auto unload = REAL(cuLibraryUnload)) unload(*library);
+    *library = nullptr;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (drop[i] == 0) continue;
+    Record rec{};
+    rec.space = Space::library;
+    rec.kind = Kind::library;
+    rec.index = static_cast<std::int16_t>(i);
+    rec.key = library_key(*library, i);
+    rec.bytes = drop[i];
+    insert(rec);
+  }
+  return r;
+}
+
+CUresult unload_library(CUlibrary library) {
+  const auto driver = REAL(cuLibraryUnload);
+  if (!driver) return missing();
+  if (!enabled()) return driver(library);
+  Record recs[kMaxDevices];
+  bool held[kMaxDevices] = {};
+  constexpr int kMax = static_cast<int>(kMaxDevices);
+  for (int i = 0; i < kMax; ++i) held[i] = take(Space::library, library_key(library, i), recs[i]);
+  const CUresult r = driver(library);
+  for (int i = 0; i < kMax; ++i) {
+    if (!held[i]) continue;
+    if (r != CUDA_SUCCESS) insert(recs[i]);
+    else uncharge(recs[i].index, recs[i].bytes);
+  }
+  return r;
 }
 
 // An unload of code this process loaded returns what its load was charged.
@@ -1273,7 +1329,7 @@ EXPORT CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* fileName, 
 }
 
 EXPORT CUresult cuLibraryUnload(CUlibrary library) {
-  return unload_code(Space::library, REAL(cuLibraryUnload), library);
+  return unload_library(library);
 }
 
 EXPORT CUresult cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode, char* logBuffer,

@@ -904,4 +904,42 @@ TEST(CudaQuota, LibrariesAreChargedLikeModules) {
   EXPECT_EQ(value(r, "usage", 0), 0u);
 }
 
+// A library loads into every context of the process (CUDA 12's context-
+// independent loading), so its charge belongs to the library, not to the
+// context current at the load: destroying that context, whose copy the
+// driver frees, leaves the others' copies charged until the unload.
+TEST(CudaQuota, ALibrarysChargeOutlivesTheContextItWasLoadedIn) {
+  Container c(1 * kGiB);
+  c.set("TESSERA_SIM_CUDA_MODULE_BYTES=100M");
+  // handles: 0 a second context on device 0 (current), 1 the library
+  const auto r = c.client({"init", "ctx-create:0", "library", "usage:loaded", "ctx-destroy:0", "usage:destroyed",
+                           "alloc:" + bytes(1 * kGiB - 50 * kMiB), "usage", "library-unload:1", "usage:unloaded"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "library"), kOk);
+  EXPECT_EQ(code(r, "ctx-destroy:0"), kOk);
+  EXPECT_GE(value(r, "usage:destroyed", 0), 100 * kMiB) << "the primary context keeps its copy\n" << r.out;
+  EXPECT_EQ(code(r, "alloc:" + bytes(1 * kGiB - 50 * kMiB)), kOutOfMemory) << "the copy still counts\n" << r.out << r.err;
+  EXPECT_LE(value(r, "usage", 1), 1 * kGiB) << "the device holds no more than the quota\n" << r.out;
+  EXPECT_EQ(code(r, "library-unload:1"), kOk);
+}
+
+// ... and on every device that has a context: the copy on device 1 is
+// charged to device 1, though device 0's context was current at the load.
+TEST(CudaQuota, ALibraryIsChargedOnEveryDeviceItLoadsInto) {
+  constexpr const char* kSecond = "GPU-22222222-3333-4444-5555-666666666666";
+  Container c(1 * kGiB, std::string(kUuid) + ":80G," + kSecond + ":80G");
+  c.set(TESSERA_ENV_MEMORY_LIMIT_PREFIX "1=" + std::to_string(256 * kMiB));
+  c.set(TESSERA_ENV_DEVICE_UUID_PREFIX "1=" + std::string(kSecond));
+  c.set("TESSERA_SIM_CUDA_MODULE_BYTES=100M");
+  const auto r = c.client({"init:1", "init", "library", "usage:1", "init:1:again", "alloc:" + bytes(200 * kMiB),
+                           "usage:1:after", "library-unload:0", "alloc:" + bytes(200 * kMiB) + ":unloaded"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(code(r, "library"), kOk);
+  EXPECT_EQ(value(r, "usage:1", 1), 100 * kMiB) << "device 1 holds its copy\n" << r.out;
+  EXPECT_EQ(code(r, "alloc:" + bytes(200 * kMiB)), kOutOfMemory) << "100 + 200 MiB pass device 1's 256 MiB\n" << r.out;
+  EXPECT_LE(value(r, "usage:1:after", 1), 256 * kMiB) << r.out;
+  EXPECT_EQ(code(r, "library-unload:0"), kOk);
+  EXPECT_EQ(code(r, "alloc:" + bytes(200 * kMiB) + ":unloaded"), kOk) << "both copies returned\n" << r.out << r.err;
+}
+
 }  // namespace
