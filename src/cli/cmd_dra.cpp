@@ -9,6 +9,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <httplib.h>
 #include <spdlog/spdlog.h>
 
 #include <condition_variable>
@@ -26,6 +27,7 @@
 #include "dra/driver.hpp"
 #include "dra/kubelet_plugin.hpp"
 #include "dra/publisher.hpp"
+#include "exporter/server.hpp"
 #include "mps/supervisor.hpp"
 #include "nvml/device.hpp"
 #include "plugin/event_watch.hpp"
@@ -101,6 +103,15 @@ int run_dra(const DraArgs& args) {
   if (node.empty()) {
     std::cerr << cmd << ": no Node name: pass --node-name or set NODE_NAME (from the downward API's spec.nodeName)\n";
     return kExitUsage;
+  }
+  std::optional<exporter::ListenAddress> metrics_address;
+  if (!args.metrics_listen.empty()) {
+    auto a = exporter::parse_listen(args.metrics_listen);
+    if (!a) {
+      std::cerr << cmd << ": --metrics-listen " << a.error().message << '\n';
+      return kExitUsage;
+    }
+    metrics_address = *a;
   }
   std::optional<sharing::dra::SharesMode> shares_mode;
   if (!args.consumable_shares.empty() && args.consumable_shares != "disabled") {
@@ -215,6 +226,24 @@ int run_dra(const DraArgs& args) {
   };
   auto events = plugin::EventWatch::start(*session, indices, sinks);
   if (!events) spdlog::warn("no NVML events ({}): health is not watched", events.error().message);
+  // /metrics reads the driver's counters under its lock; /healthz answers while the process serves.
+  std::unique_ptr<httplib::Server> metrics;
+  std::thread metrics_thread;
+  if (metrics_address) {
+    metrics = std::make_unique<httplib::Server>();
+    dra::Driver& d = **driver;
+    metrics->Get("/metrics", [&d](const httplib::Request&, httplib::Response& res) {
+      res.set_content(d.metrics_text(), "text/plain; version=0.0.4");
+    });
+    metrics->Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+    if (!metrics->bind_to_port(metrics_address->host, metrics_address->port)) {
+      std::cerr << cmd << ": --metrics-listen " << args.metrics_listen << ": cannot listen there (in use, or not this host's)\n";
+      (*plugin)->stop();
+      return kExitInvalid;
+    }
+    metrics_thread = std::thread([&] { metrics->listen_after_bind(); });
+    spdlog::info("metrics on http://{}:{}/metrics", metrics_address->host, metrics_address->port);
+  }
   spdlog::info("DRA driver {} on node {}: {} GPUs, order {}, memory shares {}", args.driver_name, node, indices.size(),
                args.order, options.memory_shares ? to_string(options.shares) : "off");
 
@@ -235,6 +264,10 @@ int run_dra(const DraArgs& args) {
     }
   }
   events = nullptr;
+  if (metrics) {
+    metrics->stop();
+    metrics_thread.join();
+  }
   (*plugin)->stop();
   daemons->shutdown();  // a Supervisor stops its daemons; tessera mps-host keeps its
   ::close(signal_fd);
@@ -269,6 +302,9 @@ void add_dra_options(CLI::App& cmd, DraArgs& args, bool with_common) {
                  "the clients' /dev/shm (<root>/shm), for claims whose config asks for MPS")
       ->capture_default_str();
   if (!with_common) return;
+  cmd.add_option("--metrics-listen", args.metrics_listen,
+                 "Serve the driver's /metrics (prepares, unprepares and their latency, claims prepared, MIG\n"
+                 "instances cut; docs/metrics.md) and /healthz on HOST:PORT (default: none)");
   // What `tessera node` has under the device plugin's names: the NVML
   // library, the API server, the Node, the kubelet's and CDI's directories,
   // the quota library, health.

@@ -216,14 +216,15 @@ std::string layout_annotation(const sharing::Inventory& inventory, const std::ve
 int run_node_as_dra(const NodeArgs& args) {
   const char* cmd = "tessera node --mode dra";
   for (const auto& [given, what] : {std::pair{!args.mig_config.empty(), "--mig-config"},
-                                    std::pair{!args.metrics_listen.empty(), "--metrics-listen"},
                                     std::pair{!args.plugin.config_file.empty(), "--config-file"}})
     if (given) {
       std::cerr << cmd << ": " << what << " is the device plugin's; the DRA driver cuts MIG per claim and takes no "
-                << "device-plugin config (run the exporter as its own container)\n";
+                << "device-plugin config\n";
       return kExitUsage;
     }
   DraArgs dra = args.dra;
+  // In this mode /metrics is the DRA driver's (run the exporter as its own container for the GPUs').
+  dra.metrics_listen = args.metrics_listen;
   dra.nvml = args.plugin.driver;
   dra.kube = {args.kubeconfig, args.allow_insecure_http};
   dra.node_name = args.node_name;

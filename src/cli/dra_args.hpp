@@ -43,6 +43,7 @@ struct DraArgs {
   std::string sysfs = "/sys";
   std::string mps_host;  // `tessera mps-host`'s socket: the daemons are its
   double mps_timeout_seconds = 15;
+  std::string metrics_listen;  // HOST:PORT of /metrics and /healthz; empty: none
 };
 
 // Adds the driver's own options; with `with_common` also those `tessera node`

@@ -134,6 +134,12 @@ class Driver {
   // Called (outside the driver's lock) whenever the pool changed.
   void on_change(std::function<void()> callback);
 
+  // Prometheus text (version 0.0.4) of the driver's work since it started:
+  // prepares and unprepares by result, their per-claim latency, the claims
+  // prepared now, MIG instances cut and destroyed, and the instances it
+  // holds. docs/metrics.md lists them.
+  std::string metrics_text() const;
+
   const std::vector<std::string>& start_report() const { return start_report_; }
   const DriverOptions& options() const { return options_; }
   Checkpoint checkpoint() const;
@@ -208,6 +214,18 @@ class Driver {
   Checkpoint checkpoint_;
   std::vector<GpuNow> gpus_;
   std::set<std::string> warned_uncatalogued_;  // GPUs (UUID) said to be unserved: MIG on, model unknown
+  // Counted under mutex_; read by metrics_text under it.
+  struct Latency {
+    std::vector<uint64_t> buckets;  // cumulative counts at kLatencyBounds
+    uint64_t count = 0;
+    double sum = 0;                 // seconds
+    void observe(double seconds);
+  };
+  struct Counts {
+    uint64_t prepared = 0, prepare_failed = 0, unprepared = 0, unprepare_failed = 0;
+    uint64_t instances_cut = 0, instances_destroyed = 0;
+    Latency prepare, unprepare;
+  } counts_;
   std::optional<sharing::DriverFiles> files_;  // the driver's files for CDI, as of the last read
   sharing::HealthTracker health_;
   std::set<std::string> lost_;  // GPU UUIDs that fell off the bus (XID 79)

@@ -209,6 +209,34 @@ TEST(DraDriver, PrepareCutsExactlyThePlacementChosenAndUnprepareDestroysIt) {
   EXPECT_EQ(n.unprepare(kUid1, "c1"), "");  // idempotent
 }
 
+// The driver's metrics count what it did: prepares and unprepares by result
+// with their latency, the claims prepared and instances held now, and the
+// instances cut and destroyed.
+TEST(DraDriver, MetricsCountPreparesUnpreparesAndCuts) {
+  Node n;
+  n.start();
+  n.add(kUid1, "c1", {{"gpu-0-mig-3g40gb-9-4"}});
+  ASSERT_EQ(n.prepare(kUid1, "c1").error, "");
+  n.add(kUid2, "bad", {{"gpu-0-mig-no-such-device"}});
+  EXPECT_NE(n.prepare(kUid2, "bad").error, "");
+  std::string text = n.driver->metrics_text();
+  auto has = [&](const std::string& line) { return text.find("\n" + line + "\n") != std::string::npos; };
+  EXPECT_TRUE(has("tessera_dra_prepare_claims_total{result=\"ok\"} 1")) << text;
+  EXPECT_TRUE(has("tessera_dra_prepare_claims_total{result=\"error\"} 1")) << text;
+  EXPECT_TRUE(has("tessera_dra_prepare_seconds_count 2")) << text;
+  EXPECT_TRUE(has("tessera_dra_prepare_seconds_bucket{le=\"+Inf\"} 2")) << text;
+  EXPECT_TRUE(has("tessera_dra_prepared_claims 1")) << text;
+  EXPECT_TRUE(has("tessera_dra_mig_instances 1")) << text;
+  EXPECT_TRUE(has("tessera_dra_mig_instances_total{action=\"cut\"} 1")) << text;
+  EXPECT_TRUE(has("# TYPE tessera_dra_prepare_seconds histogram")) << text;
+  ASSERT_EQ(n.unprepare(kUid1, "c1"), "");
+  text = n.driver->metrics_text();
+  EXPECT_TRUE(has("tessera_dra_unprepare_claims_total{result=\"ok\"} 1")) << text;
+  EXPECT_TRUE(has("tessera_dra_prepared_claims 0")) << text;
+  EXPECT_TRUE(has("tessera_dra_mig_instances 0")) << text;
+  EXPECT_TRUE(has("tessera_dra_mig_instances_total{action=\"destroyed\"} 1")) << text;
+}
+
 // The driver killed between NVML creating the instance and the checkpoint
 // recording it (a crash fault: the simulated call makes its change, then the
 // process exits with 137 at once, as a SIGKILL would end it): the next start

@@ -133,10 +133,20 @@ YAML
 
 # dra_values [EXTRA-VALUE-ARG...]: the helm arguments (one per line) of
 # tessera's DRA driver (dra.enabled: deploy/overlays/dra) with MPS claims
-# (mps.enabled: deploy/components/dra-mps), a 5 s health recovery, and
+# (mps.enabled: deploy/components/dra-mps), a 5 s health recovery, its
+# /metrics and /healthz on port 9401 (dra.metricsPort), and
 # EXTRA-VALUE-ARGs (e.g. --set dra.memoryShares=true).
 dra_values() {
-  printf '%s\n' --set dra.enabled=true --set mps.enabled=true --set-json "extraArgs=[\"--health-recovery\",\"$HEALTH_RECOVERY\"]" "$@"
+  printf '%s\n' --set dra.enabled=true --set mps.enabled=true --set dra.metricsPort=9401 \
+    --set-json "extraArgs=[\"--health-recovery\",\"$HEALTH_RECOVERY\"]" "$@"
+}
+
+# dra_metrics: the DRA driver's /metrics on NODE (its pod's port 9401).
+dra_metrics() {
+  local ip
+  ip=$(kc -n tessera get pods -l app.kubernetes.io/name=tessera --field-selector "spec.nodeName=$NODE" \
+    -o jsonpath='{.items[0].status.podIP}')
+  curl -sf --max-time 5 "http://$ip:9401/metrics"
 }
 
 # dra_slices NODE: how many devices the node's ResourceSlices of gpu.nvidia.com list.

@@ -32,5 +32,16 @@ scenario_dra-mig() {
   wait_for 60 "the 1g.10gb to be destroyed" eval '[[ -z $(sim_instances) ]]'
   wait_for 30 "the claim's CDI spec to go" eval "[[ ! -f $spec ]]"
   echo "  pod deleted: the instance destroyed, its CDI spec removed"
+  local metrics series
+  metrics=$(dra_metrics) || fail "the DRA driver's /metrics does not answer on port 9401"
+  # At least one of each (the kubelet may repeat a prepare, which answers from the checkpoint), none prepared now.
+  for series in 'tessera_dra_prepare_claims_total{result="ok"}' 'tessera_dra_unprepare_claims_total{result="ok"}' \
+                'tessera_dra_mig_instances_total{action="cut"}' 'tessera_dra_mig_instances_total{action="destroyed"}'; do
+    awk -v s="$series" '$1 == s && $2 >= 1 {found = 1} END {exit !found}' <<<"$metrics" ||
+      fail "the DRA driver's /metrics has no $series of 1 or more:
+$(grep '^tessera_dra' <<<"$metrics" | grep -v _bucket)"
+  done
+  grep -qxF 'tessera_dra_prepared_claims 0' <<<"$metrics" || fail "the DRA driver's /metrics counts claims still prepared"
+  echo "  /metrics: prepares, unprepares, an instance cut and destroyed counted; no claim prepared now"
   remove_dra_consumers
 }
