@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <streambuf>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/commands.hpp"
@@ -109,7 +112,7 @@ bool explain_usage_error(CLI::App& app, const std::vector<std::string>& words) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int tessera_main(int argc, char** argv) {
   CLI::App app{
       "tessera: share NVIDIA GPUs between inference services on Kubernetes.\n"
       "Plans MIG layouts, applies mig-parted configs, serves GPUs, MIG instances and\n"
@@ -220,4 +223,77 @@ int main(int argc, char** argv) {
     return tessera::cli::kExitUsage;
   }
   return exit_code;
+}
+
+namespace {
+
+// Counts what goes through to `next` (was anything written to stdout?).
+class CountingBuf : public std::streambuf {
+ public:
+  explicit CountingBuf(std::streambuf* next) : next_(next) {}
+  std::size_t count = 0;
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    ++count;
+    return next_->sputc(traits_type::to_char_type(c));
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    count += static_cast<std::size_t>(n);
+    return next_->sputn(s, n);
+  }
+  int sync() override { return next_->pubsync(); }
+
+ private:
+  std::streambuf* next_;
+};
+
+// Passes everything to `next` and keeps a copy (what stderr said).
+class TeeBuf : public std::streambuf {
+ public:
+  explicit TeeBuf(std::streambuf* next) : next_(next) {}
+  std::string text;
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    text.push_back(traits_type::to_char_type(c));
+    return next_->sputc(traits_type::to_char_type(c));
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    text.append(s, static_cast<std::size_t>(n));
+    return next_->sputn(s, n);
+  }
+  int sync() override { return next_->pubsync(); }
+
+ private:
+  std::streambuf* next_;
+};
+
+}  // namespace
+
+// With --json, a command that fails before it writes its JSON still writes one
+// JSON object on stdout: {"error": {"command", "exit_code", "message"}}, the
+// message being what it said on stderr (docs/cli.md, "JSON on failure").
+int main(int argc, char** argv) {
+  const bool json = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string_view(a) == "--json"; });
+  if (!json) return tessera_main(argc, argv);
+  CountingBuf out(std::cout.rdbuf());
+  TeeBuf err(std::cerr.rdbuf());
+  std::streambuf* const old_out = std::cout.rdbuf(&out);
+  std::streambuf* const old_err = std::cerr.rdbuf(&err);
+  const int code = tessera_main(argc, argv);
+  std::cout.flush();
+  std::cerr.flush();
+  std::cout.rdbuf(old_out);
+  std::cerr.rdbuf(old_err);
+  if (code == tessera::cli::kExitOk || out.count > 0) return code;
+  std::string command = "tessera";
+  for (int i = 1; i < argc && argv[i][0] != '-'; ++i) command += std::string(" ") + argv[i];
+  std::string message = err.text;
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+  const nlohmann::json error = {{"error", {{"command", command}, {"exit_code", code}, {"message", message}}}};
+  std::cout << error.dump(2) << std::endl;
+  return code;
 }

@@ -30,6 +30,41 @@ TEST(Cli, HelpExplainsTheCommands) {
 
 // `tessera sim SUB DIR`: the typed DIR is the node, whatever TESSERA_SIM
 // says; TESSERA_SIM is only the default when no DIR is typed.
+// A --json command that fails before writing its JSON still writes one JSON
+// object on stdout, in one shape: {"error": {command, exit_code, message}},
+// the message what it said on stderr; one that wrote its JSON adds nothing.
+TEST(Cli, AFailedJsonCommandWritesOneErrorObject) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string command;
+    int code;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{kBin, "inventory", "--json", "--sim", "/nonexistent"}, "tessera inventory", 1, "is not a simulated node"},
+      {{kBin, "catalog", "--gpu", "Z9", "--json"}, "tessera catalog", 2, "unknown GPU model 'Z9'"},
+      {{kBin, "plan", "--json", "-f", "/nonexistent"}, "tessera plan", 1, "cannot open file"},
+  };
+  for (const auto& c : cases) {
+    auto r = run(c.args);
+    EXPECT_EQ(r.exit_code, c.code) << c.command << "\n" << r.err;
+    const auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << c.command << ": stdout is not one JSON object: " << r.out;
+    ASSERT_TRUE(j.contains("error")) << r.out;
+    EXPECT_EQ(j["error"]["command"], c.command);
+    EXPECT_EQ(j["error"]["exit_code"], c.code);
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(c.says), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << "stderr still says it";
+  }
+  // A command whose own JSON says what failed gets nothing more.
+  auto own = run({kBin, "mig", "validate", "-f", "/nonexistent", "--json"});
+  EXPECT_EQ(own.exit_code, 1);
+  const auto j = nlohmann::json::parse(own.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << own.out;
+  EXPECT_FALSE(j.contains("error")) << own.out;
+  EXPECT_EQ(j["valid"], false);
+}
+
 TEST(Cli, SimTakesTheTypedDirOverTessera_Sim) {
   testing::TempDir dir;
   const std::string a = dir.path() + "/a", b = dir.path() + "/b";
