@@ -9,7 +9,6 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include <httplib.h>
 #include <spdlog/spdlog.h>
 
 #include <condition_variable>
@@ -227,21 +226,15 @@ int run_dra(const DraArgs& args) {
   auto events = plugin::EventWatch::start(*session, indices, sinks);
   if (!events) spdlog::warn("no NVML events ({}): health is not watched", events.error().message);
   // /metrics reads the driver's counters under its lock; /healthz answers while the process serves.
-  std::unique_ptr<httplib::Server> metrics;
-  std::thread metrics_thread;
+  std::unique_ptr<exporter::TextEndpoint> metrics;
   if (metrics_address) {
-    metrics = std::make_unique<httplib::Server>();
-    dra::Driver& d = **driver;
-    metrics->Get("/metrics", [&d](const httplib::Request&, httplib::Response& res) {
-      res.set_content(d.metrics_text(), "text/plain; version=0.0.4");
-    });
-    metrics->Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
-    if (!metrics->bind_to_port(metrics_address->host, metrics_address->port)) {
-      std::cerr << cmd << ": --metrics-listen " << args.metrics_listen << ": cannot listen there (in use, or not this host's)\n";
+    auto started = exporter::TextEndpoint::start(*metrics_address, [&d = **driver] { return d.metrics_text(); });
+    if (!started) {
+      std::cerr << cmd << ": --metrics-listen: " << started.error().message << '\n';
       (*plugin)->stop();
       return kExitInvalid;
     }
-    metrics_thread = std::thread([&] { metrics->listen_after_bind(); });
+    metrics = std::move(*started);
     spdlog::info("metrics on http://{}:{}/metrics", metrics_address->host, metrics_address->port);
   }
   spdlog::info("DRA driver {} on node {}: {} GPUs, order {}, memory shares {}", args.driver_name, node, indices.size(),
@@ -264,10 +257,7 @@ int run_dra(const DraArgs& args) {
     }
   }
   events = nullptr;
-  if (metrics) {
-    metrics->stop();
-    metrics_thread.join();
-  }
+  metrics = nullptr;
   (*plugin)->stop();
   daemons->shutdown();  // a Supervisor stops its daemons; tessera mps-host keeps its
   ::close(signal_fd);

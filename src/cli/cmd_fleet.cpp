@@ -2,10 +2,6 @@
 // `plan` reads a snapshot (a file, or the API server) and prints the plan;
 // `run` is the controller: plan when GPU pods stay pending, publish, wait for
 // approval, roll out in waves.
-#include <httplib.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -19,6 +15,10 @@
 #include <iostream>
 #include <mutex>
 #include <thread>
+// After the standard headers, which define __GLIBC__ on glibc.
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "cli/progress.hpp"
 #include "cli/numbers.hpp"
@@ -366,20 +366,17 @@ int run_fleet_run(const FleetRunArgs& args) {
   fleet::Controller controller(api, options);
   if (args.plan_now) controller.request_plan();
   std::mutex mu;
-  std::unique_ptr<httplib::Server> server;
-  std::thread server_thread;
+  std::unique_ptr<exporter::TextEndpoint> server;
   if (address) {
-    server = std::make_unique<httplib::Server>();
-    server->Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    auto started = exporter::TextEndpoint::start(*address, [&] {
       std::lock_guard lock(mu);
-      res.set_content(controller.metrics_text(), "text/plain; version=0.0.4");
+      return controller.metrics_text();
     });
-    server->Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
-    if (!server->bind_to_port(address->host, address->port)) {
-      std::cerr << cmd << ": cannot listen on " << args.metrics_listen << '\n';
+    if (!started) {
+      std::cerr << cmd << ": " << started.error().message << '\n';
       return kExitInvalid;
     }
-    server_thread = std::thread([&] { server->listen_after_bind(); });
+    server = std::move(*started);
   }
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGINT, on_stop_signal);
@@ -418,10 +415,7 @@ int run_fleet_run(const FleetRunArgs& args) {
   }
   finished = true;
   watchdog.join();
-  if (server) {
-    server->stop();
-    server_thread.join();
-  }
+  server = nullptr;
   std::cout << cmd << ": stopped (" << fleet::to_string(controller.phase()) << ")" << std::endl;
   return controller.phase() == fleet::ControllerPhase::failed ? kExitInvalid : kExitOk;
 }

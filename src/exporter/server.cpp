@@ -155,6 +155,35 @@ Result<std::unique_ptr<Service>> Service::start(nvml::Session session, SamplerOp
   return service;
 }
 
+class TextEndpoint::Impl {
+ public:
+  httplib::Server http;
+};
+
+TextEndpoint::TextEndpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<TextEndpoint>> TextEndpoint::start(const ListenAddress& address,
+                                                          std::function<std::string()> render) {
+  auto impl = std::make_unique<Impl>();
+  impl->http.Get("/metrics", [render = std::move(render)](const httplib::Request&, httplib::Response& res) {
+    res.set_content(render(), kContentType);
+  });
+  impl->http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+  if (!impl->http.bind_to_port(address.host, address.port))
+    return fail(Errc::conflict, "cannot listen on " + address.host + ":" + std::to_string(address.port) + ": " +
+                                    bind_problem(address));
+  std::unique_ptr<TextEndpoint> endpoint(new TextEndpoint(std::move(impl)));
+  endpoint->http_ = std::thread([http = &endpoint->impl_->http] { http->listen_after_bind(); });
+  return endpoint;
+}
+
+TextEndpoint::~TextEndpoint() { stop(); }
+
+void TextEndpoint::stop() {
+  if (impl_) impl_->http.stop();
+  if (http_.joinable()) http_.join();
+}
+
 Service::~Service() { stop(); }
 
 void Service::stop() {

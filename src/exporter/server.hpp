@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -66,6 +67,27 @@ class Service {
   Service() = default;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<Server> server_;
+  std::thread http_;
+};
+
+// GET /metrics answering `render()` (called at each scrape) and GET /healthz
+// answering "ok", on a thread of its own: for a process that renders its own
+// metrics when asked (`tessera dra`, `tessera fleet run`). Binds at once, so
+// a port in use is an error here, worded as Server::bind words it.
+class TextEndpoint {
+ public:
+  [[nodiscard]] static Result<std::unique_ptr<TextEndpoint>> start(const ListenAddress& address,
+                                                                   std::function<std::string()> render);
+  ~TextEndpoint();  // stops
+  TextEndpoint(const TextEndpoint&) = delete;
+  TextEndpoint& operator=(const TextEndpoint&) = delete;
+  void stop();
+
+  class Impl;
+
+ private:
+  explicit TextEndpoint(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
   std::thread http_;
 };
 
