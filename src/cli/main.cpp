@@ -227,48 +227,30 @@ static int tessera_main(int argc, char** argv) {
 
 namespace {
 
-// Counts what goes through to `next` (was anything written to stdout?).
-class CountingBuf : public std::streambuf {
+// Passes everything to `next`, counting it, and with `keep` keeps a copy
+// (was anything written to stdout? what did stderr say?).
+class TapBuf : public std::streambuf {
  public:
-  explicit CountingBuf(std::streambuf* next) : next_(next) {}
+  TapBuf(std::streambuf* next, bool keep) : next_(next), keep_(keep) {}
   std::size_t count = 0;
-
- protected:
-  int_type overflow(int_type c) override {
-    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
-    ++count;
-    return next_->sputc(traits_type::to_char_type(c));
-  }
-  std::streamsize xsputn(const char* s, std::streamsize n) override {
-    count += static_cast<std::size_t>(n);
-    return next_->sputn(s, n);
-  }
-  int sync() override { return next_->pubsync(); }
-
- private:
-  std::streambuf* next_;
-};
-
-// Passes everything to `next` and keeps a copy (what stderr said).
-class TeeBuf : public std::streambuf {
- public:
-  explicit TeeBuf(std::streambuf* next) : next_(next) {}
   std::string text;
 
  protected:
   int_type overflow(int_type c) override {
     if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
-    text.push_back(traits_type::to_char_type(c));
-    return next_->sputc(traits_type::to_char_type(c));
+    const char ch = traits_type::to_char_type(c);
+    return xsputn(&ch, 1) == 1 ? c : traits_type::eof();
   }
   std::streamsize xsputn(const char* s, std::streamsize n) override {
-    text.append(s, static_cast<std::size_t>(n));
+    count += static_cast<std::size_t>(n);
+    if (keep_) text.append(s, static_cast<std::size_t>(n));
     return next_->sputn(s, n);
   }
   int sync() override { return next_->pubsync(); }
 
  private:
   std::streambuf* next_;
+  bool keep_;
 };
 
 }  // namespace
@@ -279,8 +261,8 @@ class TeeBuf : public std::streambuf {
 int main(int argc, char** argv) {
   const bool json = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string_view(a) == "--json"; });
   if (!json) return tessera_main(argc, argv);
-  CountingBuf out(std::cout.rdbuf());
-  TeeBuf err(std::cerr.rdbuf());
+  TapBuf out(std::cout.rdbuf(), false);
+  TapBuf err(std::cerr.rdbuf(), true);
   std::streambuf* const old_out = std::cout.rdbuf(&out);
   std::streambuf* const old_err = std::cerr.rdbuf(&err);
   const int code = tessera_main(argc, argv);

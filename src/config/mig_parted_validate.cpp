@@ -127,10 +127,13 @@ std::vector<EntryCheck> validate_mig_parted(const MigPartedConfig& config, const
         }
         continue;
       }
+      bool filters_known = true;
       for (const auto& f : entry.device_filter)
-        if (!catalog.find_by_pci_id(f.device_id))
+        if (!catalog.find_by_pci_id(f.device_id)) {
+          filters_known = false;
           diags.warning(entry.filter_where, entry.field + ".device-filter",
                         "PCI device id " + format_pci_id(f.device_id) + " is not in the GPU catalog; not checked for it");
+        }
       bool all_known = true;
       for (const auto& d : entry.mig_devices) {
         bool known = std::any_of(catalog.models().begin(), catalog.models().end(),
@@ -144,8 +147,6 @@ std::vector<EntryCheck> validate_mig_parted(const MigPartedConfig& config, const
       // Every profile is some catalogued GPU's, but no one GPU has them all
       // (a 1g.10gb of an A100 beside a 1g.12gb of an H100): nothing checks
       // it, and on every GPU the catalog knows mig-parted would refuse it.
-      const bool filters_known = std::all_of(entry.device_filter.begin(), entry.device_filter.end(),
-                                             [&](const auto& f) { return catalog.find_by_pci_id(f.device_id) != nullptr; });
       if (targets.empty() && all_known && filters_known && entry.mig_enabled && !entry.mig_devices.empty()) {
         std::string owners;
         for (const auto& d : entry.mig_devices) {

@@ -181,7 +181,7 @@ Result<void> Driver::save_locked() { return file_.save(checkpoint_); }
 Result<void> Driver::refresh_locked() {
   auto inv = nvml::collect_inventory(session_);
   if (!inv) return fail(Errc::io, "cannot read the GPUs through NVML: " + inv.error().message());
-  auto node = reconciler::read_node_state(session_);
+  auto node = reconciler::read_node_state(session_, *inv);  // one read of the GPUs for both
   if (!node) return unexpected(node.error());
   std::vector<GpuNow> gpus;
   for (const auto& g : *node) {
@@ -541,7 +541,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 void Driver::Latency::observe(double seconds) {
-  if (buckets.empty()) buckets.assign(std::size(kLatencyBounds), 0);
+  static_assert(std::size(kLatencyBounds) == kLatencyBuckets);
   for (size_t i = 0; i < std::size(kLatencyBounds); ++i)
     if (seconds <= kLatencyBounds[i]) ++buckets[i];
   ++count;
@@ -594,7 +594,7 @@ std::string Driver::metrics_text() const {
   auto histogram = [&](const char* name, const char* help, const Latency& l) {
     out << "# HELP " << name << " " << help << "\n# TYPE " << name << " histogram\n";
     for (size_t i = 0; i < std::size(kLatencyBounds); ++i)
-      out << name << "_bucket{le=\"" << kLatencyBounds[i] << "\"} " << (l.buckets.empty() ? 0 : l.buckets[i]) << "\n";
+      out << name << "_bucket{le=\"" << kLatencyBounds[i] << "\"} " << l.buckets[i] << "\n";
     out << name << "_bucket{le=\"+Inf\"} " << l.count << "\n" << name << "_sum " << l.sum << "\n" << name << "_count "
         << l.count << "\n";
   };

@@ -11,6 +11,7 @@
 // and the error says why; other claims are untouched. A retry starts over.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -215,8 +216,9 @@ class Driver {
   std::vector<GpuNow> gpus_;
   std::set<std::string> warned_uncatalogued_;  // GPUs (UUID) said to be unserved: MIG on, model unknown
   // Counted under mutex_; read by metrics_text under it.
+  static constexpr size_t kLatencyBuckets = 14;  // driver.cpp's kLatencyBounds
   struct Latency {
-    std::vector<uint64_t> buckets;  // cumulative counts at kLatencyBounds
+    std::array<uint64_t, kLatencyBuckets> buckets{};  // cumulative counts at kLatencyBounds
     uint64_t count = 0;
     double sum = 0;                 // seconds
     void observe(double seconds);

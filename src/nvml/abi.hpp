@@ -129,7 +129,6 @@ constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_BLACKWELL = 10;
 constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_UNKNOWN = 0xffffffffU;
 
 // Brands (nvml.h nvmlBrandType_enum: NVML_BRAND_UNKNOWN 0 .. NVML_BRAND_TITAN_RTX 16).
-constexpr nvmlBrandType_t NVML_BRAND_TESLA = 2;
 constexpr nvmlBrandType_t NVML_BRAND_NVIDIA = 14;
 
 // GPM (facts 1.3): version fields here are the plain integer 1.

@@ -8,9 +8,13 @@ namespace tessera::reconciler {
 Result<std::vector<NodeGpu>> read_node_state(const nvml::Session& session) {
   auto inv = nvml::collect_inventory(session);
   if (!inv) return unexpected(inv.error().to_error());
+  return read_node_state(session, *inv);
+}
+
+Result<std::vector<NodeGpu>> read_node_state(const nvml::Session& session, const nvml::Inventory& inventory) {
   const auto& catalog = Catalog::builtin();
   std::vector<NodeGpu> out;
-  for (const auto& g : inv->gpus) {
+  for (const auto& g : inventory.gpus) {
     NodeGpu node;
     node.name = g.name;
     node.pci_device_id = g.pci.pci_device_id;

@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "mig/mig_plan.hpp"
+#include "nvml/inventory.hpp"
 #include "nvml/session.hpp"
 
 namespace tessera::reconciler {
@@ -20,5 +21,8 @@ struct NodeGpu {
 };
 
 [[nodiscard]] Result<std::vector<NodeGpu>> read_node_state(const nvml::Session& session);
+// The same from an inventory the caller already read (the session still
+// names each instance's processes).
+[[nodiscard]] Result<std::vector<NodeGpu>> read_node_state(const nvml::Session& session, const nvml::Inventory& inventory);
 
 }  // namespace tessera::reconciler
