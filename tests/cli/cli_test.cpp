@@ -65,6 +65,16 @@ TEST(Cli, AFailedJsonCommandWritesOneErrorObject) {
   EXPECT_EQ(j["valid"], false);
 }
 
+// A bad --metrics-listen stops `tessera dra` before it reads a GPU or the API server.
+TEST(Cli, DraRefusesABadMetricsAddressWithItsReason) {
+  auto r = run({kBin, "dra", "--node-name", "n", "--metrics-listen", "bogus"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "tessera dra: --metrics-listen 'bogus': expected HOST:PORT, e.g. 127.0.0.1:9400\n");
+  r = run({kBin, "dra", "--node-name", "n", "--metrics-listen", "1.2.3.4:99999"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "tessera dra: --metrics-listen '1.2.3.4:99999': the port must be a number from 0 to 65535\n");
+}
+
 TEST(Cli, SimTakesTheTypedDirOverTessera_Sim) {
   testing::TempDir dir;
   const std::string a = dir.path() + "/a", b = dir.path() + "/b";
