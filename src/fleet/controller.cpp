@@ -196,6 +196,10 @@ void Controller::propose(Clock::time_point now, const std::string& why, bool app
     (void)api_.event("Warning", "FleetPlanFailed", error_);
     return;
   }
+  // A plan that changes nothing does not overwrite the record of a finished rollout: the
+  // ConfigMap (and plan_hash()) keep saying which plan was applied; the pods it evicted may
+  // still be waiting for the scheduler.
+  if (plan.rollout.empty() && phase_ == ControllerPhase::done) return;
   load_plan(plan_json(*problem, plan));
   // The plan stands on the snapshot and on the mig-parted file's text: a change to either makes it stale.
   snapshot_hash_ = facts->snapshot.hash + "/" + hash_text(facts->mig_text);
@@ -316,6 +320,9 @@ void Controller::start_rollout(Clock::time_point now) {
 void Controller::roll(Clock::time_point now) {
   if (wave_ >= waves_.size()) {
     phase_ = ControllerPhase::done;
+    // The pods still pending may be waiting for the new layout to be served (the ones the plan
+    // evicted among them): each gets a whole --pending-after from now before it asks for a plan.
+    pending_since_.clear();
     publish_status("done: plan " + hash_ + " applied in " + std::to_string(waves_.size()) + " wave(s)");
     (void)api_.event("Normal", "FleetPlanApplied", "plan " + hash_ + " applied in " + std::to_string(waves_.size()) + " wave(s)");
     return;

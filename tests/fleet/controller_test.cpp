@@ -161,6 +161,43 @@ TEST(FleetController, NothingChangesBeforeApprovalThenWavesGoInOrder) {
   EXPECT_NE(c.metrics_text().find("tessera_fleet_waves_done 2"), std::string::npos);
 }
 
+// After a rollout the pods it placed wait for the scheduler (and the ones it evicted for their
+// owners): each gets a fresh --pending-after, and a plan that would change nothing leaves the
+// record of the applied plan as it is.
+TEST(FleetController, ADoneRolloutKeepsItsRecordWhilePodsSettle) {
+  FakeApi api;
+  two_node_fleet(api);
+  ControllerOptions o = options();
+  o.config_propagation = 0s;
+  Controller c(api, o);
+  Clock::time_point t{};
+  c.step(t);  // big-0 and big-1 pending from t
+  start_first_wave(api, c, t + 1s);
+  ASSERT_EQ(api.labelled.size(), 1u);
+  api.set_state(api.labelled[0].first, "success");
+  c.step(t + 4s);
+  ASSERT_EQ(api.labelled.size(), 2u);
+  api.set_state(api.labelled[1].first, "success");
+  c.step(t + 61s);
+  ASSERT_EQ(c.phase(), ControllerPhase::done);
+  const std::string hash = c.plan_hash();
+  const auto& cm = api.cms.at(kPlanConfigMap);
+  ASSERT_TRUE(cm.data.at("status").starts_with("done: plan " + hash)) << cm.data.at("status");
+  const int64_t plans = c.metrics().plans_made;
+  // big-0 and big-1 still wait (no scheduler here): pending since before the plan, yet no plan
+  // is made before a whole --pending-after has passed since the rollout ended.
+  c.step(t + 62s);
+  c.step(t + 120s);
+  EXPECT_EQ(c.metrics().plans_made, plans);
+  // Overdue then: planned again, nothing to change; the record still names the applied plan.
+  c.step(t + 123s);
+  EXPECT_EQ(c.metrics().plans_made, plans + 1);
+  EXPECT_EQ(c.phase(), ControllerPhase::done);
+  EXPECT_EQ(c.plan_hash(), hash);
+  EXPECT_TRUE(cm.data.at("status").starts_with("done: plan " + hash)) << cm.data.at("status");
+  EXPECT_EQ(cm.data.at("hash"), hash);
+}
+
 TEST(FleetController, AStalePlanIsRefusedAndPlannedAgain) {
   FakeApi api;
   two_node_fleet(api);
