@@ -142,8 +142,14 @@ void print_half_applied(const reconciler::NodePlan& plan, const ApplyArgs& args,
                                                        std::to_string(total) + " operations)"));
   }
   std::cout << (changed_any ? "the node is half-applied: " : "nothing was changed: ") << join(states, ", ") << '\n';
-  std::cout << "next: remove the cause named under FAILED (a MIG device in use: stop its processes, e.g. drain the "
-               "node's GPU pods), then run `tessera mig apply -f "
+  // The hint for the failure that happened (the driver's error name is in each GPU's error).
+  auto failed_with = [&](std::string_view what) {
+    return std::any_of(plan.gpus.begin(), plan.gpus.end(), [&](const auto& g) { return g.error.find(what) != std::string::npos; });
+  };
+  std::string cause = failed_with("NVML_ERROR_IN_USE")          ? " (a MIG device in use: stop its processes, e.g. drain the node's GPU pods)"
+                      : failed_with("NVML_ERROR_NO_PERMISSION") ? " (a permission: run it as root on the host)"
+                                                                : "";
+  std::cout << "next: remove the cause named under FAILED" << cause << ", then run `tessera mig apply -f "
             << args.file << " -c " << name
             << (args.driver.sim.empty() ? "" : " --sim " + args.driver.sim) << "` again: it changes only what still differs\n";
 }
@@ -208,6 +214,7 @@ int run(const ApplyArgs& args, bool apply) {
       if (apply && report->plan.operations() != 0)
         std::cout << "dry run: nothing changed; run without --dry-run to apply these operations\n";
     }
+    if (!report->message.empty()) std::cerr << cmd << ": warning: " << report->message << '\n';
     return kExitOk;
   }
   const auto& journal = report->journal;
@@ -239,7 +246,11 @@ void add_common(CLI::App* cmd, ApplyArgs& args) {
   cmd->add_option("--state-dir", args.state_dir,
                   "Where the journal and nvidia.com/mig.config.state live (default /var/lib/tessera; with --sim, DIR/tessera-state)");
   cmd->add_flag("--json", args.json, "Print JSON");
-  cmd->add_flag("--force", args.force, "Destroy instances even when processes use them");
+  cmd->add_flag("--force", args.force,
+                "Plan as if busy MIG devices were free (a layout keeping the most of them still comes first):\n"
+                "`mig plan --force` shows the change for once they are stopped. The driver refuses to destroy a\n"
+                "MIG device with processes running, so `mig apply --force` that needs to is refused before its\n"
+                "first step, naming them");
   cmd->add_flag("--strict", args.strict, "Treat warnings about the config file as errors");
 }
 
@@ -255,8 +266,9 @@ void add_mig_apply_commands(CLI::App& mig, int& exit_code) {
   auto* apply = mig.add_subcommand(
       "apply",
       "Bring this node's MIG layout to a named config, keeping every instance the config can keep.\n"
-      "Validates first (nothing changes on invalid input), refuses to destroy instances in use unless\n"
-      "--force, records each step in a journal so an interrupted apply is completed by the next one, and\n"
+      "Validates first (nothing changes on invalid input), refuses to destroy instances in use (with\n"
+      "--force, still those with processes running, which the driver would refuse halfway through the\n"
+      "node), records each step in a journal so an interrupted apply is completed by the next one, and\n"
       "writes nvidia.com/mig.config.state (pending | success | failed) to the state directory.\n"
       "MIG mode changes that need a GPU reset are reported as pending; tessera never resets a GPU.");
   add_common(apply, *apply_args);

@@ -288,9 +288,36 @@ Result<ApplyReport> apply_config(const nvml::Session& session, const ApplyReques
   if (!request.config) return fail(Errc::invalid_argument, "apply_config: no config given");
   auto node = read_node_state(session);
   if (!node) return refuse(node.error().message);
+  // The instances the driver reports processes on, before the users the caller knows are added:
+  // the driver refuses to destroy them (NVML_ERROR_IN_USE), --force or not.
+  std::map<std::pair<uint32_t, uint32_t>, std::string> running;  // (GPU, GPU instance) -> processes
+  for (const auto& g : *node)
+    for (const auto& inst : g.state.instances)
+      if (inst.busy()) {
+        std::string procs;
+        for (const auto& p : inst.processes) procs += (procs.empty() ? "" : ", ") + p;
+        running[{g.state.index, inst.gi_id}] = (inst.uuid.empty() ? "" : inst.uuid + " ") + "used by " + procs;
+      }
   mark_in_use(*node, request.in_use);
   auto plan = plan_node(*node, *request.config, request.force);
   if (!plan) return refuse(plan.error().message);
+  // A forced change that would stop at such an instance halfway through the node is refused
+  // before its first step.
+  std::vector<std::string> blocked;
+  for (const auto& g : plan->gpus)
+    for (uint32_t gi : g.plan.destroyed)
+      if (auto it = running.find({g.gpu, gi}); it != running.end())
+        blocked.push_back("GPU " + std::to_string(g.gpu) + " instance " + std::to_string(gi) + " (" + it->second + ")");
+  if (!blocked.empty()) {
+    std::string list;
+    for (const auto& b : blocked) list += "\n  " + b;
+    const std::string why =
+        "the layout destroys MIG devices with processes running, which the driver refuses to destroy "
+        "(NVML_ERROR_IN_USE), --force or not; ";
+    const std::string then = list + "\nstop those processes (e.g. drain the node's GPU pods), then apply again";
+    if (!request.dry_run) return refuse(why + "nothing was changed:" + then);
+    report.message = why + "an apply now would be refused:" + then;  // a plan for once they stop
+  }
   if (request.dry_run) {
     report.outcome = Outcome::planned;
     report.plan = std::move(*plan);

@@ -117,12 +117,13 @@ TEST(MigApply, IdempotentSecondApplyDoesNothing) {
 
 TEST(MigApply, BusyInstancesNeedForceAndTheMessageNamesTheProcess) {
   const auto& m = *Catalog::builtin().find("A100-SXM4-80GB");
-  Node node(m.name);
+  Node node(m.name, 2);
   auto first = node.apply("all-1g.10gb");
   ASSERT_EQ(first.exit_code, 0);
   std::string busy = json::parse(first.out)["gpus"][0]["created"][5];  // the 1g at slice 5
   ASSERT_EQ(run({kBin, "sim", "process", node.dir(), "--pid", "4242", "--memory", "2GiB", "--mig-device", busy}).exit_code, 0);
   auto before = node.layout(m);
+  const json gpu1 = node.inventory()["gpus"][1]["gpu_instances"];
   auto refused = node.apply("all-3g.40gb");
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_NE(refused.err.find("used by pid 4242"), std::string::npos) << refused.err;
@@ -131,28 +132,60 @@ TEST(MigApply, BusyInstancesNeedForceAndTheMessageNamesTheProcess) {
   // A config that keeps the busy instance goes ahead around it.
   auto around = node.apply("all-balanced");
   EXPECT_EQ(around.exit_code, 1) << "all-balanced needs slices 4-7 for its 3g";
-  // --force destroys it; the simulated driver then refuses while the process runs (IN_USE).
+  // --force plans around it, but the driver refuses to destroy a MIG device with processes
+  // running: refused before the first step, naming it; nothing changed on any GPU.
+  auto preview = run({kBin, "mig", "plan", "-f", kDefaults, "-c", "all-3g.40gb", "--sim", node.dir(), "--force"});
+  EXPECT_EQ(preview.exit_code, 0) << "the plan for once the process stops: " << preview.err;
+  EXPECT_NE(preview.err.find("an apply now would be refused:\n  GPU 0 instance"), std::string::npos) << preview.err;
   auto forced = node.apply("all-3g.40gb", {"--force"});
   EXPECT_EQ(forced.exit_code, 1);
-  EXPECT_NE(forced.out.find("NVML_ERROR_IN_USE"), std::string::npos) << forced.out << forced.err;
-  // What was not destroyed is not listed as destroyed (the first run got some of GPU 0 done) ...
-  const auto g0 = json::parse(forced.out)["gpus"][0];
-  EXPECT_EQ(std::count(g0["not_destroyed"].begin(), g0["not_destroyed"].end(), busy), 1) << g0.dump();
-  EXPECT_EQ(std::count(g0["destroyed"].begin(), g0["destroyed"].end(), busy), 0) << g0.dump();
-  EXPECT_LT(g0["operations_done"].get<size_t>(), g0["operations"].size());
-  // ... and the text says the node is half-applied and what to run next (a second try: the rest).
-  auto text = run({kBin, "mig", "apply", "-f", kDefaults, "-c", "all-3g.40gb", "--sim", node.dir(), "--force"});
-  EXPECT_EQ(text.exit_code, 1);
-  EXPECT_NE(text.out.find("NOT destroyed (still there)  " + busy), std::string::npos) << text.out;
-  EXPECT_EQ(text.out.find("  destroyed  " + busy), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("nothing was changed: GPU 0 not changed"), std::string::npos)
-      << "the busy instance is the first left to destroy: " << text.out;
-  EXPECT_NE(text.out.find("then run `tessera mig apply -f " + kDefaults + " -c all-3g.40gb --sim " + node.dir() +
-                          "` again: it changes only what still differs"),
+  EXPECT_NE(forced.err.find("the driver refuses to destroy (NVML_ERROR_IN_USE), --force or not; nothing was changed"),
             std::string::npos)
-      << text.out;
+      << forced.err;
+  EXPECT_NE(forced.err.find(busy + " used by pid 4242"), std::string::npos) << forced.err;
+  EXPECT_EQ(node.layout(m), before);
+  EXPECT_EQ(node.inventory()["gpus"][1]["gpu_instances"], gpu1) << "GPU 1 is not re-cut either";
   ASSERT_EQ(run({kBin, "sim", "end-process", node.dir(), "--pid", "4242"}).exit_code, 0);
   EXPECT_EQ(node.apply("all-3g.40gb").exit_code, 0);
+}
+
+// A step the driver refuses halfway (here injected: GPU 1's first GPU instance, after GPU 0's
+// seven): the report says what changed and what is still there, and the hint fits the cause.
+TEST(MigApply, AFailureHalfwayIsReportedWithTheHintForItsCause) {
+  for (const std::string error : {"NVML_ERROR_IN_USE", "NVML_ERROR_NO_PERMISSION"}) {
+    SCOPED_TRACE(error);
+    Node node("A100-SXM4-80GB", 2);
+    ASSERT_EQ(node.apply("all-1g.10gb").exit_code, 0);
+    ASSERT_EQ(run({kBin, "sim", "fault", node.dir(), "--function", "nvmlGpuInstanceDestroy", "--nth", "8", "--error", error})
+                  .exit_code,
+              0);
+    auto r = node.apply("all-3g.40gb");
+    EXPECT_EQ(r.exit_code, 1);
+    auto report = json::parse(r.out);
+    EXPECT_EQ(report["gpus"][0]["not_destroyed"].size(), 0u) << report.dump();
+    // GPU 1: the first MIG device's compute instance went before its GPU instance was refused;
+    // the other six are still there.
+    EXPECT_EQ(report["gpus"][1]["destroyed"].size(), 1u) << report.dump();
+    EXPECT_EQ(report["gpus"][1]["not_destroyed"].size(), 6u) << report.dump();
+    EXPECT_EQ(report["gpus"][1]["operations_done"], 1) << report.dump();
+    ASSERT_EQ(run({kBin, "mig", "apply", "-f", kDefaults, "-c", "all-1g.10gb", "--sim", node.dir()}).exit_code, 0);
+    ASSERT_EQ(run({kBin, "sim", "fault", node.dir(), "--function", "nvmlGpuInstanceDestroy", "--nth", "8", "--error", error})
+                  .exit_code,
+              0);
+    auto text = run({kBin, "mig", "apply", "-f", kDefaults, "-c", "all-3g.40gb", "--sim", node.dir()});
+    EXPECT_EQ(text.exit_code, 1);
+    EXPECT_NE(text.out.find("the node is half-applied: GPU 0 changed, GPU 1 partly changed ("), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("GPU 1  NOT destroyed (still there)  MIG-"), std::string::npos) << text.out;
+    const bool in_use = error == "NVML_ERROR_IN_USE";
+    EXPECT_EQ(text.out.find("(a MIG device in use: stop its processes") != std::string::npos, in_use) << text.out;
+    EXPECT_EQ(text.out.find("(a permission: run it as root on the host)") != std::string::npos, !in_use) << text.out;
+    EXPECT_NE(text.out.find("then run `tessera mig apply -f " + kDefaults + " -c all-3g.40gb --sim " + node.dir() +
+                            "` again: it changes only what still differs"),
+              std::string::npos)
+        << text.out;
+    auto again = node.apply("all-3g.40gb");
+    EXPECT_EQ(again.exit_code, 0) << again.err << again.out;
+  }
 }
 
 TEST(MigApply, StateFileAndJournal) {
