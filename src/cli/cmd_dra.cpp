@@ -228,7 +228,9 @@ int run_dra(const DraArgs& args) {
   // /metrics reads the driver's counters under its lock; /healthz answers while the process serves.
   std::unique_ptr<exporter::TextEndpoint> metrics;
   if (metrics_address) {
-    auto started = exporter::TextEndpoint::start(*metrics_address, [&d = **driver] { return d.metrics_text(); });
+    auto started = exporter::TextEndpoint::start(*metrics_address, [&d = **driver, &publisher] {
+      return d.metrics_text() + publisher.metrics_text();
+    });
     if (!started) {
       std::cerr << cmd << ": --metrics-listen: " << started.error().message << '\n';
       (*plugin)->stop();

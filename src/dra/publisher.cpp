@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "core/text.hpp"
 #include "sharing/dra.hpp"
@@ -82,6 +83,36 @@ bool Publisher::refused_partitions(const SliceChange& change, const kube::ApiErr
 }
 
 Result<void> Publisher::publish(const PoolState& pool) {
+  auto r = publish_pool(pool);
+  std::lock_guard lock(stats_mutex_);
+  ++(r ? stats_.ok : stats_.failed);
+  stats_.generation = spec_.generation;
+  stats_.partitionable = partitionable_;
+  stats_.in_sync = bool(r);
+  return r;
+}
+
+std::string Publisher::metrics_text() const {
+  std::lock_guard lock(stats_mutex_);
+  std::ostringstream out;
+  out << "# HELP tessera_dra_resourceslice_publishes_total Publications of this node's ResourceSlices, by result (an "
+         "unchanged pool counts as ok).\n# TYPE tessera_dra_resourceslice_publishes_total counter\n"
+      << "tessera_dra_resourceslice_publishes_total{result=\"ok\"} " << stats_.ok << "\n"
+      << "tessera_dra_resourceslice_publishes_total{result=\"error\"} " << stats_.failed << "\n"
+      << "# HELP tessera_dra_resourceslice_in_sync 1 when the API server holds the node's pool as the driver sees it, 0 "
+         "while a publication is being retried.\n# TYPE tessera_dra_resourceslice_in_sync gauge\n"
+      << "tessera_dra_resourceslice_in_sync " << (stats_.in_sync ? 1 : 0) << "\n"
+      << "# HELP tessera_dra_resourceslice_generation The pool generation last published.\n"
+         "# TYPE tessera_dra_resourceslice_generation gauge\n"
+      << "tessera_dra_resourceslice_generation " << stats_.generation << "\n"
+      << "# HELP tessera_dra_partitionable_devices 1 while the slices offer MIG placements and memory shares, 0 once the "
+         "API server dropped or refused them (whole GPUs and existing instances only; a Node Event says why).\n"
+         "# TYPE tessera_dra_partitionable_devices gauge\n"
+      << "tessera_dra_partitionable_devices " << (stats_.partitionable ? 1 : 0) << "\n";
+  return out.str();
+}
+
+Result<void> Publisher::publish_pool(const PoolState& pool) {
   if (!partitionable_) return publish_devices({}, sharing::dra::without_partitions(pool.devices));
   auto r = publish_devices(pool.counter_sets, pool.devices);
   if (!r || partitionable_) return r;

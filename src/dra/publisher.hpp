@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,12 @@ class Publisher {
   bool partitionable() const { return partitionable_; }
   const std::string& fallback_reason() const { return fallback_reason_; }
 
+  // Prometheus text of the publications so far (tessera_dra_resourceslice_*,
+  // tessera_dra_partitionable_devices); safe from any thread, as /metrics reads it.
+  std::string metrics_text() const;
+
  private:
+  Result<void> publish_pool(const PoolState& pool);
   Result<std::vector<nlohmann::json>> list();
   Result<void> publish_devices(const std::vector<sharing::dra::CounterSet>& counter_sets,
                                const std::vector<sharing::dra::Device>& devices);
@@ -49,6 +55,13 @@ class Publisher {
   std::vector<nlohmann::json> last_desired_;  // what they were built from, at this generation
   bool partitionable_ = true;
   std::string fallback_reason_;
+  // What metrics_text() reads, copied under its lock after each publish().
+  mutable std::mutex stats_mutex_;
+  struct {
+    uint64_t ok = 0, failed = 0;
+    int64_t generation = 0;
+    bool partitionable = true, in_sync = false;
+  } stats_;
 };
 
 // The partitionable fields `sent` had and `stored` (the API server's answer)

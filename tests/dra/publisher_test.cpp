@@ -83,6 +83,22 @@ TEST(DraPublisher, AServerThatKeepsThePartitionableFieldsGetsEveryPlacement) {
   for (const auto& [name, slice] : api.resource_slices()) counters = counters || slice["spec"].contains("sharedCounters");
   EXPECT_TRUE(counters);
   EXPECT_TRUE(api.events().empty());
+  auto has = [&](const std::string& line) { return publisher.metrics_text().find(line + "\n") != std::string::npos; };
+  EXPECT_TRUE(has("tessera_dra_partitionable_devices 1")) << publisher.metrics_text();
+  EXPECT_TRUE(has("tessera_dra_resourceslice_publishes_total{result=\"ok\"} 1")) << publisher.metrics_text();
+  EXPECT_TRUE(has("tessera_dra_resourceslice_in_sync 1")) << publisher.metrics_text();
+  EXPECT_TRUE(has("tessera_dra_resourceslice_generation " + std::to_string(publisher.generation())));
+  // An API server that fails: counted, out of sync until a publication goes through.
+  auto next = pool();
+  next.version = 2;
+  next.devices.pop_back();
+  api.fail_next(1, 403);  // e.g. its role lost the right to write slices
+  EXPECT_FALSE(publisher.publish(next));
+  EXPECT_TRUE(has("tessera_dra_resourceslice_publishes_total{result=\"error\"} 1")) << publisher.metrics_text();
+  EXPECT_TRUE(has("tessera_dra_resourceslice_in_sync 0")) << publisher.metrics_text();
+  ASSERT_TRUE(publisher.publish(next));
+  EXPECT_TRUE(has("tessera_dra_resourceslice_in_sync 1")) << publisher.metrics_text();
+  EXPECT_TRUE(has("tessera_dra_resourceslice_publishes_total{result=\"ok\"} 2")) << publisher.metrics_text();
 }
 
 TEST(DraPublisher, AServerThatDropsThemGetsWholeGpusAndExistingInstancesOnlyAndIsToldWhy) {
@@ -116,6 +132,8 @@ TEST(DraPublisher, AServerThatDropsThemGetsWholeGpusAndExistingInstancesOnlyAndI
   ASSERT_TRUE(publisher.publish(next));
   EXPECT_EQ(published_devices(api), (std::set<std::string>{"gpu-0", "gpu-1"}));
   EXPECT_EQ(api.events().size(), 1u);
+  EXPECT_NE(publisher.metrics_text().find("\ntessera_dra_partitionable_devices 0\n"), std::string::npos)
+      << publisher.metrics_text();
 }
 
 // A 1.34 server with the gates on refuses the split layout (a device's

@@ -42,6 +42,11 @@ scenario_dra-mig() {
 $(grep '^tessera_dra' <<<"$metrics" | grep -v _bucket)"
   done
   grep -qxF 'tessera_dra_prepared_claims 0' <<<"$metrics" || fail "the DRA driver's /metrics counts claims still prepared"
-  echo "  /metrics: prepares, unprepares, an instance cut and destroyed counted; no claim prepared now"
+  # 1.36 keeps the partitionable fields: the slices offer placements, and are in sync.
+  for series in 'tessera_dra_partitionable_devices 1' 'tessera_dra_resourceslice_in_sync 1'; do
+    grep -qxF "$series" <<<"$metrics" || fail "the DRA driver's /metrics does not say $series:
+$(grep '^tessera_dra_\(partitionable\|resourceslice\)' <<<"$metrics")"
+  done
+  echo "  /metrics: prepares, unprepares, an instance cut and destroyed counted; no claim prepared now; slices partitionable, in sync"
   remove_dra_consumers
 }
