@@ -124,6 +124,8 @@ class Driver {
   std::map<std::string, std::string> unprepare(const std::vector<ClaimRef>& claims);
 
   PoolState pool() const;
+  // The pool's name in the slices and the kubelet's calls: the node's.
+  const std::string& pool_name() const { return options_.node; }
 
   // Health from NVML's events (plugin::EventWatch's sink), and the periodic
   // recovery check; both change the pool's taints.

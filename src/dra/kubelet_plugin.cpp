@@ -4,8 +4,11 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 
+#include "dra/proto/dra_health_v1alpha1.grpc.pb.h"
 #include "dra/proto/dra_v1.grpc.pb.h"
 #include "dra/proto/pluginregistration_v1.grpc.pb.h"
 
@@ -13,7 +16,40 @@ namespace tessera::dra {
 namespace {
 
 namespace api = k8s::io::kubelet::pkg::apis::dra::v1;
+namespace health = ::v1alpha1;
 namespace reg = pluginregistration;
+
+// A change count the driver bumps (through on_change, which outlives the
+// plugin: hence shared) and the health streams wait on; stop() ends them.
+class Signal {
+ public:
+  void bump() {
+    std::lock_guard lock(mutex_);
+    ++version_;
+    cv_.notify_all();
+  }
+  void stop() {
+    std::lock_guard lock(mutex_);
+    stopped_ = true;
+    cv_.notify_all();
+  }
+  uint64_t version() {
+    std::lock_guard lock(mutex_);
+    return version_;
+  }
+  // Until the version differs from `seen`, stop(), or `until`; true when stopped.
+  bool wait(uint64_t seen, std::chrono::steady_clock::time_point until) {
+    std::unique_lock lock(mutex_);
+    cv_.wait_until(lock, until, [&] { return stopped_ || version_ != seen; });
+    return stopped_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  uint64_t version_ = 0;
+  bool stopped_ = false;
+};
 
 std::vector<ClaimRef> refs(const google::protobuf::RepeatedPtrField<api::Claim>& claims) {
   std::vector<ClaimRef> out;
@@ -67,6 +103,58 @@ class KubeletPlugin::DraService final : public api::DRAPlugin::Service {
   Driver& driver_;
 };
 
+// Every device the driver publishes, with its health: unhealthy while it
+// carries a taint (an XID, a lost GPU), healthy otherwise. The whole list goes
+// out at once, again at every change and every health_refresh.
+class KubeletPlugin::HealthService final : public health::DRAResourceHealth::Service {
+ public:
+  HealthService(Driver& driver, std::chrono::seconds refresh)
+      : driver_(driver), refresh_(refresh), signal_(std::make_shared<Signal>()) {
+    driver_.on_change([s = signal_] { s->bump(); });
+  }
+  void stop() { signal_->stop(); }
+
+  grpc::Status NodeWatchResources(grpc::ServerContext* context, const health::NodeWatchResourcesRequest*,
+                                  grpc::ServerWriter<health::NodeWatchResourcesResponse>* writer) override {
+    using namespace std::chrono_literals;
+    for (;;) {
+      const uint64_t seen = signal_->version();
+      if (!writer->Write(snapshot())) return grpc::Status::OK;  // the kubelet went
+      const auto next = std::chrono::steady_clock::now() + refresh_;
+      // A change, the refresh, a stop; the kubelet hanging up is looked at every second.
+      while (std::chrono::steady_clock::now() < next && signal_->version() == seen) {
+        if (signal_->wait(seen, std::min(next, std::chrono::steady_clock::now() + 1s))) return grpc::Status::OK;
+        if (context->IsCancelled()) return grpc::Status::CANCELLED;
+      }
+    }
+  }
+
+ private:
+  health::NodeWatchResourcesResponse snapshot() const {
+    health::NodeWatchResourcesResponse out;
+    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    for (const auto& d : driver_.pool().devices) {
+      auto* h = out.add_devices();
+      h->mutable_device()->set_pool_name(driver_.pool_name());
+      h->mutable_device()->set_device_name(d.name);
+      std::string taints;
+      for (const auto& t : d.taints)
+        taints += (taints.empty() ? "" : ", ") + t.key + (t.value.empty() ? "" : "=" + t.value) + ":" + t.effect;
+      h->set_health(taints.empty() ? health::HEALTHY : health::UNHEALTHY);
+      if (!taints.empty()) h->set_message(("tainted " + taints).substr(0, 1024));
+      h->set_last_updated_time(now);
+      h->set_health_check_timeout_seconds(3 * refresh_.count());
+    }
+    return out;
+  }
+
+  Driver& driver_;
+  std::chrono::seconds refresh_;
+  std::shared_ptr<Signal> signal_;
+};
+
 class KubeletPlugin::RegistrationService final : public reg::Registration::Service {
  public:
   RegistrationService(const KubeletPluginOptions& options, std::atomic<bool>& registered)
@@ -102,11 +190,13 @@ Result<std::unique_ptr<KubeletPlugin>> KubeletPlugin::start(KubeletPluginOptions
   if (auto r = make_parent(options.registration_socket); !r) return unexpected(r.error());
   std::unique_ptr<KubeletPlugin> self(new KubeletPlugin(std::move(options), driver));
   self->dra_ = std::make_unique<DraService>(driver);
+  self->health_ = std::make_unique<HealthService>(driver, self->options_.health_refresh);
   self->registration_ = std::make_unique<RegistrationService>(self->options_, self->registered_);
   {
     grpc::ServerBuilder b;
     b.AddListeningPort("unix://" + self->options_.dra_socket, grpc::InsecureServerCredentials());
     b.RegisterService(self->dra_.get());
+    b.RegisterService(self->health_.get());
     self->dra_server_ = b.BuildAndStart();
     if (!self->dra_server_) return fail(Errc::io, "cannot serve the DRA service on " + self->options_.dra_socket);
   }
@@ -133,6 +223,7 @@ void KubeletPlugin::stop() {
     registration_server_.reset();
     std::filesystem::remove(options_.registration_socket, ec);
   }
+  if (health_) health_->stop();  // the open health streams end now, not at the deadline
   if (dra_server_) {
     dra_server_->Shutdown(std::chrono::system_clock::now() + 2s);
     dra_server_->Wait();

@@ -2,12 +2,16 @@
 // socket in the kubelet's plugins_registry directory (the kubelet finds it
 // there, asks GetInfo and answers NotifyRegistrationStatus), and the DRA
 // service (v1.DRAPlugin: NodePrepareResources, NodeUnprepareResources) on
-// the socket that GetInfo names. Both are the kubelet's published APIs
-// (k8s.io/kubelet pkg/apis/pluginregistration/v1, pkg/apis/dra/v1); the
-// protos are tessera's own, in dra/proto.
+// the socket that GetInfo names, with the device-health service beside it
+// (v1alpha1.DRAResourceHealth: NodeWatchResources, KEP-4680, which the
+// kubelet turns into the pods' allocatedResourcesStatus). All are the
+// kubelet's published APIs (k8s.io/kubelet pkg/apis/pluginregistration/v1,
+// pkg/apis/dra/v1, pkg/apis/dra-health/v1alpha1); the protos are tessera's
+// own, in dra/proto.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -29,6 +33,9 @@ struct KubeletPluginOptions {
   std::string registration_socket;
   // <kubelet dir>/plugins/<driver>/dra.sock
   std::string dra_socket;
+  // How often the health stream repeats the whole list when nothing changes;
+  // each device's health_check_timeout_seconds is three times this.
+  std::chrono::seconds health_refresh{20};
 };
 
 class KubeletPlugin {
@@ -46,6 +53,7 @@ class KubeletPlugin {
 
  private:
   class DraService;
+  class HealthService;
   class RegistrationService;
   KubeletPlugin(KubeletPluginOptions options, Driver& driver);
 
@@ -53,6 +61,7 @@ class KubeletPlugin {
   Driver& driver_;
   std::atomic<bool> registered_{false};
   std::unique_ptr<DraService> dra_;
+  std::unique_ptr<HealthService> health_;
   std::unique_ptr<RegistrationService> registration_;
   std::unique_ptr<grpc::Server> dra_server_;
   std::unique_ptr<grpc::Server> registration_server_;

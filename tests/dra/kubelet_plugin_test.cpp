@@ -9,7 +9,9 @@
 
 #include <fstream>
 #include <map>
+#include <stdexcept>
 
+#include "dra/proto/dra_health_v1alpha1.grpc.pb.h"
 #include "dra/proto/dra_v1.grpc.pb.h"
 #include "dra/proto/pluginregistration_v1.grpc.pb.h"
 #include "support/run.hpp"
@@ -35,14 +37,29 @@ std::shared_ptr<grpc::Channel> dial(const std::string& socket) {
   return grpc::CreateChannel("unix://" + socket, grpc::InsecureChannelCredentials());
 }
 
-TEST(DraKubeletPlugin, RegistersAsADraPluginAndPreparesClaimsOneByOne) {
-  testing::TempDir dir;
-  const std::string node = dir.path() + "/node";
-  ASSERT_EQ(testing::run({TESSERA_BIN, "sim", "create", node, "--gpu", "A100-SXM4-80GB", "--count", "1", "--mig"}).exit_code, 0);
+// A simulated node of one A100 in MIG mode with nothing cut, its NVML open.
+nvml::Session sim_node(const testing::TempDir& dir, std::string& node) {
+  node = dir.path() + "/node";
+  EXPECT_EQ(testing::run({TESSERA_BIN, "sim", "create", node, "--gpu", "A100-SXM4-80GB", "--count", "1", "--mig"}).exit_code, 0);
   std::filesystem::create_directories(node + "/usr/lib/x86_64-linux-gnu");
   std::ofstream(node + "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1") << "not a library";
   auto session = testing::open_simulated_nvml(TESSERA_SIM_LIBRARY, node);
-  ASSERT_TRUE(session) << session.error().message;
+  if (!session) throw std::runtime_error("cannot open the simulated NVML: " + session.error().message);
+  return std::move(*session);
+}
+
+// The kubelet's sockets, as the kubelet lays them out, under `dir`.
+KubeletPluginOptions sockets_in(const testing::TempDir& dir) {
+  KubeletPluginOptions k;
+  k.dra_socket = dir.path() + "/plugins/gpu.nvidia.com/dra.sock";
+  k.registration_socket = dir.path() + "/plugins_registry/gpu.nvidia.com-reg.sock";
+  return k;
+}
+
+TEST(DraKubeletPlugin, RegistersAsADraPluginAndPreparesClaimsOneByOne) {
+  testing::TempDir dir;
+  std::string node;
+  auto session = sim_node(dir, node);
   OneClaim claims;
   claims.objects["default/good"] = {
       {"metadata", {{"namespace", "default"}, {"name", "good"}, {"uid", "uid-good"}}},
@@ -58,11 +75,9 @@ TEST(DraKubeletPlugin, RegistersAsADraPluginAndPreparesClaimsOneByOne) {
   o.cdi.spec_dir = dir.path() + "/cdi";
   o.cdi.container_driver_root = node;
   o.cdi.names.vendor = "k8s.gpu.nvidia.com";
-  auto driver = Driver::start(*session, o, claims);
+  auto driver = Driver::start(session, o, claims);
   ASSERT_TRUE(driver) << driver.error().message;
-  KubeletPluginOptions k;
-  k.dra_socket = dir.path() + "/plugins/gpu.nvidia.com/dra.sock";
-  k.registration_socket = dir.path() + "/plugins_registry/gpu.nvidia.com-reg.sock";
+  const KubeletPluginOptions k = sockets_in(dir);
   auto plugin = KubeletPlugin::start(k, **driver);
   ASSERT_TRUE(plugin) << plugin.error().message;
 
@@ -128,6 +143,63 @@ TEST(DraKubeletPlugin, RegistersAsADraPluginAndPreparesClaimsOneByOne) {
   (*plugin)->stop();
   EXPECT_FALSE(std::filesystem::exists(k.dra_socket));
   EXPECT_FALSE(std::filesystem::exists(k.registration_socket));
+}
+
+// KEP-4680's health stream, as the kubelet reads it: every published device
+// healthy at once; an XID on the GPU sends the list again at once with the GPU
+// unhealthy and why; stopping the plugin ends an open stream without waiting
+// for the server's deadline.
+TEST(DraKubeletPlugin, StreamsEveryDevicesHealthAndAnXidMakesItsGpuUnhealthy) {
+  testing::TempDir dir;
+  std::string node;
+  auto session = sim_node(dir, node);
+  OneClaim claims;
+  DriverOptions o;
+  o.node = "node-a";
+  o.state_dir = dir.path() + "/plugins/gpu.nvidia.com";
+  auto driver = Driver::start(session, o, claims);
+  ASSERT_TRUE(driver) << driver.error().message;
+  const KubeletPluginOptions k = sockets_in(dir);
+  auto plugin = KubeletPlugin::start(k, **driver);
+  ASSERT_TRUE(plugin) << plugin.error().message;
+
+  auto stub = ::v1alpha1::DRAResourceHealth::NewStub(dial(k.dra_socket));
+  grpc::ClientContext ctx;
+  auto stream = stub->NodeWatchResources(&ctx, {});
+  ::v1alpha1::NodeWatchResourcesResponse first;
+  ASSERT_TRUE(stream->Read(&first));
+  const size_t published = (*driver)->pool().devices.size();
+  ASSERT_EQ(size_t(first.devices_size()), published);
+  ASSERT_GT(published, 1u);
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const auto& d : first.devices()) {
+    EXPECT_EQ(d.device().pool_name(), "node-a");
+    EXPECT_EQ(d.health(), ::v1alpha1::HEALTHY) << d.device().device_name();
+    EXPECT_NEAR(double(d.last_updated_time()), double(now), 5.0);
+    EXPECT_EQ(d.health_check_timeout_seconds(), 60);
+  }
+
+  sharing::HealthEvent xid;
+  xid.xid = 48;  // a double-bit ECC error: the whole GPU
+  xid.gpu_uuid = std::string(*session.device(0)->uuid());
+  xid.at = sharing::Clock::now();
+  const auto sent = std::chrono::steady_clock::now();
+  (*driver)->record_health(xid);
+  ::v1alpha1::NodeWatchResourcesResponse after;
+  ASSERT_TRUE(stream->Read(&after));
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::seconds(5)) << "sent at the change, not at the refresh";
+  // In MIG mode the GPU is published as its placements: each of them now unhealthy, and why.
+  ASSERT_EQ(size_t(after.devices_size()), published);
+  for (const auto& d : after.devices()) {
+    EXPECT_EQ(d.health(), ::v1alpha1::UNHEALTHY) << d.device().device_name();
+    EXPECT_EQ(d.message(), "tainted gpu.nvidia.com/xid=48:NoSchedule") << d.device().device_name();
+  }
+
+  const auto stopping = std::chrono::steady_clock::now();
+  (*plugin)->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - stopping, std::chrono::seconds(2)) << "the open stream held the stop";
+  ::v1alpha1::NodeWatchResourcesResponse none;
+  EXPECT_FALSE(stream->Read(&none));
 }
 
 }  // namespace
