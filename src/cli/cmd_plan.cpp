@@ -122,7 +122,7 @@ bool write_outputs(const PlanArgs& args, const planner::Problem& problem, const 
   std::filesystem::path dir(args.out_dir);
   auto nodes = planner::assign_nodes(problem, plan, args.gpus_per_node);
   bool ok = write_file(dir / "plan.yaml", planner::render_plan(problem, plan, nodes)) &&
-            write_file(dir / "mig-parted.yaml", planner::render_mig_parted(problem, plan)) &&
+            write_file(dir / "mig-parted.yaml", planner::render_mig_parted(problem, nodes)) &&
             write_file(dir / "nodes.yaml", planner::render_node_map(problem, nodes)) &&
             write_file(dir / "deployments.yaml", planner::render_deployments(problem, plan)) &&
             write_file(dir / "report.json", report_json(report).dump(2) + "\n");
@@ -218,7 +218,8 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   plan->add_option("--gpu", args->gpu, "GPU model for a CSV of services (default A100-SXM4-80GB)");
   plan->add_option("--time-limit", args->time_limit, "Seconds the solver may take, 0.001 to 3600 (then: the best plan found and its bound)")
       ->check(CLI::Range(0.001, 3600.0));
-  plan->add_option("--gpus-per-node", args->gpus_per_node, "GPUs per node in the node map")->check(CLI::Range(1, 64));
+  plan->add_option("--gpus-per-node", args->gpus_per_node, "GPUs per node in the node map (nodes.yaml): a node's config cuts each of its GPUs its way; a\n"
+                   "tensor-parallel replica's GPUs stay on one node")->check(CLI::Range(1, 64));
   plan->add_flag("--no-baselines", args->no_baselines, "Skip the baselines (faster on large inputs)");
   plan->callback([args, &exit_code] { exit_code = run_plan(*args); });
 }

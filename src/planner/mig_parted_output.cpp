@@ -2,54 +2,131 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <numeric>
+#include <set>
 #include <sstream>
 
 #include "planner/outputs.hpp"
 
 namespace tessera::planner {
+namespace {
+
+std::string model_key(const Problem& p, int gpu_type) {
+  std::string model = p.gpu_types[size_t(gpu_type)].model->name;
+  for (auto& c : model) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return model;
+}
+
+// The GPUs that must share a node: a tensor-parallel replica's ranks.
+std::vector<std::vector<uint32_t>> colocated(const Plan& plan) {
+  std::vector<uint32_t> parent(plan.gpus.size());
+  std::iota(parent.begin(), parent.end(), 0u);
+  auto find = [&](uint32_t g) {
+    while (parent[g] != g) g = parent[g] = parent[parent[g]];
+    return g;
+  };
+  for (const auto& replicas : plan.sites)
+    for (const auto& site : replicas)
+      for (size_t i = 1; i < site.size(); ++i) parent[find(site[i].first)] = find(site[0].first);
+  std::map<uint32_t, std::vector<uint32_t>> groups;
+  for (uint32_t g = 0; g < plan.gpus.size(); ++g) groups[find(g)].push_back(g);
+  std::vector<std::vector<uint32_t>> out;
+  for (auto& [root, gpus] : groups) out.push_back(std::move(gpus));
+  return out;
+}
+
+}  // namespace
 
 std::string config_name(const Problem& p, int layout) {
   const auto& l = p.layouts[size_t(layout)];
-  std::string model = p.gpu_types[size_t(l.gpu_type)].model->name;
-  for (auto& c : model) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return "tessera-" + model + "-" + l.name;
+  return "tessera-" + model_key(p, l.gpu_type) + "-" + l.name;
 }
 
+// Nodes of one GPU model and at most gpus_per_node GPUs (a tensor-parallel replica's GPUs
+// together, so one bigger than a node gets a node of its own). GPUs cut alike are taken
+// together, so most nodes hold one layout and take its config; a node whose GPUs differ gets a
+// config of its own that cuts each device its way (mig-parted's per-device entries), shared by
+// every node cut the same way.
 std::vector<Node> assign_nodes(const Problem& p, const Plan& plan, uint32_t gpus_per_node) {
-  std::map<int, std::vector<uint32_t>> by_layout;
-  for (uint32_t g = 0; g < plan.gpus.size(); ++g) by_layout[plan.gpus[g].layout].push_back(g);
+  auto groups = colocated(plan);
+  auto layout_of = [&](const std::vector<uint32_t>& g) { return plan.gpus[g.front()].layout; };
+  std::stable_sort(groups.begin(), groups.end(), [&](const auto& a, const auto& b) {
+    const int ta = plan.gpus[a.front()].gpu_type, tb = plan.gpus[b.front()].gpu_type;
+    return ta != tb ? ta < tb : layout_of(a) < layout_of(b);
+  });
   std::vector<Node> nodes;
-  for (const auto& [layout, gpus] : by_layout)
-    for (size_t i = 0; i < gpus.size(); i += gpus_per_node) {
+  std::vector<int> node_type;  // GPU type of each node
+  for (const auto& group : groups) {
+    const int type = plan.gpus[group.front()].gpu_type;
+    Node* into = nullptr;
+    for (size_t n = 0; n < nodes.size() && !into; ++n)
+      if (node_type[n] == type && nodes[n].gpus.size() + group.size() <= gpus_per_node) into = &nodes[n];
+    if (!into) {
       char name[32];
       std::snprintf(name, sizeof name, "node-%03zu", nodes.size());
-      Node n{name, p.gpu_types[size_t(p.layouts[size_t(layout)].gpu_type)].model->name, config_name(p, layout), {}};
-      n.gpus.assign(gpus.begin() + long(i), gpus.begin() + long(std::min(gpus.size(), i + gpus_per_node)));
-      nodes.push_back(std::move(n));
+      nodes.push_back({name, p.gpu_types[size_t(type)].model->name, "", {}, {}});
+      node_type.push_back(type);
+      into = &nodes.back();
     }
+    for (uint32_t g : group) {
+      into->gpus.push_back(g);
+      into->layouts.push_back(plan.gpus[g].layout);
+    }
+  }
+  // Each node's config: its layout's when it has one, else one per distinct per-device cut.
+  std::map<std::pair<int, std::vector<int>>, std::string> mixed;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    auto& node = nodes[n];
+    const auto& l = node.layouts;
+    if (std::all_of(l.begin(), l.end(), [&](int x) { return x == l.front(); })) {
+      node.config = config_name(p, l.front());
+      continue;
+    }
+    auto [it, added] = mixed.try_emplace({node_type[n], l}, "");
+    if (added) {
+      size_t same_model = 0;
+      for (const auto& [key, name] : mixed) same_model += key.first == node_type[n];
+      it->second = "tessera-" + model_key(p, node_type[n]) + "-node-" + std::to_string(same_model);
+    }
+    node.config = it->second;
+  }
   return nodes;
 }
 
-std::string render_mig_parted(const Problem& p, const Plan& plan) {
-  std::vector<int> used;
-  for (const auto& gpu : plan.gpus)
-    if (std::find(used.begin(), used.end(), gpu.layout) == used.end()) used.push_back(gpu.layout);
-  std::sort(used.begin(), used.end());
+std::string render_mig_parted(const Problem& p, const std::vector<Node>& nodes) {
   std::ostringstream out;
-  out << "# Generated by tessera plan: one config per distinct layout; nodes.yaml says which node takes which.\n"
+  out << "# Generated by tessera plan: one config per kind of node; nodes.yaml says which node takes which.\n"
       << "version: v1\nmig-configs:\n";
-  for (int l : used) {
-    const auto& layout = p.layouts[size_t(l)];
+  auto entry = [&](int layout_index, const std::string& devices) {
+    const auto& layout = p.layouts[size_t(layout_index)];
     const GpuModel& model = *p.gpu_types[size_t(layout.gpu_type)].model;
-    out << "  " << config_name(p, l) << ":\n"
-        << "    - device-filter: [\"" << format_pci_id(model.pci_device_id) << "\"]\n"
-        << "      devices: all\n";
+    out << "    - device-filter: [\"" << format_pci_id(model.pci_device_id) << "\"]\n"
+        << "      devices: " << devices << "\n";
     if (!layout.mig_enabled) {
       out << "      mig-enabled: false\n      mig-devices: {}\n";
-      continue;
+      return;
     }
     out << "      mig-enabled: true\n      mig-devices:\n";
     for (const auto& [unit, n] : layout.units) out << "        \"" << p.units[size_t(unit)].name << "\": " << n << "\n";
+  };
+  // Configs in name order, each once.
+  std::map<std::string, const Node*> configs;
+  for (const auto& n : nodes) configs.try_emplace(n.config, &n);
+  for (const auto& [name, node] : configs) {
+    out << "  " << name << ":\n";
+    const auto& l = node->layouts;
+    if (std::all_of(l.begin(), l.end(), [&](int x) { return x == l.front(); })) {
+      entry(l.front(), "all");
+      continue;
+    }
+    // One entry per layout, naming the devices cut that way.
+    std::map<int, std::vector<size_t>> devices;
+    for (size_t d = 0; d < l.size(); ++d) devices[l[d]].push_back(d);
+    for (const auto& [layout, list] : devices) {
+      std::string text = "[";
+      for (size_t i = 0; i < list.size(); ++i) text += (i ? ", " : "") + std::to_string(list[i]);
+      entry(layout, text + "]");
+    }
   }
   return out.str();
 }

@@ -1,5 +1,5 @@
 // The files a plan becomes, in the formats the ecosystem already reads:
-// mig-parted's config (one named config per distinct layout) with the nodes
+// mig-parted's config (one named config per kind of node) with the nodes
 // that take each; NVIDIA's device-plugin config for the shared slices; one
 // Deployment per service and resource; an SVG map of the GPUs.
 #pragma once
@@ -13,22 +13,26 @@
 
 namespace tessera::planner {
 
-// A node holds GPUs of one model cut the same way, so that one mig-parted
-// config (node label nvidia.com/mig.config) applies to all of them.
+// A node holds up to --gpus-per-node GPUs of one model (a tensor-parallel
+// replica's GPUs on one node); one mig-parted config (node label
+// nvidia.com/mig.config) cuts each of its devices as the plan says.
 struct Node {
   std::string name;      // "node-000"
   std::string model;     // GPU model
   std::string config;    // mig-parted config name
   std::vector<uint32_t> gpus;  // plan GPU indices, in device order
+  std::vector<int> layouts;    // each device's layout (Problem::layouts)
 };
 
 std::vector<Node> assign_nodes(const Problem& problem, const Plan& plan, uint32_t gpus_per_node = 8);
 
-// "tessera-a100-sxm4-80gb-3g.40gbx2"
+// "tessera-a100-sxm4-80gb-3g.40gbx2": the config of a node whose GPUs are all cut
+// that way; a node whose GPUs differ takes "tessera-<model>-node-<n>".
 std::string config_name(const Problem& problem, int layout);
 
-// mig-parted config v1 holding the configs the plan uses.
-std::string render_mig_parted(const Problem& problem, const Plan& plan);
+// mig-parted config v1 holding the nodes' configs: `devices: all` for a node cut
+// one way, one entry per layout with its device indices otherwise.
+std::string render_mig_parted(const Problem& problem, const std::vector<Node>& nodes);
 
 // nodes -> mig-parted config, with the plan GPUs on each.
 std::string render_node_map(const Problem& problem, const std::vector<Node>& nodes);

@@ -20,7 +20,8 @@ std::string render_plan(const Problem& p, const Plan& plan, const std::vector<No
     out << "  - gpu: " << g << "\n    model: " << p.gpu_types[size_t(gpu.gpu_type)].model->name
         << "\n    fleet-device: " << gpu.device << "\n";
     if (node_of[g]) out << "    node: " << node_of[g]->name << "\n    node-device: " << device_of[g] << "\n";
-    out << "    mig-config: " << config_name(p, gpu.layout) << "\n    instances:\n";
+    // The config its node is labelled with (one that cuts each device of a mixed node its way).
+    out << "    mig-config: " << (node_of[g] ? node_of[g]->config : config_name(p, gpu.layout)) << "\n    instances:\n";
     for (const auto& inst : gpu.instances) {
       const Unit& unit = unit_of(p, inst);
       out << "      - profile: " << unit.name << "\n";

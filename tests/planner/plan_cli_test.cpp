@@ -2,9 +2,12 @@
 // real `tessera mig validate`, its device-plugin configs by `tessera config validate`.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "support/data.hpp"
@@ -39,11 +42,12 @@ TEST(PlanCli, ExampleWritesEveryOutputAndTheyValidate) {
   EXPECT_TRUE(j["baselines"].contains("all-1g"));
   EXPECT_TRUE(j["baselines"].contains("all-balanced"));
 
-  auto v = run({kBin, "mig", "validate", "-f", dir.path() + "/out/mig-parted.yaml"});
+  // What it writes passes tessera's own validators with warnings as errors.
+  auto v = run({kBin, "mig", "validate", "-f", dir.path() + "/out/mig-parted.yaml", "--strict"});
   EXPECT_EQ(v.exit_code, 0) << v.err;
-  EXPECT_NE(v.out.find(": valid: 4 configs"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find(": valid: 2 configs"), std::string::npos) << "9 GPUs on nodes of 8: two kinds of node\n" << v.out;
   for (const char* f : {"device-plugin-mps.yaml", "device-plugin-time-slicing.yaml"}) {
-    auto c = run({kBin, "config", "validate", "-f", dir.path() + "/out/" + f});
+    auto c = run({kBin, "config", "validate", "-f", dir.path() + "/out/" + f, "--strict"});
     EXPECT_EQ(c.exit_code, 0) << f << "\n" << c.err;
   }
   auto deployments = slurp(dir.path() + "/out/deployments.yaml");
@@ -53,7 +57,58 @@ TEST(PlanCli, ExampleWritesEveryOutputAndTheyValidate) {
   auto map = slurp(svg);
   EXPECT_EQ(map.rfind("<svg", 0), 0u);
   EXPECT_NE(map.find("llama3-70b-bf16"), std::string::npos);
-  EXPECT_NE(slurp(dir.path() + "/out/nodes.yaml").find("mig-config: tessera-a100-sxm4-80gb-whole"), std::string::npos);
+}
+
+// nodes.yaml as a platform team uses it: every node of at most --gpus-per-node GPUs, a
+// tensor-parallel replica's GPUs on one node, and each node's config, applied by `mig apply` to
+// a simulated node of that many GPUs, cuts every device as plan.yaml says that GPU is cut.
+TEST(PlanCli, EachNodeTakesItsConfigAsWritten) {
+  for (const char* per_node : {"8", "4", "3"}) {
+    SCOPED_TRACE(std::string("--gpus-per-node ") + per_node);
+    TempDir dir;
+    const std::string out = dir.path() + "/out";
+    auto r = run({kBin, "plan", "-f", kExample, "--output-dir", out, "--gpus-per-node", per_node});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_EQ(run({kBin, "mig", "validate", "-f", out + "/mig-parted.yaml", "--strict"}).exit_code, 0);
+    const YAML::Node gpus = YAML::LoadFile(out + "/plan.yaml")["gpus"];
+    const YAML::Node nodes = YAML::LoadFile(out + "/nodes.yaml")["nodes"];
+    std::map<int, std::string> node_of;
+    for (const auto& n : nodes) {
+      const auto name = n["node"].as<std::string>(), config = n["mig-config"].as<std::string>();
+      const auto list = n["gpus"].as<std::vector<int>>();
+      // A replica of 4 GPUs needs a node of 4: with 3 it gets one of its own.
+      EXPECT_LE(list.size(), std::max<size_t>(std::stoul(per_node), 4)) << name;
+      const std::string sim = dir.path() + "/" + name;
+      ASSERT_EQ(run({kBin, "sim", "create", sim, "--gpu", "A100-SXM4-80GB", "--count", std::to_string(list.size())}).exit_code, 0);
+      auto applied = run({kBin, "mig", "apply", "-f", out + "/mig-parted.yaml", "-c", config, "--sim", sim});
+      ASSERT_EQ(applied.exit_code, 0) << name << " " << config << "\n" << applied.out << applied.err;
+      const auto inventory = nlohmann::json::parse(run({kBin, "inventory", "--sim", sim, "--json"}).out);
+      for (size_t d = 0; d < list.size(); ++d) {
+        EXPECT_TRUE(node_of.emplace(list[d], name).second) << "GPU " << list[d] << " on two nodes";
+        const YAML::Node gpu = gpus[size_t(list[d])];
+        EXPECT_EQ(gpu["node"].as<std::string>(), name);
+        EXPECT_EQ(gpu["node-device"].as<size_t>(), d);
+        EXPECT_EQ(gpu["mig-config"].as<std::string>(), config);
+        std::multiset<std::string> planned, cut;
+        for (const auto& inst : gpu["instances"])
+          if (inst["profile"].as<std::string>() != "gpu") planned.insert(inst["profile"].as<std::string>());
+        for (const auto& gi : inventory["gpus"][d]["gpu_instances"]) cut.insert(gi["profile"].get<std::string>());
+        EXPECT_EQ(cut, planned) << name << " device " << d << " (plan GPU " << list[d] << ")";
+        EXPECT_EQ(inventory["gpus"][d]["mig"]["current"].get<bool>(), !planned.empty()) << name << " device " << d;
+      }
+    }
+    EXPECT_EQ(node_of.size(), gpus.size()) << "every GPU of the plan on a node";
+    // The ranks of one replica ("svc/r#k") share a node.
+    std::map<std::string, std::set<std::string>> replica_nodes;
+    for (size_t g = 0; g < gpus.size(); ++g)
+      for (const auto& inst : gpus[g]["instances"])
+        for (const auto& rep : inst["replicas"]) {
+          const auto text = rep.as<std::string>();
+          if (auto hash = text.find('#'); hash != std::string::npos) replica_nodes[text.substr(0, hash)].insert(node_of[int(g)]);
+        }
+    EXPECT_FALSE(replica_nodes.empty());
+    for (const auto& [replica, on] : replica_nodes) EXPECT_EQ(on.size(), 1u) << replica << " spans nodes";
+  }
 }
 
 TEST(PlanCli, WorkloadCsvOnEveryModelValidates) {
