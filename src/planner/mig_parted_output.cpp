@@ -17,6 +17,11 @@ std::string model_key(const Problem& p, int gpu_type) {
   return model;
 }
 
+// Whether every device of the node is cut the same way (then it takes that layout's config).
+bool cut_one_way(const std::vector<int>& layouts) {
+  return std::all_of(layouts.begin(), layouts.end(), [&](int x) { return x == layouts.front(); });
+}
+
 // The GPUs that must share a node: a tensor-parallel replica's ranks.
 std::vector<std::vector<uint32_t>> colocated(const Plan& plan) {
   std::vector<uint32_t> parent(plan.gpus.size());
@@ -78,7 +83,7 @@ std::vector<Node> assign_nodes(const Problem& p, const Plan& plan, uint32_t gpus
   for (size_t n = 0; n < nodes.size(); ++n) {
     auto& node = nodes[n];
     const auto& l = node.layouts;
-    if (std::all_of(l.begin(), l.end(), [&](int x) { return x == l.front(); })) {
+    if (cut_one_way(l)) {
       node.config = config_name(p, l.front());
       continue;
     }
@@ -115,7 +120,7 @@ std::string render_mig_parted(const Problem& p, const std::vector<Node>& nodes) 
   for (const auto& [name, node] : configs) {
     out << "  " << name << ":\n";
     const auto& l = node->layouts;
-    if (std::all_of(l.begin(), l.end(), [&](int x) { return x == l.front(); })) {
+    if (cut_one_way(l)) {
       entry(l.front(), "all");
       continue;
     }

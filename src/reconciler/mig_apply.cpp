@@ -6,6 +6,7 @@
 #include <map>
 
 #include "config/mig_parted_validate.hpp"
+#include "core/text.hpp"
 #include "nvml/device.hpp"
 #include "nvml/inventory.hpp"
 
@@ -293,11 +294,8 @@ Result<ApplyReport> apply_config(const nvml::Session& session, const ApplyReques
   std::map<std::pair<uint32_t, uint32_t>, std::string> running;  // (GPU, GPU instance) -> processes
   for (const auto& g : *node)
     for (const auto& inst : g.state.instances)
-      if (inst.busy()) {
-        std::string procs;
-        for (const auto& p : inst.processes) procs += (procs.empty() ? "" : ", ") + p;
-        running[{g.state.index, inst.gi_id}] = (inst.uuid.empty() ? "" : inst.uuid + " ") + "used by " + procs;
-      }
+      if (inst.busy())
+        running[{g.state.index, inst.gi_id}] = (inst.uuid.empty() ? "" : inst.uuid + " ") + "used by " + join(inst.processes);
   mark_in_use(*node, request.in_use);
   auto plan = plan_node(*node, *request.config, request.force);
   if (!plan) return refuse(plan.error().message);
