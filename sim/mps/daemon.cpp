@@ -97,8 +97,10 @@ std::string read_pid_file(const std::string& pipe_dir) {
 
 class Daemon {
  public:
-  Daemon(const Paths& paths, int lock_fd, int log_fd, int listen_fd, bool foreground)
-      : paths_(paths), lock_fd_(lock_fd), log_fd_(log_fd), listen_fd_(listen_fd), foreground_(foreground) {}
+  Daemon(const Paths& paths, int lock_fd, int log_fd, int listen_fd, bool foreground, bool multi_user)
+      : paths_(paths), lock_fd_(lock_fd), log_fd_(log_fd), listen_fd_(listen_fd), foreground_(foreground) {
+    state_.multi_user = multi_user;
+  }
 
   // Runs until `quit` or SIGTERM/SIGINT; `ready_fd` (or -1) is told "ok" once serving.
   int run(int ready_fd) {
@@ -231,7 +233,8 @@ class Daemon {
     ::getsockopt(c.fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
     const long uid = static_cast<long>(cred.uid);
     auto reply = [&](const std::string& text) { write_all(c.fd, std::to_string(text.size()) + "\n" + text); };
-    auto of_user = [&](const Server& s) { return s.uid == uid; };
+    // Multi-user (-M): the one server takes every user's clients; otherwise one server per user.
+    auto of_user = [&](const Server& s) { return state_.multi_user || s.uid == uid; };
     auto server = std::find_if(state_.servers.begin(), state_.servers.end(), of_user);
     if (server == state_.servers.end() && !state_.servers.empty()) {
       reply("tessera sim: a server for user " + std::to_string(state_.servers.front().uid) +
@@ -439,7 +442,7 @@ Paths paths_from_env() {
   return {env_or("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"), env_or("CUDA_MPS_LOG_DIRECTORY", "/var/log/nvidia-mps")};
 }
 
-int start_daemon(const Paths& paths, bool background) {
+int start_daemon(const Paths& paths, bool background, bool multi_user) {
   if (const char* why = std::getenv("TESSERA_SIM_MPS_FAIL_START"); why && *why) {
     std::cerr << kProgram << ": failed to start the control daemon (TESSERA_SIM_MPS_FAIL_START: " << why << ")\n";
     return 1;
@@ -488,8 +491,11 @@ int start_daemon(const Paths& paths, bool background) {
     ::close(log_fd);
     return 1;
   }
+  // Multi-user: clients of every user must reach it (the simulator's choice of
+  // how; the pipe directory's own permissions still apply).
+  if (multi_user) ::chmod(addr.sun_path, 0666);
 
-  if (!background) return Daemon(paths, lock_fd, log_fd, listen_fd, true).run(-1);
+  if (!background) return Daemon(paths, lock_fd, log_fd, listen_fd, true, multi_user).run(-1);
 
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) {
@@ -516,7 +522,7 @@ int start_daemon(const Paths& paths, bool background) {
       if (null_fd > STDERR_FILENO) ::close(null_fd);
     }
     ::umask(022);
-    int rc = Daemon(paths, lock_fd, log_fd, listen_fd, false).run(ready[1]);
+    int rc = Daemon(paths, lock_fd, log_fd, listen_fd, false, multi_user).run(ready[1]);
     std::exit(rc);
   }
   ::close(ready[1]);

@@ -14,7 +14,7 @@ struct Paths {
 Paths paths_from_env();
 
 // `-d` (background) or `-f` (foreground). Returns the process's exit code.
-int start_daemon(const Paths& paths, bool background);
+int start_daemon(const Paths& paths, bool background, bool multi_user = false);
 
 // No arguments: commands from stdin to the daemon, replies to stdout.
 int run_client(const Paths& paths);

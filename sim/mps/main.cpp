@@ -7,6 +7,9 @@
 //  - `-d` starts the control daemon in the background, `-f` in the foreground;
 //    `echo quit | nvidia-cuda-mps-control` shuts it down. [MPS docs, "Appendix:
 //    Tools and Interface Reference" and "Legacy MPS v2 Interface"]
+//  - `-M` (with -d or -f): multi-user, one server shared by clients of
+//    different user ids. [dra-driver-nvidia-gpu mps-control-daemon.tmpl.yaml,
+//    MpsConfig.MultiUser, PR #1153]
 //  - Without arguments it is the interactive client: commands on stdin, one per
 //    line, among them get_server_list, start_server -uid <uid>,
 //    set_default_active_thread_percentage <percentage>,
@@ -64,13 +67,19 @@ int main(int argc, char** argv) {
   auto paths = tessera_mps_sim::paths_from_env();
   if (argc == 1) return tessera_mps_sim::run_client(paths);
   std::string arg = argv[1];
-  if (argc == 2 && arg == "-d") return tessera_mps_sim::start_daemon(paths, true);
-  if (argc == 2 && arg == "-f") return tessera_mps_sim::start_daemon(paths, false);
+  // `-d` or `-f`, with `-M` (multi-user: one server for clients of every user) before or after.
+  if (argc == 2 || argc == 3) {
+    std::string mode = arg, other = argc == 3 ? argv[2] : "";
+    if (mode == "-M" && argc == 3) std::swap(mode, other);
+    if ((mode == "-d" || mode == "-f") && (other.empty() || other == "-M"))
+      return tessera_mps_sim::start_daemon(paths, mode == "-d", other == "-M");
+  }
   if (argc == 2 && arg == "--tessera-sim-client") return tessera_mps_sim::run_sim_client(paths);
   if (argc == 2 && (arg == "-h" || arg == "--help")) {
-    std::cout << "Usage: nvidia-cuda-mps-control [-d | -f]\n"
+    std::cout << "Usage: nvidia-cuda-mps-control [-d | -f] [-M]\n"
                  "  -d  start the control daemon in the background\n"
                  "  -f  start the control daemon in the foreground\n"
+                 "  -M  multi-user: one server takes clients of every user\n"
                  "  (no option: read commands from stdin and send them to the daemon)\n"
                  "  --tessera-sim-client  the simulator's stand-in for a CUDA program: connect as an MPS\n"
                  "      client (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT), print\n"

@@ -290,6 +290,7 @@ std::string to_json(const State& s) {
   for (size_t i = 0; i < s.visible.size(); ++i) o << (i ? ", " : "") << escape(s.visible[i]);
   o << "],\n";
   o << "  \"hang\": " << (s.hang ? "true" : "false") << ",\n";
+  o << "  \"multi_user\": " << (s.multi_user ? "true" : "false") << ",\n";
   o << "  \"default_active_thread_percentage\": " << one_decimal(s.thread_percentage) << ",\n";
   o << "  \"default_active_thread_percentage_set\": " << (s.thread_percentage_set ? "true" : "false") << ",\n";
   o << "  \"default_device_pinned_mem_limits\": {";

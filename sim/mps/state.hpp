@@ -70,6 +70,7 @@ struct State {
   std::vector<Client> clients;
   std::vector<std::string> commands;  // every command line received, in order
   bool hang = false;                  // TESSERA_SIM_MPS_HANG at start
+  bool multi_user = false;            // started with -M
   bool running = true;
   std::optional<long> quit_timeout;  // `quit -t T`
 };

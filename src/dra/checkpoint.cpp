@@ -104,6 +104,7 @@ Result<Checkpoint> CheckpointFile::load() const {
       if (d.contains("mps_pinned_bytes")) dev.mps_pinned_bytes = r.get<uint64_t>(d, "mps_pinned_bytes", where);
       if (d.contains("mps_thread_percentage"))
         dev.mps_thread_percentage = r.get<uint32_t>(d, "mps_thread_percentage", where);
+      if (d.contains("mps_multi_user")) dev.mps_multi_user = r.get<bool>(d, "mps_multi_user", where);
       if (d.contains("timeslice")) dev.timeslice = r.get<uint32_t>(d, "timeslice", where);
       dev.cdi_ids = r.get<std::vector<std::string>>(d, "cdi_ids", where);
       claim.devices.push_back(std::move(dev));
@@ -151,6 +152,7 @@ Result<void> CheckpointFile::save(const Checkpoint& c) const {
       if (d.admin) dj["admin"] = true;
       if (d.mps_pinned_bytes) dj["mps_pinned_bytes"] = *d.mps_pinned_bytes;
       if (d.mps_thread_percentage) dj["mps_thread_percentage"] = *d.mps_thread_percentage;
+      if (d.mps_multi_user) dj["mps_multi_user"] = true;
       devices.push_back(std::move(dj));
     }
     claims[uid] = {{"namespace", claim.claim_namespace}, {"name", claim.name}, {"state", to_string(claim.state)},

@@ -44,6 +44,7 @@ struct CheckpointDevice {
   // or a memory share's size): pinned device memory, active thread percentage.
   std::optional<uint64_t> mps_pinned_bytes;
   std::optional<uint32_t> mps_thread_percentage;
+  bool mps_multi_user = false;  // MpsConfig.multiUser: its daemon runs with -M
   std::optional<uint32_t> timeslice;  // the time-slice level its config asks of the GPU (claim.hpp)
   std::vector<std::string> cdi_ids;
   friend bool operator==(const CheckpointDevice&, const CheckpointDevice&) = default;

@@ -790,6 +790,21 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
       return fail_plan(label + ": an MPS client connects to one control daemon, and each GPU or MIG device has its own: "
                                "the claim asks for MPS on " + std::to_string(mps_devices.size()) + " devices (" +
                        join(mps_devices) + "); give each device a claim of its own");
+    // Multi-user MPS (-M) needs Volta or newer, which NVIDIA's driver checks on every GPU of the daemon
+    // [dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/mps_capability.go, PR #1153].
+    for (const auto& st : steps) {
+      if (st.alloc->admin || !st.alloc->config || st.alloc->config->sharing.strategy != SharingConfig::Strategy::mps ||
+          !st.alloc->config->sharing.multi_user)
+        continue;
+      const auto& g = gpus_[st.gpu].gpu;
+      const std::string cc = !g.compute_capability.empty() ? g.compute_capability
+                             : g.model                      ? g.model->compute_capability
+                                                            : "";
+      const int major = cc.empty() ? 0 : std::atoi(cc.c_str());
+      if (major < 7)
+        return fail_plan(label + ": multiUser MPS needs compute capability 7.0 (Volta) or newer; GPU " +
+                         std::to_string(g.index) + " has " + (cc.empty() ? "none the driver or the catalog reports" : cc));
+    }
     return std::nullopt;
   };
   auto problem = plan();
@@ -937,6 +952,7 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
         d.mps_pinned_bytes = ix->second;
       if (!d.mps_pinned_bytes && d.memory_bytes) d.mps_pinned_bytes = d.memory_bytes;
       d.mps_thread_percentage = sharing.active_thread_percentage;
+      d.mps_multi_user = sharing.multi_user;
     }
     if (s.device.allow_multiple_allocations && options_.quota.inject && !s.alloc->admin) {
       const uint64_t capacity = s.device.capacity.count("memory") ? s.device.capacity.at("memory") : 0;
@@ -1146,6 +1162,8 @@ void Driver::sync_mps_locked() {
   // each client's variables lowering it to its claim's.
   std::map<std::string, mps::DaemonSpec> wanted;  // by device UUID
   std::map<std::string, bool> unlimited;          // a claim there asks for no thread limit
+  // A daemon is multi-user (-M) when any of its claims asks for it: with one claim per daemon
+  // (NVIDIA's layout) exactly that claim's wish; clients of one user are served either way.
   for (const auto& [uid, claim] : checkpoint_.claims)
     for (const auto& d : claim.devices) {
       if (!d.mps || d.uuid.empty()) continue;
@@ -1161,6 +1179,7 @@ void Driver::sync_mps_locked() {
       const uint64_t mib = d.mps_pinned_bytes ? std::max<uint64_t>(*d.mps_pinned_bytes >> 20, 1) : 0;
       if (first || (spec.pinned_mem_limit_mib != 0 && (mib == 0 || mib > spec.pinned_mem_limit_mib)))
         spec.pinned_mem_limit_mib = mib;  // 0 (no limit) wins: a claim without one must not be capped
+      spec.multi_user = spec.multi_user || d.mps_multi_user;
       if (!d.mps_thread_percentage) unlimited[d.uuid] = true;
       else spec.active_thread_percentage = std::max(spec.active_thread_percentage, *d.mps_thread_percentage);
     }

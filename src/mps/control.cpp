@@ -143,8 +143,12 @@ const std::string& DaemonProcess::output_tail() {
   return tail_;
 }
 
-Result<DaemonProcess> start_foreground(const ControlOptions& options, const Dirs& dirs, const std::string& device) {
-  auto child = spawn(options, {"-f"}, environment(options, dirs, device), false, true);
+Result<DaemonProcess> start_foreground(const ControlOptions& options, const Dirs& dirs, const std::string& device,
+                                       bool multi_user) {
+  // -M as NVIDIA's DRA driver passes it for multiUser [dra-driver-nvidia-gpu mps-control-daemon.tmpl.yaml]
+  std::vector<std::string> args{"-f"};
+  if (multi_user) args.push_back("-M");
+  auto child = spawn(options, args, environment(options, dirs, device), false, true);
   if (!child) return unexpected(child.error());
   const int pidfd = open_pidfd(child->pid);
   if (pidfd < 0) {

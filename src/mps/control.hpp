@@ -79,11 +79,12 @@ class DaemonProcess {
   std::string tail_;
 };
 
-// `binary -f` for `device` (CUDA_VISIBLE_DEVICES), in its own process group,
+// `binary -f` (with `-M` when `multi_user`: one server for clients of every
+// user id) for `device` (CUDA_VISIBLE_DEVICES), in its own process group,
 // with default signal handling and an empty signal mask. Returns once it is
 // started, not once it answers. Errors name the binary and the reason.
 [[nodiscard]] Result<DaemonProcess> start_foreground(const ControlOptions& options, const Dirs& dirs,
-                                                     const std::string& device);
+                                                     const std::string& device, bool multi_user = false);
 
 // One command through the client; the reply's text, trimmed. Errors: the
 // binary could not run (Errc::not_found), the deadline passed (Errc::timeout;

@@ -27,6 +27,7 @@ struct DaemonSpec {
   Dirs dirs;                               // its pipe and log directories
   std::uint64_t pinned_mem_limit_mib = 0;  // per client; 0: leave the daemon's default
   std::uint32_t active_thread_percentage = 100;
+  bool multi_user = false;                 // started with -M: one server for clients of every user
   bool operator==(const DaemonSpec&) const = default;
 };
 

@@ -29,7 +29,8 @@ json spec_json(const DaemonSpec& s) {
           {"pipe", s.dirs.pipe},
           {"log", s.dirs.log},
           {"pinned_mem_limit_mib", s.pinned_mem_limit_mib},
-          {"active_thread_percentage", s.active_thread_percentage}};
+          {"active_thread_percentage", s.active_thread_percentage},
+          {"multi_user", s.multi_user}};
 }
 
 DaemonSpec spec_of(const json& j) {
@@ -40,6 +41,7 @@ DaemonSpec spec_of(const json& j) {
   s.dirs.log = j.at("log").get<std::string>();
   s.pinned_mem_limit_mib = j.value("pinned_mem_limit_mib", std::uint64_t{0});
   s.active_thread_percentage = j.value("active_thread_percentage", std::uint32_t{100});
+  s.multi_user = j.value("multi_user", false);
   return s;
 }
 

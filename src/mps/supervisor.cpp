@@ -374,7 +374,7 @@ class Supervisor::Worker {
       if (ec) return down(want, displaced + ", but " + want.dirs.pipe + " cannot be read: " + ec.message());
       spdlog::warn("mps: GPU {}: {}", want.uuid, displaced);
     }
-    auto started = start_foreground(options_.control, want.dirs, want.uuid);
+    auto started = start_foreground(options_.control, want.dirs, want.uuid, want.multi_user);
     if (!started) return down(want, started.error().message);
     child_ = std::move(*started);
     const pid_t pid = child_->pid();
@@ -618,7 +618,8 @@ void Supervisor::set(std::vector<DaemonSpec> wanted, bool verify_kept) {
   for (auto it = workers_.begin(); it != workers_.end();) {
     auto w = next.find(it->first);
     const DaemonSpec& current = it->second->spec();
-    if (w != next.end() && w->second.dirs == current.dirs) {
+    // Limits change in place; the directories and -M only with a new daemon.
+    if (w != next.end() && w->second.dirs == current.dirs && w->second.multi_user == current.multi_user) {
       if (!(w->second == current)) it->second->update(w->second);
       else if (verify_kept) it->second->verify();
       next.erase(w);
@@ -626,7 +627,9 @@ void Supervisor::set(std::vector<DaemonSpec> wanted, bool verify_kept) {
       continue;
     }
     spdlog::info("MPS daemon for {} ({}): {}; stopping it", it->first, current.resource,
-                 w == next.end() ? "no longer wanted" : "its directories changed");
+                 w == next.end()                    ? "no longer wanted"
+                 : w->second.dirs == current.dirs ? (w->second.multi_user ? "multi-user mode wanted" : "single-user mode wanted")
+                                                  : "its directories changed");
     it->second->retire();
     retired_.push_back(std::move(it->second));
     it = workers_.erase(it);

@@ -1015,6 +1015,41 @@ TEST(DraDriver, MpsInsideAMigInstanceRunsUnderADaemonOfThatInstance) {
   daemons.stop();
 }
 
+// multiUser: the device's daemon runs with -M (as NVIDIA's driver starts
+// it), kept so while any claim there asks for it, restarted without it after.
+TEST(DraDriver, AMultiUserMpsClaimGetsAMultiUserDaemon) {
+  Node n;
+  mps::SupervisorOptions so;
+  so.control.binary = TESSERA_MPS_CONTROL_SIM;
+  so.control.timeout = std::chrono::seconds(3);
+  mps::Supervisor daemons(so);
+  n.options.daemons = &daemons;
+  n.options.mps_root = n.dir.path() + "/mps";
+  n.start();
+  n.add(kUid1, "c1", {{"gpu-0-mig-3g40gb-9-4"}}, mps_config("MigDeviceConfig", {{"multiUser", true}}));
+  n.add(kUid2, "c2", {{"gpu-0-mig-1g10gb-19-0"}}, mps_config("MigDeviceConfig"));
+  ASSERT_EQ(n.prepare(kUid1, "c1").error, "");
+  ASSERT_EQ(n.prepare(kUid2, "c2").error, "");
+  const auto cp = n.driver->checkpoint();
+  const std::string multi = cp.instances.at("gpu-0-mig-3g40gb-9-4").uuid, single = cp.instances.at("gpu-0-mig-1g10gb-19-0").uuid;
+  auto daemon_state = [&](const std::string& uuid) {
+    std::ifstream in(n.options.mps_root + "/" + uuid + "/pipe/tessera-sim-mps.json");
+    return in ? json::parse(in) : json();
+  };
+  EXPECT_TRUE(daemons.up().contains(multi) && daemons.up().contains(single));
+  EXPECT_EQ(daemon_state(multi)["multi_user"], true) << daemon_state(multi).dump(2);
+  EXPECT_EQ(daemon_state(single)["multi_user"], false) << daemon_state(single).dump(2);
+  EXPECT_TRUE(cp.claims.at(kUid1).devices.at(0).mps_multi_user) << "kept across restarts";
+  // The driver starts again from its checkpoint: the same wish.
+  n.start();
+  const auto wanted = daemons.status();
+  EXPECT_TRUE(std::any_of(wanted.begin(), wanted.end(), [&](const auto& st) { return st.spec.uuid == multi && st.spec.multi_user; }));
+  EXPECT_EQ(n.unprepare(kUid1, "c1"), "");
+  EXPECT_EQ(n.unprepare(kUid2, "c2"), "");
+  EXPECT_TRUE(daemons.status().empty());
+  daemons.stop();
+}
+
 // One container reaches one MPS control daemon, and each device has its
 // own: MPS on two devices of one claim is refused with why, before anything
 // is cut or started.

@@ -89,7 +89,7 @@ class MpsHost : public ::testing::Test {
 };
 
 TEST(MpsHostWire, RequestsAndStatesRoundTrip) {
-  DaemonSpec a{"GPU-1", "nvidia.com/gpu", {"/run/nvidia/mps/GPU-1/pipe", "/run/nvidia/mps/GPU-1/log"}, 20357, 25};
+  DaemonSpec a{"GPU-1", "nvidia.com/gpu", {"/run/nvidia/mps/GPU-1/pipe", "/run/nvidia/mps/GPU-1/log"}, 20357, 25, true};
   auto want = tessera::mps::decode_want(tessera::mps::encode_want({a}));
   ASSERT_TRUE(want) << want.error().message;
   ASSERT_EQ(want->size(), 1u);

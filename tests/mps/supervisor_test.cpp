@@ -394,6 +394,27 @@ TEST_F(MpsSupervisor, AConfigChangeStopsOnlyTheDaemonsNoLongerWanted) {
   EXPECT_TRUE(sup.status().empty());
 }
 
+// multiUser (-M) is fixed when a daemon starts: wanting the other mode
+// replaces that device's daemon and no other.
+TEST_F(MpsSupervisor, MultiUserModeStartsTheDaemonWithMAndAChangeReplacesIt) {
+  Supervisor sup(options());
+  auto gpu = spec(root, kGpu, 1024, 50), mig = spec(root, kMig, 512, 50);
+  gpu.multi_user = true;
+  sup.want({gpu, mig});
+  ASSERT_TRUE(wait_until(sup, [&] { return sup.healthy(kGpu) && sup.healthy(kMig); }, 10s));
+  EXPECT_TRUE(state(gpu)["multi_user"].get<bool>()) << state(gpu).dump();
+  EXPECT_FALSE(state(mig)["multi_user"].get<bool>()) << state(mig).dump();
+  const pid_t gpu_pid = sup.status(kGpu).pid, mig_pid = sup.status(kMig).pid;
+  gpu.multi_user = false;
+  sup.want({gpu, mig});
+  EXPECT_TRUE(gone(gpu_pid)) << "the multi-user daemon was told to quit";
+  ASSERT_TRUE(wait_until(sup, [&] { return sup.healthy(kGpu) && sup.status(kGpu).pid != gpu_pid; }, 10s))
+      << sup.status(kGpu).error;
+  EXPECT_FALSE(state(gpu)["multi_user"].get<bool>()) << state(gpu).dump();
+  EXPECT_EQ(sup.status(kMig).pid, mig_pid) << "the other device's daemon is untouched";
+  sup.stop();
+}
+
 TEST_F(MpsSupervisor, AnUnusableMpsRootIsAClearErrorForItsDevicesOnly) {
   Supervisor sup(options());
   // A file where the device's directory must go.

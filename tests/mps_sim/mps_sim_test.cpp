@@ -425,6 +425,36 @@ TEST_F(MpsSim, MissingDirectoriesAreReported) {
   EXPECT_FALSE(std::filesystem::exists(pipe_ + "/tessera-sim-mps.json"));
 }
 
+// -M (as NVIDIA's DRA driver starts the daemon for multiUser): one server for
+// clients of every user. Another user's client needs root to start here,
+// which the project's test runs have.
+TEST_F(MpsSim, MultiUserDaemonSharesOneServerBetweenUsers) {
+  RunResult r = run({kBin, "-d", "-M"}, "", env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  daemons_.push_back(daemon_pid());
+  EXPECT_TRUE(state().at("multi_user").get<bool>());
+  EXPECT_NE(run({kBin, "-M"}, "", env()).exit_code, 0) << "-M alone starts nothing";
+  Process first({kBin, "--tessera-sim-client"}, root_.path() + "/c1.out", env());
+  ASSERT_TRUE(first.wait_for_output("MPS server", 5000)) << first.output();
+  ASSERT_EQ(::geteuid(), 0u) << "a client of another user needs a root test run";
+  ::chmod(root_.path().c_str(), 0755);
+  ::chmod(pipe_.c_str(), 0777);
+  Process other({"/usr/bin/setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", kBin,
+                 "--tessera-sim-client"},
+                root_.path() + "/c2.out", env());
+  ASSERT_TRUE(other.wait_for_output("MPS server", 5000)) << other.output();
+  json s = state();
+  ASSERT_EQ(s.at("servers").size(), 1u) << s.dump(2);
+  ASSERT_EQ(s.at("clients").size(), 2u) << s.dump(2);
+  EXPECT_EQ(s["clients"][0]["server"], s["clients"][1]["server"]);
+  EXPECT_EQ(s["clients"][1]["uid"].get<long>(), 65534);
+  other.signal(SIGTERM);
+  first.signal(SIGTERM);
+  EXPECT_EQ(other.wait(5000), 0);
+  EXPECT_EQ(first.wait(5000), 0);
+  EXPECT_EQ(client("quit\n").exit_code, 0);
+}
+
 TEST_F(MpsSim, UnwritableDirectoriesAreReported) {
   // /proc/self takes no new files, whoever runs the test (root included).
   RunResult r = run({kBin, "-d"}, "", {"CUDA_MPS_PIPE_DIRECTORY=/proc/self", "CUDA_MPS_LOG_DIRECTORY=" + log_});
