@@ -1,6 +1,10 @@
 # NVIDIA's own quickstart claims (third_party/nvidia-dra-driver-gpu/quickstart,
 # as NVIDIA publishes them, only ubuntu:22.04 swapped for the tier's shell
 # image) on NODE's two A100s served whole:
+#  - gpu-test1: two pods, each with a claim of its own from one template: both
+#    Running, each given one GPU's device node, not the other's.
+#  - gpu-test2: one claim shared by the two containers of one pod: both given
+#    the same GPU's device node.
 #  - gpu-test6: a Deployment of four replicas, each with its own claim of an
 #    A100 whose index is 0, 2, 4 or 6, time-sliced with interval Long. The node
 #    has GPUs 0 and 1: one replica Running on GPU 0, whose time-slice the
@@ -31,6 +35,25 @@ scenario_dra-quickstart() {
   wait_for 120 "tessera dra to publish whole GPUs" eval '(($(dra_slices "$NODE") == 2))'
   [[ $(sim_timeslices) == DEFAULT,DEFAULT ]] || fail "the GPUs' time-slices are '$(sim_timeslices)' before any claim"
 
+  local one two
+  quickstart_claims gpu-test1 | kc apply -f - >/dev/null
+  wait_for 90 "gpu-test1's two pods Running" eval '(($(pods_in gpu-test1 Running) == 2))'
+  one=$(gpu_device_nodes pod1 ctr gpu-test1)
+  two=$(gpu_device_nodes pod2 ctr gpu-test1)
+  [[ "$one,$two" == "0,1" || "$one,$two" == "1,0" ]] ||
+    fail "gpu-test1's pods hold GPU device nodes '$one' and '$two', expected one GPU each, not the same"
+  echo "  gpu-test1: two pods, a claim each, Running on /dev/nvidia$one and /dev/nvidia$two"
+  kc delete namespace gpu-test1 --wait=true --timeout=120s >/dev/null || fail "namespace gpu-test1 did not go"
+
+  quickstart_claims gpu-test2 | kc apply -f - >/dev/null
+  wait_for 90 "gpu-test2's pod Running" eval '(($(pods_in gpu-test2 Running) == 1))'
+  one=$(gpu_device_nodes pod ctr0 gpu-test2)
+  two=$(gpu_device_nodes pod ctr1 gpu-test2)
+  [[ $one == [01] && $two == "$one" ]] ||
+    fail "gpu-test2's containers hold GPU device nodes '$one' and '$two', expected the claim's one GPU in both"
+  echo "  gpu-test2: one claim, two containers of one pod, both given /dev/nvidia$one only"
+  kc delete namespace gpu-test2 --wait=true --timeout=120s >/dev/null || fail "namespace gpu-test2 did not go"
+
   quickstart_claims gpu-test6 | kc apply -f - >/dev/null
   wait_for 90 "one gpu-test6 replica Running" eval '(($(pods_in gpu-test6 Running) == 1))'
   wait_for 60 "three gpu-test6 replicas Pending, unschedulable" eval \
@@ -47,7 +70,7 @@ scenario_dra-quickstart() {
 
   quickstart_claims gpu-test3 | kc apply -f - >/dev/null
   wait_for 90 "gpu-test3's two pods Running" eval '(($(pods_in gpu-test3 Running) == 2))'
-  local device one two
+  local device
   device=$(kc -n gpu-test3 get resourceclaim single-gpu -o jsonpath='{.status.allocation.devices.results[0].device}')
   [[ $device == gpu-[01] ]] || fail "gpu-test3's claim was given '$device', expected a whole GPU"
   one=$(gpu_device_nodes pod1 ctr gpu-test3)
