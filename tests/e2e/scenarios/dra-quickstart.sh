@@ -5,6 +5,10 @@
 #    Running, each given one GPU's device node, not the other's.
 #  - gpu-test2: one claim shared by the two containers of one pod: both given
 #    the same GPU's device node.
+#  - extended-resources/gpu-full: a pod asking nvidia.com/gpu: 1 with no
+#    claim: the scheduler makes one from the class gpu.nvidia.com (its
+#    extendedResourceName, KEP-5004, beta in 1.36), which gets a whole GPU, and
+#    the pod runs to completion.
 #  - gpu-test6: a Deployment of four replicas, each with its own claim of an
 #    A100 whose index is 0, 2, 4 or 6, time-sliced with interval Long. The node
 #    has GPUs 0 and 1: one replica Running on GPU 0, whose time-slice the
@@ -35,7 +39,7 @@ scenario_dra-quickstart() {
   wait_for 120 "tessera dra to publish whole GPUs" eval '(($(dra_slices "$NODE") == 2))'
   [[ $(sim_timeslices) == DEFAULT,DEFAULT ]] || fail "the GPUs' time-slices are '$(sim_timeslices)' before any claim"
 
-  local one two
+  local one two device
   quickstart_claims gpu-test1 | kc apply -f - >/dev/null
   wait_for 90 "gpu-test1's two pods Running" eval '(($(pods_in gpu-test1 Running) == 2))'
   one=$(gpu_device_nodes pod1 ctr gpu-test1)
@@ -54,6 +58,21 @@ scenario_dra-quickstart() {
   echo "  gpu-test2: one claim, two containers of one pod, both given /dev/nvidia$one only"
   kc delete namespace gpu-test2 --wait=true --timeout=120s >/dev/null || fail "namespace gpu-test2 did not go"
 
+  # NVIDIA's extended-resource example: a pod asking nvidia.com/gpu: 1 and no claim; the
+  # scheduler makes its claim from the class gpu.nvidia.com (extendedResourceName, KEP-5004).
+  sed "s|image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0|image: $E2E_SHELL_IMAGE|" \
+    "$REPO/third_party/nvidia-dra-driver-gpu/extended-resources/gpu-full.yaml" | kc apply -f - >/dev/null
+  local ns=extended-resource-gpu-full claim
+  wait_for 90 "gpu-full-pod to run to completion" eval \
+    '[[ $(kc -n '$ns' get pod gpu-full-pod -o jsonpath="{.status.phase}") == Succeeded ]]'
+  claim=$(kc -n $ns get pod gpu-full-pod -o jsonpath='{.status.extendedResourceClaimStatus.resourceClaimName}')
+  [[ -n $claim ]] || fail "gpu-full-pod has no extendedResourceClaimStatus: $(kc -n $ns get pod gpu-full-pod -o json | jq -c .status)"
+  # The claim goes with the finished pod: what tessera prepared for it is in the driver's log.
+  device=$(tessera_logs dra-driver | sed -n "s|.* prepared claim $ns/$claim ([^)]*): ||p" | tail -1)
+  [[ $device == gpu-[01] ]] || fail "tessera prepared '$device' for gpu-full-pod's claim $claim, expected a whole GPU"
+  echo "  gpu-full (nvidia.com/gpu: 1, no claim): the scheduler's claim $claim, prepared as $device; the pod ran to completion"
+  kc delete namespace $ns --wait=true --timeout=120s >/dev/null || fail "namespace $ns did not go"
+
   quickstart_claims gpu-test6 | kc apply -f - >/dev/null
   wait_for 90 "one gpu-test6 replica Running" eval '(($(pods_in gpu-test6 Running) == 1))'
   wait_for 60 "three gpu-test6 replicas Pending, unschedulable" eval \
@@ -70,7 +89,6 @@ scenario_dra-quickstart() {
 
   quickstart_claims gpu-test3 | kc apply -f - >/dev/null
   wait_for 90 "gpu-test3's two pods Running" eval '(($(pods_in gpu-test3 Running) == 2))'
-  local device
   device=$(kc -n gpu-test3 get resourceclaim single-gpu -o jsonpath='{.status.allocation.devices.results[0].device}')
   [[ $device == gpu-[01] ]] || fail "gpu-test3's claim was given '$device', expected a whole GPU"
   one=$(gpu_device_nodes pod1 ctr gpu-test3)
