@@ -52,6 +52,27 @@ TEST(DraClaim, ReadsThisNodesDevicesAndTheConfigThatAppliesToEach) {
   EXPECT_EQ(a->devices[1].config->sharing.strategy, SharingConfig::Strategy::time_slicing);  // the class's
 }
 
+// A prioritized list (firstAvailable): the result names the subrequest,
+// "gpu/small"; a config for the request "gpu" applies to whichever
+// subrequest was chosen, one for "gpu/small" to that one only, the later
+// config winning as for plain requests.
+TEST(DraClaim, ASubrequestTakesItsParentsConfigAndItsOwn) {
+  json results = json::array({result("gpu/small", "gpu-0-mig-1g10gb-19-6"), result("other/big", "gpu-1-mig-3g40gb-9-4")});
+  json configs = json::array({
+      opaque(mig_config({{"strategy", "TimeSlicing"}}), json::array({"gpu"})),
+      opaque(mig_config({{"strategy", "MPS"}}), json::array({"other/big"})),
+      opaque(mig_config({{"strategy", "TimeSlicing"}}), json::array({"other/small"})),
+  });
+  auto a = read_allocation(claim(results, configs), "gpu.nvidia.com", "node-a", "u1");
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_EQ(a->devices.size(), 2u);
+  EXPECT_EQ(a->devices[0].request, "gpu/small");
+  ASSERT_TRUE(a->devices[0].config);
+  EXPECT_EQ(a->devices[0].config->sharing.strategy, SharingConfig::Strategy::time_slicing);
+  ASSERT_TRUE(a->devices[1].config);
+  EXPECT_EQ(a->devices[1].config->sharing.strategy, SharingConfig::Strategy::mps) << "its own subrequest's, not a sibling's";
+}
+
 TEST(DraClaim, AnUnallocatedOrReplacedClaimIsRefused) {
   auto a = read_allocation({{"metadata", {{"namespace", "ns"}, {"name", "c"}, {"uid", "u1"}}}}, "gpu.nvidia.com", "n", "u1");
   ASSERT_FALSE(a);

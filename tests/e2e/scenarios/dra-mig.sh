@@ -1,7 +1,8 @@
 # tessera's DRA driver on the node (lib/dra.sh): ResourceSlices with one
 # counter set per GPU listing every MIG placement, the stock scheduler
 # choosing a placement that does not exist yet, tessera cutting exactly it at
-# NodePrepareResources and destroying it at NodeUnprepareResources.
+# NodePrepareResources and destroying it at NodeUnprepareResources; a
+# prioritized list (firstAvailable) served by its second choice.
 scenario_dra-mig() {
   deploy_dra
   local slices
@@ -32,6 +33,51 @@ scenario_dra-mig() {
   wait_for 60 "the 1g.10gb to be destroyed" eval '[[ -z $(sim_instances) ]]'
   wait_for 30 "the claim's CDI spec to go" eval "[[ ! -f $spec ]]"
   echo "  pod deleted: the instance destroyed, its CDI spec removed"
+  # The prioritized list (firstAvailable, GA in 1.36): a whole GPU first, which a node in MIG mode
+  # does not offer, then a 1g.10gb, which tessera cuts for the subrequest "gpu/small".
+  cat <<EOF | kc apply -f - >/dev/null
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: first-available, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        firstAvailable:
+        - {name: whole, deviceClassName: gpu.nvidia.com}
+        - name: small
+          deviceClassName: mig.nvidia.com
+          selectors: [{cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: first-available, namespace: default, labels: {app: e2e-consumer}}
+spec:
+  nodeSelector: {kubernetes.io/hostname: $NODE}
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  securityContext: {seccompProfile: {type: RuntimeDefault}}
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: first-available}]
+  containers:
+  - name: cuda
+    image: $E2E_SHELL_IMAGE
+    command: ["sleep", "infinity"]
+    securityContext: {allowPrivilegeEscalation: false}
+    resources: {claims: [{name: gpu}]}
+EOF
+  wait_for 90 "pod first-available Running" is_running first-available
+  local request
+  request=$(kc get resourceclaims -o json | jq -r '.items[] | select((.metadata.ownerReferences // [])[0].name == "first-available") | .status.allocation.devices.results[0].request')
+  device=$(claim_device first-available)
+  [[ $request == gpu/small && $device == gpu-[01]-mig-1g10gb-19-* ]] ||
+    fail "the first-available claim got '$device' for request '$request', expected a 1g.10gb for gpu/small"
+  [[ $(sim_instances) == *":19@"* ]] || fail "no 1g.10gb was cut for the first-available claim: '$(sim_instances)'"
+  echo "  firstAvailable (whole GPU, else a 1g.10gb): $device for request $request, cut as $(sim_instances)"
+  kc delete pod first-available --wait=true >/dev/null
+  kc delete resourceclaimtemplate first-available --wait=true >/dev/null
+  wait_for 60 "the first-available instance to be destroyed" eval '[[ -z $(sim_instances) ]]'
+
   local metrics series
   metrics=$(dra_metrics) || fail "the DRA driver's /metrics does not answer on port 9401"
   # At least one of each (the kubelet may repeat a prepare, which answers from the checkpoint), none prepared now.
