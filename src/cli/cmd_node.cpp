@@ -9,6 +9,7 @@
 #include <cctype>
 #include <condition_variable>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -49,7 +50,48 @@ struct NodeArgs {
   std::string pod_resources = plugin::kDefaultPodResourcesSocket;
   bool allow_insecure_http = false;
   bool publish_layout = false;
+  std::string device_plugin_configs;   // a directory of named device-plugin configs
+  std::string device_plugin_default;   // the one served when the Node's label names none
 };
+
+// The Node label that names the device-plugin config to serve, as NVIDIA's
+// GPU Operator and device plugin use it [k8s-device-plugin README, "Multiple
+// Config File Example"; cmd/config-manager].
+constexpr const char* kDevicePluginConfigLabel = "nvidia.com/device-plugin.config";
+
+// Which of the configs in a --device-plugin-configs directory a Node serves:
+// the one its label names, else the default named, else the only one there,
+// else the plugin's built-in defaults (empty file name). `why` says which
+// rule chose; an error when the label or the default names a config the
+// directory lacks (the caller keeps what it serves).
+struct ConfigChoice {
+  std::string file;  // empty: the built-in defaults
+  std::string why;
+};
+Result<ConfigChoice> choose_device_plugin_config(const std::string& dir, const std::string& default_name,
+                                                  const std::map<std::string, std::string>& labels) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    // A ConfigMap volume's own entries (..data, ..2026_...) are not configs.
+    if (!name.starts_with(".") && std::filesystem::is_regular_file(e.path(), ec)) names.push_back(name);
+  }
+  if (ec) return fail(Errc::io, "--device-plugin-configs " + dir + ": " + ec.message());
+  std::sort(names.begin(), names.end());
+  auto in_dir = [&](const std::string& name, const std::string& by) -> Result<ConfigChoice> {
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      return fail(Errc::not_found, by + " names the device-plugin config '" + name + "', which " + dir +
+                                       " does not have (it has: " + (names.empty() ? "none" : join(names, ", ")) + ")");
+    return ConfigChoice{(std::filesystem::path(dir) / name).string(), by + " chose the device-plugin config '" + name + "'"};
+  };
+  if (auto it = labels.find(kDevicePluginConfigLabel); it != labels.end() && !it->second.empty())
+    return in_dir(it->second, std::string("the Node's label ") + kDevicePluginConfigLabel);
+  if (!default_name.empty()) return in_dir(default_name, "no label: --device-plugin-default-config");
+  if (names.size() == 1) return in_dir(names.front(), "no label and no default: the only config in " + dir);
+  return ConfigChoice{"", "no label, no default and " + std::to_string(names.size()) +
+                              " configs: the built-in defaults"};
+}
 
 
 // The mig-parted file as last read, read again when its text changes (a
@@ -261,6 +303,23 @@ int run_node(NodeArgs args) {
     return kExitUsage;
   }
   if (args.mode == "dra") return run_node_as_dra(args);
+  if (!args.device_plugin_configs.empty() && !args.plugin.config_file.empty()) {
+    std::cerr << cmd << ": --device-plugin-configs and --config-file both name the device-plugin config; give one\n";
+    return kExitUsage;
+  }
+  if (!args.device_plugin_default.empty() && args.device_plugin_configs.empty()) {
+    std::cerr << cmd << ": --device-plugin-default-config names a config of --device-plugin-configs, which is not given\n";
+    return kExitUsage;
+  }
+  if (!args.device_plugin_configs.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(args.device_plugin_configs, ec)) {
+      std::cerr << cmd << ": --device-plugin-configs " << args.device_plugin_configs
+                << ": not a directory (mount the ConfigMap of named configs there)\n";
+      return kExitInvalid;
+    }
+    args.plugin.config_dir = args.device_plugin_configs;
+  }
   std::optional<MigConfigFile> mig_file;
   std::optional<config::MigPartedConfig> mig_configs;
   if (!args.mig_config.empty()) {
@@ -301,6 +360,34 @@ int run_node(NodeArgs args) {
       return kExitUsage;
     }
     metrics_address = *address;
+  }
+  // The config the Node's label chooses, before anything is served: a node
+  // is never offered to the kubelet with another config first.
+  std::string served_config;
+  if (!args.device_plugin_configs.empty()) {
+    std::map<std::string, std::string> labels;
+    auto node = (*api_client)->get_node(args.node_name);
+    if (node) {
+      const nlohmann::json* found = node->is_object() && node->contains("metadata") && (*node)["metadata"].is_object() &&
+                                            (*node)["metadata"].contains("labels")
+                                        ? &(*node)["metadata"]["labels"]
+                                        : nullptr;
+      if (found && found->is_object())
+        for (const auto& [k, v] : found->items())
+          if (v.is_string()) labels[k] = v.get<std::string>();
+    } else {
+      spdlog::warn("cannot read Node {} for its {} label now ({}): starting with the default config, the label taken "
+                   "when the API server answers",
+                   args.node_name, kDevicePluginConfigLabel, node.error().message);
+    }
+    auto choice = choose_device_plugin_config(args.device_plugin_configs, args.device_plugin_default, labels);
+    if (!choice) {
+      std::cerr << cmd << ": " << choice.error().message << '\n';
+      return kExitInvalid;
+    }
+    spdlog::info("{}", choice->why);
+    args.plugin.config_file = choice->file;
+    served_config = choice->file;
   }
   auto host = PluginHost::start(args.plugin, cmd);
   if (!host) return kExitInvalid;
@@ -369,6 +456,7 @@ int run_node(NodeArgs args) {
     std::map<std::string, std::string> current;
     bool have_node = false;
     std::string published_layout;
+    std::string config_error;  // the last error choosing a device-plugin config, said once
     bool layout_warned = false;
     auto next = agent::Clock::now();
     std::unique_lock lock(mutex);
@@ -394,6 +482,17 @@ int run_node(NodeArgs args) {
       if (controller && mig_file)
         if (auto fresh = mig_file->load(false)) controller->set_configs(std::move(*fresh));
       next = controller ? controller->step(agent::Clock::now()) : agent::Clock::time_point::max();
+      if (have_node && !args.device_plugin_configs.empty()) {
+        auto choice = choose_device_plugin_config(args.device_plugin_configs, args.device_plugin_default, current);
+        const std::string error = choice ? "" : choice.error().message;
+        if (!choice && error != config_error) spdlog::error("{}; still serving the config served before", error);
+        config_error = error;
+        if (choice && choice->file != served_config) {
+          spdlog::info("{}", choice->why);
+          host->use_config_file(choice->file, choice->why.c_str());
+          served_config = choice->file;
+        }
+      }
       if (have_node && !args.no_node_labels) labels.sync(current);
       if (have_node && args.publish_layout && (!controller || controller->phase() == agent::Phase::idle)) {
         auto pods = plugin::list_pod_resources(args.pod_resources, std::chrono::seconds(5));
@@ -475,6 +574,13 @@ void add_node_command(CLI::App& app, int& exit_code) {
                   "claim) with the options above that apply and the DRA ones below; no MIG config, labels or exporter")
       ->check(CLI::IsMember({"device-plugin", "dra"}))
       ->capture_default_str();
+  cmd->add_option("--device-plugin-configs", args->device_plugin_configs,
+                  "Directory of named device-plugin configs (a ConfigMap with one key per config, as the GPU\n"
+                  "Operator's devicePlugin.config): the Node label nvidia.com/device-plugin.config names the one\n"
+                  "to serve, read again when the label or the file changes. Instead of --config-file");
+  cmd->add_option("--device-plugin-default-config", args->device_plugin_default,
+                  "The config of --device-plugin-configs served when the Node has no such label (default: the\n"
+                  "only config there, else the built-in defaults)");
   add_dra_options(*cmd, args->dra, false);
   cmd->callback([args, &exit_code] { exit_code = run_node(*args); });
 }

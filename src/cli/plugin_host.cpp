@@ -106,9 +106,10 @@ std::unique_ptr<PluginHost> PluginHost::start(const PluginArgs& args, const std:
     }
   }
   if (!config) return nullptr;
-  if (!args.config_file.empty()) {
+  if (!args.config_file.empty() || !args.config_dir.empty()) {
     parts.inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-    auto dir = std::filesystem::path(args.config_file).parent_path();
+    auto dir = args.config_file.empty() ? std::filesystem::path(args.config_dir)
+                                        : std::filesystem::path(args.config_file).parent_path();
     if (dir.empty()) dir = ".";
     // A writer closing a file, or a name renamed into place (the kubelet's
     // ConfigMap volumes rename a new ..data symlink over the old): the file
@@ -234,6 +235,11 @@ void PluginHost::reload(const char* why) {
   if (on_reload_) on_reload_();
 }
 
+void PluginHost::use_config_file(std::string file, std::string why) {
+  std::lock_guard lock(switch_mutex_);
+  switch_to_ = {std::move(file), std::move(why)};
+}
+
 void PluginHost::run(const std::function<void()>& on_reload) {
   on_reload_ = on_reload;
   auto& parts = *parts_;
@@ -248,6 +254,24 @@ void PluginHost::run(const std::function<void()>& on_reload) {
       [[maybe_unused]] auto r = read(parts.mig_fd, &count, sizeof count);
     }
     parts.runtime->step(plugin::RuntimeClock::now(), mig_changed);
+    std::optional<std::pair<std::string, std::string>> next;
+    {
+      std::lock_guard lock(switch_mutex_);
+      next = std::exchange(switch_to_, std::nullopt);
+    }
+    if (next) {
+      args_.config_file = next->first;
+      if (args_.config_file.empty()) {  // the built-in defaults
+        parts.config_text.clear();
+        reload(next->second.c_str());
+      } else if (auto text = read_whole_file(args_.config_file, 16u << 20); !text) {
+        spdlog::error("config not switched: {}: {}; still serving the previous one", args_.config_file,
+                      text.error().message);
+      } else {
+        parts.config_text = *text;
+        reload(next->second.c_str());
+      }
+    }
     if (n > 0 && parts.inotify_fd >= 0 && (p[2].revents & POLLIN)) {
       alignas(inotify_event) char buf[4096];
       while (read(parts.inotify_fd, buf, sizeof buf) > 0) {

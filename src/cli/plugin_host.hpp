@@ -10,6 +10,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ struct PluginArgs {
   std::string cdi_vendor = "k8s.device-plugin.nvidia.com";
   std::string driver_root, dev_root, container_driver_root;
   std::string cdi_hook;  // --cdi-hook: host path of tessera-cdi-hook
+  // Watched for config changes even while config_file is empty (the node
+  // agent's --device-plugin-configs: configs chosen there later).
+  std::string config_dir;
 };
 
 // The options both commands take (everything in PluginArgs).
@@ -71,6 +75,11 @@ class PluginHost {
   // Reads the inventory now and serves what changed (any thread). Errors:
   // it cannot be read, or the config cannot serve it (the old one stays).
   [[nodiscard]] Result<void> refresh_inventory();
+  // Serves the config in `file` from now on, `why` logged (any thread; the
+  // loop takes it on its next turn). For configs that share the directory
+  // of the file the host started with, which the loop already watches: the
+  // Node's nvidia.com/device-plugin.config label choosing among them.
+  void use_config_file(std::string file, std::string why);
 
  private:
   PluginHost() = default;
@@ -81,6 +90,8 @@ class PluginHost {
   std::unique_ptr<plugin::PluginManager> manager_;
   std::unique_ptr<Parts> parts_;
   std::function<void()> on_reload_;
+  std::mutex switch_mutex_;
+  std::optional<std::pair<std::string, std::string>> switch_to_;  // file, why
 };
 
 }  // namespace tessera::cli

@@ -188,6 +188,58 @@ TEST(NodeCommand, AChangedMigConfigFileIsReadAgain) {
   EXPECT_EQ(agent->wait(10000), 0);
 }
 
+// The GPU Operator's way of giving node kinds their own device-plugin
+// config: a directory of named configs (its ConfigMap) and the Node label
+// nvidia.com/device-plugin.config naming one. Served from the start as the
+// label says, switched when it changes; a name the directory lacks is said
+// and changes nothing; without the label, the default named.
+TEST(NodeCommand, TheNodesLabelChoosesItsDevicePluginConfig) {
+  Node n;
+  FakeApiServer api;
+  api.add_node(kNode, {{"nvidia.com/device-plugin.config", "shared"}});
+  const std::string dir = n.dir.path() + "/dp-configs";
+  std::filesystem::create_directories(dir);
+  n.dir.write("dp-configs/whole", "version: v1\n");
+  n.dir.write("dp-configs/shared", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                                   "    - name: nvidia.com/gpu\n      replicas: 4\n");
+  std::vector<std::string> argv{kBin, "node", "--node-name", kNode, "--kubeconfig", n.kubeconfig(api.url()),
+                                "--sim", n.node, "--kubelet-dir", n.kubelet_dir, "--pod-resources", n.pod_resources,
+                                "--device-plugin-configs", dir, "--device-plugin-default-config", "whole",
+                                "--quota-ledger-root", n.dir.path() + "/ledgers", "--quota-library-dir",
+                                n.dir.path() + "/lib", "--log-level", "info", "--allow-insecure-http"};
+  Process agent(argv, n.dir.path() + "/node.log");
+  auto gpus = [&](size_t count) {
+    return n.kubelet.wait_for("nvidia.com/gpu", [count](const auto& d) { return d.size() == count; }, 10s);
+  };
+  ASSERT_TRUE(gpus(8)) << agent.output();  // 2 GPUs x 4 replicas
+  EXPECT_NE(agent.output().find("the Node's label nvidia.com/device-plugin.config chose the device-plugin config 'shared'"),
+            std::string::npos)
+      << agent.output();
+  api.set_node_label(kNode, "nvidia.com/device-plugin.config", "whole");
+  EXPECT_TRUE(gpus(2)) << agent.output();
+  api.set_node_label(kNode, "nvidia.com/device-plugin.config", "nosuch");
+  EXPECT_TRUE(agent.wait_for_output("names the device-plugin config 'nosuch', which " + dir +
+                                        " does not have (it has: shared, whole); still serving the config served before",
+                                    10000))
+      << agent.output();
+  EXPECT_TRUE(gpus(2));
+  n.dir.write("dp-configs/whole", "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                                  "    - name: nvidia.com/gpu\n      replicas: 2\n");
+  api.set_node_label(kNode, "nvidia.com/device-plugin.config", std::nullopt);  // the default: whole, as now written
+  EXPECT_TRUE(gpus(4)) << agent.output();
+  agent.signal(SIGTERM);
+  EXPECT_EQ(agent.wait(10000), 0);
+  // Bad use is said before anything starts.
+  auto both = run({kBin, "node", "--node-name", kNode, "--device-plugin-configs", dir, "--config-file", dir + "/whole"});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("--device-plugin-configs and --config-file both name the device-plugin config"), std::string::npos)
+      << both.err;
+  auto missing = run({kBin, "node", "--node-name", kNode, "--kubeconfig", n.kubeconfig(api.url()), "--sim", n.node,
+                      "--device-plugin-configs", n.dir.path() + "/nowhere", "--allow-insecure-http"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("not a directory"), std::string::npos) << missing.err;
+}
+
 // A Node name the API server does not know is an error said on every try,
 // not an outage reported once.
 TEST(NodeCommand, ANodeThatDoesNotExistIsSaid) {
