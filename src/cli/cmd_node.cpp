@@ -74,8 +74,10 @@ Result<ConfigChoice> choose_device_plugin_config(const std::string& dir, const s
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    // A ConfigMap volume's own entries (..data, ..2026_...) are not configs.
-    if (!name.starts_with(".") && std::filesystem::is_regular_file(e.path(), ec)) names.push_back(name);
+    // A ConfigMap volume's own entries (..data, ..2026_...) are not configs; a key's
+    // symlink is followed, and one left dangling by an update is skipped.
+    std::error_code file_ec;
+    if (!name.starts_with(".") && std::filesystem::is_regular_file(e.path(), file_ec)) names.push_back(name);
   }
   if (ec) return fail(Errc::io, "--device-plugin-configs " + dir + ": " + ec.message());
   std::sort(names.begin(), names.end());
@@ -381,6 +383,13 @@ int run_node(NodeArgs args) {
                    args.node_name, kDevicePluginConfigLabel, node.error().message);
     }
     auto choice = choose_device_plugin_config(args.device_plugin_configs, args.device_plugin_default, labels);
+    if (!choice && choice.error().code == Errc::not_found && labels.contains(kDevicePluginConfigLabel)) {
+      // A label naming no config is the Node's mistake, not the agent's: said, and the
+      // config an unlabelled node would get served meanwhile.
+      spdlog::error("{}; serving the config of a node without the label until it names one", choice.error().message);
+      labels.erase(kDevicePluginConfigLabel);
+      choice = choose_device_plugin_config(args.device_plugin_configs, args.device_plugin_default, labels);
+    }
     if (!choice) {
       std::cerr << cmd << ": " << choice.error().message << '\n';
       return kExitInvalid;

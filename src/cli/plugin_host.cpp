@@ -260,14 +260,14 @@ void PluginHost::run(const std::function<void()>& on_reload) {
       next = std::exchange(switch_to_, std::nullopt);
     }
     if (next) {
-      args_.config_file = next->first;
-      if (args_.config_file.empty()) {  // the built-in defaults
+      if (next->first.empty()) {  // the built-in defaults
+        args_.config_file.clear();
         parts.config_text.clear();
         reload(next->second.c_str());
-      } else if (auto text = read_whole_file(args_.config_file, 16u << 20); !text) {
-        spdlog::error("config not switched: {}: {}; still serving the previous one", args_.config_file,
-                      text.error().message);
+      } else if (auto text = read_whole_file(next->first, 16u << 20); !text) {
+        spdlog::error("config not switched: {}: {}; still serving the previous one", next->first, text.error().message);
       } else {
+        args_.config_file = next->first;
         parts.config_text = *text;
         reload(next->second.c_str());
       }

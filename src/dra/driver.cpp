@@ -791,11 +791,23 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
                                "the claim asks for MPS on " + std::to_string(mps_devices.size()) + " devices (" +
                        join(mps_devices) + "); give each device a claim of its own");
     // Multi-user MPS (-M) needs Volta or newer, which NVIDIA's driver checks on every GPU of the daemon
-    // [dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/mps_capability.go, PR #1153].
+    // [dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/mps_capability.go, PR #1153]. A device's daemon
+    // starts in one mode: a claim asking the other mode than the claims it serves already would
+    // restart it under their clients, so it waits for them to go.
     for (const auto& st : steps) {
-      if (st.alloc->admin || !st.alloc->config || st.alloc->config->sharing.strategy != SharingConfig::Strategy::mps ||
-          !st.alloc->config->sharing.multi_user)
+      if (st.alloc->admin || !st.alloc->config || st.alloc->config->sharing.strategy != SharingConfig::Strategy::mps)
         continue;
+      const bool multi = st.alloc->config->sharing.multi_user;
+      for (const auto& [other_uid, other] : checkpoint_.claims) {
+        if (other_uid == ref.uid) continue;
+        for (const auto& d : other.devices)
+          if (d.mps && d.device == st.device.name && d.mps_multi_user != multi)
+            return fail_plan(label + ": the MPS daemon of " + st.device.name + " serves claim " + other.claim_namespace +
+                             "/" + other.name + " in " + (d.mps_multi_user ? "multi-user" : "single-user") +
+                             " mode; this claim asks multiUser: " + (multi ? "true" : "false") +
+                             ", which needs a new daemon: it can be prepared once that claim is gone");
+      }
+      if (!multi) continue;
       const auto& g = gpus_[st.gpu].gpu;
       const std::string cc = !g.compute_capability.empty() ? g.compute_capability
                              : g.model                      ? g.model->compute_capability

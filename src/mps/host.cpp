@@ -356,7 +356,9 @@ std::vector<DaemonStatus> HostClient::status() const {
   if (!wanted_) return out;
   for (const auto& spec : *wanted_) {
     auto it = host_.find(spec.uuid);
-    if (connected_ && it != host_.end() && it->second.spec.dirs == spec.dirs) {
+    // The same daemon: its directories and its mode (-M only at start: another mode is another daemon).
+    if (connected_ && it != host_.end() && it->second.spec.dirs == spec.dirs &&
+        it->second.spec.multi_user == spec.multi_user) {
       out.push_back(it->second);
       continue;
     }
@@ -396,7 +398,8 @@ void HostClient::apply(std::vector<DaemonStatus> daemons, bool first) {
   // may reach the host after its first document: adopted is said then).
   for (const auto& spec : wanted) {
     auto it = fresh.find(spec.uuid);
-    if (it == fresh.end() || !(it->second.spec.dirs == spec.dirs)) continue;
+    if (it == fresh.end() || !(it->second.spec.dirs == spec.dirs) || it->second.spec.multi_user != spec.multi_user)
+      continue;
     const DaemonStatus& now = it->second;
     auto o = old.find(spec.uuid);
     const DaemonStatus* before = (o == old.end() || first) ? nullptr : &o->second;

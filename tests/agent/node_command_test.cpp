@@ -229,6 +229,20 @@ TEST(NodeCommand, TheNodesLabelChoosesItsDevicePluginConfig) {
   EXPECT_TRUE(gpus(4)) << agent.output();
   agent.signal(SIGTERM);
   EXPECT_EQ(agent.wait(10000), 0);
+  // Started with a label naming no config: said, and an unlabelled node's config served meanwhile.
+  api.set_node_label(kNode, "nvidia.com/device-plugin.config", "nosuch");
+  Process again(argv, n.dir.path() + "/node-again.log");
+  EXPECT_TRUE(again.wait_for_output("names the device-plugin config 'nosuch', which " + dir +
+                                        " does not have (it has: shared, whole); serving the config of a node without "
+                                        "the label until it names one",
+                                    10000))
+      << again.output();
+  EXPECT_TRUE(again.wait_for_output("no label: --device-plugin-default-config chose the device-plugin config 'whole'", 10000))
+      << again.output();
+  api.set_node_label(kNode, "nvidia.com/device-plugin.config", "shared");
+  EXPECT_TRUE(gpus(8)) << again.output();
+  again.signal(SIGTERM);
+  EXPECT_EQ(again.wait(10000), 0);
   // Bad use is said before anything starts.
   auto both = run({kBin, "node", "--node-name", kNode, "--device-plugin-configs", dir, "--config-file", dir + "/whole"});
   EXPECT_EQ(both.exit_code, 2);

@@ -1050,6 +1050,34 @@ TEST(DraDriver, AMultiUserMpsClaimGetsAMultiUserDaemon) {
   daemons.stop();
 }
 
+// Shares of one GPU have one daemon, started in one mode: a claim asking the
+// other mode than the claim it serves waits (refused, saying why) until that
+// claim is gone, never restarting the daemon under its clients.
+TEST(DraDriver, AClaimOfTheOtherMpsModeWaitsForTheDaemonsClaimsToGo) {
+  Node n("A100-SXM4-80GB", /*mig=*/false, /*shares=*/true);
+  mps::SupervisorOptions so;
+  so.control.binary = TESSERA_MPS_CONTROL_SIM;
+  so.control.timeout = std::chrono::seconds(3);
+  mps::Supervisor daemons(so);
+  n.options.daemons = &daemons;
+  n.options.mps_root = n.dir.path() + "/mps";
+  n.start();
+  n.add(kUid1, "multi", {{"gpu-0", "10Gi"}}, mps_config("GpuConfig", {{"multiUser", true}}));
+  n.add(kUid2, "single", {{"gpu-0", "10Gi"}}, mps_config("GpuConfig"));
+  ASSERT_EQ(n.prepare(kUid1, "multi").error, "");
+  const pid_t pid = daemons.status().at(0).pid;
+  auto refused = n.prepare(kUid2, "single");
+  EXPECT_NE(refused.error.find("the MPS daemon of gpu-0 serves claim default/multi in multi-user mode; this claim asks "
+                               "multiUser: false, which needs a new daemon"),
+            std::string::npos)
+      << refused.error;
+  EXPECT_EQ(daemons.status().at(0).pid, pid) << "the daemon of the first claim was left alone";
+  EXPECT_EQ(n.unprepare(kUid1, "multi"), "");
+  EXPECT_EQ(n.prepare(kUid2, "single").error, "") << "prepared once the other mode's claim is gone";
+  EXPECT_EQ(n.unprepare(kUid2, "single"), "");
+  daemons.stop();
+}
+
 // One container reaches one MPS control daemon, and each device has its
 // own: MPS on two devices of one claim is refused with why, before anything
 // is cut or started.
