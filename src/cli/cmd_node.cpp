@@ -370,13 +370,7 @@ int run_node(NodeArgs args) {
     std::map<std::string, std::string> labels;
     auto node = (*api_client)->get_node(args.node_name);
     if (node) {
-      const nlohmann::json* found = node->is_object() && node->contains("metadata") && (*node)["metadata"].is_object() &&
-                                            (*node)["metadata"].contains("labels")
-                                        ? &(*node)["metadata"]["labels"]
-                                        : nullptr;
-      if (found && found->is_object())
-        for (const auto& [k, v] : found->items())
-          if (v.is_string()) labels[k] = v.get<std::string>();
+      labels = agent::node_view(*node).labels;
     } else {
       spdlog::warn("cannot read Node {} for its {} label now ({}): starting with the default config, the label taken "
                    "when the API server answers",

@@ -235,6 +235,21 @@ void PluginHost::reload(const char* why) {
   if (on_reload_) on_reload_();
 }
 
+void PluginHost::load(const std::string& file, const char* why) {
+  std::string text;  // the built-in defaults have none
+  if (!file.empty()) {
+    auto read = read_whole_file(file, 16u << 20);
+    if (!read) {
+      spdlog::error("config not reloaded: {}: {}; still serving the previous one", file, read.error().message);
+      return;
+    }
+    text = std::move(*read);
+  }
+  args_.config_file = file;
+  parts_->config_text = std::move(text);
+  reload(why);
+}
+
 void PluginHost::use_config_file(std::string file, std::string why) {
   std::lock_guard lock(switch_mutex_);
   switch_to_ = {std::move(file), std::move(why)};
@@ -259,19 +274,7 @@ void PluginHost::run(const std::function<void()>& on_reload) {
       std::lock_guard lock(switch_mutex_);
       next = std::exchange(switch_to_, std::nullopt);
     }
-    if (next) {
-      if (next->first.empty()) {  // the built-in defaults
-        args_.config_file.clear();
-        parts.config_text.clear();
-        reload(next->second.c_str());
-      } else if (auto text = read_whole_file(next->first, 16u << 20); !text) {
-        spdlog::error("config not switched: {}: {}; still serving the previous one", next->first, text.error().message);
-      } else {
-        args_.config_file = next->first;
-        parts.config_text = *text;
-        reload(next->second.c_str());
-      }
-    }
+    if (next) load(next->first, next->second.c_str());
     if (n > 0 && parts.inotify_fd >= 0 && (p[2].revents & POLLIN)) {
       alignas(inotify_event) char buf[4096];
       while (read(parts.inotify_fd, buf, sizeof buf) > 0) {
@@ -286,16 +289,7 @@ void PluginHost::run(const std::function<void()>& on_reload) {
     signalfd_siginfo info{};
     if (read(parts.signal_fd, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
     if (info.ssi_signo == SIGHUP) {
-      if (!args_.config_file.empty()) {
-        auto text = read_whole_file(args_.config_file, 16u << 20);
-        if (!text) {
-          spdlog::error("config not reloaded: {}: {}; still serving the previous one", args_.config_file,
-                        text.error().message);
-          continue;
-        }
-        parts.config_text = *text;
-      }
-      reload("SIGHUP");
+      load(args_.config_file, "SIGHUP");
       continue;
     }
     spdlog::info("signal {}: stopping", info.ssi_signo);

@@ -84,6 +84,9 @@ class PluginHost {
  private:
   PluginHost() = default;
   void reload(const char* why);
+  // Reads `file` (empty: the built-in defaults) and serves it through
+  // reload(); an unreadable file is said and changes nothing.
+  void load(const std::string& file, const char* why);
   struct Parts;
   PluginArgs args_;
   std::optional<nvml::Session> session_;

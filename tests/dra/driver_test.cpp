@@ -972,14 +972,29 @@ json mps_config(const std::string& kind, const json& mps = json::object()) {
                                                    {"sharing", {{"strategy", "MPS"}, {"mpsConfig", mps}}}}}}}}});
 }
 
+// MPS daemons for `n`'s driver, under <its dir>/mps, run by the control
+// program `binary` (the simulated one unless a test names another), with
+// `timeout` per command where a test sets one.
+struct MpsDaemons {
+  static mps::SupervisorOptions options(std::string binary, std::optional<std::chrono::milliseconds> timeout) {
+    mps::SupervisorOptions so;
+    so.control.binary = std::move(binary);
+    if (timeout) so.control.timeout = *timeout;
+    return so;
+  }
+  explicit MpsDaemons(Node& n, std::string binary = TESSERA_MPS_CONTROL_SIM,
+                      std::optional<std::chrono::milliseconds> timeout = std::nullopt)
+      : supervisor(options(std::move(binary), timeout)) {
+    n.options.daemons = &supervisor;
+    n.options.mps_root = n.dir.path() + "/mps";
+  }
+  mps::Supervisor supervisor;
+};
+
 TEST(DraDriver, MpsInsideAMigInstanceRunsUnderADaemonOfThatInstance) {
   Node n;
-  mps::SupervisorOptions so;
-  so.control.binary = TESSERA_MPS_CONTROL_SIM;
-  so.control.timeout = std::chrono::seconds(3);
-  mps::Supervisor daemons(so);
-  n.options.daemons = &daemons;
-  n.options.mps_root = n.dir.path() + "/mps";
+  MpsDaemons mps_daemons(n, TESSERA_MPS_CONTROL_SIM, std::chrono::seconds(3));
+  auto& daemons = mps_daemons.supervisor;
   n.start();
   n.add(kUid1, "c1", {{"gpu-0-mig-3g40gb-9-4"}},
         mps_config("MigDeviceConfig", {{"defaultActiveThreadPercentage", 40}, {"defaultPinnedDeviceMemoryLimit", "8Gi"}}));
@@ -1019,12 +1034,8 @@ TEST(DraDriver, MpsInsideAMigInstanceRunsUnderADaemonOfThatInstance) {
 // it), kept so while any claim there asks for it, restarted without it after.
 TEST(DraDriver, AMultiUserMpsClaimGetsAMultiUserDaemon) {
   Node n;
-  mps::SupervisorOptions so;
-  so.control.binary = TESSERA_MPS_CONTROL_SIM;
-  so.control.timeout = std::chrono::seconds(3);
-  mps::Supervisor daemons(so);
-  n.options.daemons = &daemons;
-  n.options.mps_root = n.dir.path() + "/mps";
+  MpsDaemons mps_daemons(n, TESSERA_MPS_CONTROL_SIM, std::chrono::seconds(3));
+  auto& daemons = mps_daemons.supervisor;
   n.start();
   n.add(kUid1, "c1", {{"gpu-0-mig-3g40gb-9-4"}}, mps_config("MigDeviceConfig", {{"multiUser", true}}));
   n.add(kUid2, "c2", {{"gpu-0-mig-1g10gb-19-0"}}, mps_config("MigDeviceConfig"));
@@ -1055,12 +1066,8 @@ TEST(DraDriver, AMultiUserMpsClaimGetsAMultiUserDaemon) {
 // claim is gone, never restarting the daemon under its clients.
 TEST(DraDriver, AClaimOfTheOtherMpsModeWaitsForTheDaemonsClaimsToGo) {
   Node n("A100-SXM4-80GB", /*mig=*/false, /*shares=*/true);
-  mps::SupervisorOptions so;
-  so.control.binary = TESSERA_MPS_CONTROL_SIM;
-  so.control.timeout = std::chrono::seconds(3);
-  mps::Supervisor daemons(so);
-  n.options.daemons = &daemons;
-  n.options.mps_root = n.dir.path() + "/mps";
+  MpsDaemons mps_daemons(n, TESSERA_MPS_CONTROL_SIM, std::chrono::seconds(3));
+  auto& daemons = mps_daemons.supervisor;
   n.start();
   n.add(kUid1, "multi", {{"gpu-0", "10Gi"}}, mps_config("GpuConfig", {{"multiUser", true}}));
   n.add(kUid2, "single", {{"gpu-0", "10Gi"}}, mps_config("GpuConfig"));
@@ -1083,11 +1090,8 @@ TEST(DraDriver, AClaimOfTheOtherMpsModeWaitsForTheDaemonsClaimsToGo) {
 // is cut or started.
 TEST(DraDriver, MpsOnSeveralDevicesOfOneClaimIsRefusedBeforeAnythingHappens) {
   Node n;
-  mps::SupervisorOptions so;
-  so.control.binary = TESSERA_MPS_CONTROL_SIM;
-  mps::Supervisor daemons(so);
-  n.options.daemons = &daemons;
-  n.options.mps_root = n.dir.path() + "/mps";
+  MpsDaemons mps_daemons(n);
+  auto& daemons = mps_daemons.supervisor;
   n.start();
   n.add(kUid1, "c1", {{"gpu-0-mig-1g10gb-19-6"}, {"gpu-0-mig-1g10gb-19-5"}}, mps_config("MigDeviceConfig"));
   auto out = n.prepare(kUid1, "c1");
@@ -1109,11 +1113,8 @@ TEST(DraDriver, MpsWithoutDaemonsOrWithADaemonThatCannotStartIsRefused) {
   EXPECT_NE(out.error.find("runs no MPS daemons"), std::string::npos) << out.error;
   EXPECT_TRUE(n.instances().empty());
 
-  mps::SupervisorOptions so;
-  so.control.binary = n.dir.path() + "/no-such-mps-control";
-  mps::Supervisor daemons(so);
-  n.options.daemons = &daemons;
-  n.options.mps_root = n.dir.path() + "/mps";
+  MpsDaemons mps_daemons(n, n.dir.path() + "/no-such-mps-control");
+  auto& daemons = mps_daemons.supervisor;
   n.options.mps_start_timeout = std::chrono::milliseconds(1500);
   n.start();
   out = n.prepare(kUid1, "c1");
@@ -1130,11 +1131,8 @@ TEST(DraDriver, MpsWithoutDaemonsOrWithADaemonThatCannotStartIsRefused) {
 // first is done, which then fails cleanly.
 TEST(DraDriver, AClaimWaitingForItsMpsDaemonDoesNotHoldUpTheOthers) {
   Node n;
-  mps::SupervisorOptions so;
-  so.control.binary = n.dir.path() + "/no-such-mps-control";  // never comes up
-  mps::Supervisor daemons(so);
-  n.options.daemons = &daemons;
-  n.options.mps_root = n.dir.path() + "/mps";
+  MpsDaemons mps_daemons(n, n.dir.path() + "/no-such-mps-control");  // never comes up
+  auto& daemons = mps_daemons.supervisor;
   n.options.mps_start_timeout = std::chrono::milliseconds(6000);
   n.start();
   n.add(kUid1, "slow", {{"gpu-0-mig-1g10gb-19-6"}}, mps_config("MigDeviceConfig"));

@@ -8,8 +8,7 @@
 # dra_claim_pod NAME SELECTOR-EXPRESSION [CLASS] [MEMORY]: a pod with a claim
 # of its own (a ResourceClaimTemplate NAME) for one device of CLASS
 # (mig.nvidia.com) that the CEL expression selects; MEMORY asks for a share.
-# Confined as the chart's share-isolation policy asks of every pod with a
-# claim under dra.memoryShares.
+# The pod is dra_template_pod's.
 dra_claim_pod() {
   local name=$1 expr=$2 class=${3:-mig.nvidia.com} memory=${4:-} capacity=""
   [[ -z $memory ]] || capacity="
@@ -29,6 +28,16 @@ spec:
         exactly:
           deviceClassName: $class$selectors$capacity
 ---
+EOF
+  dra_template_pod "$name"
+}
+
+# dra_template_pod NAME: the pod NAME on NODE with a claim of its own from the
+# ResourceClaimTemplate NAME. Confined as the chart's share-isolation policy
+# asks of every pod with a claim under dra.memoryShares.
+dra_template_pod() {
+  local name=$1
+  cat <<EOF
 apiVersion: v1
 kind: Pod
 metadata: {name: $name, namespace: default, labels: {app: e2e-consumer}}

@@ -35,7 +35,7 @@ scenario_dra-mig() {
   echo "  pod deleted: the instance destroyed, its CDI spec removed"
   # The prioritized list (firstAvailable, GA in 1.36): a whole GPU first, which a node in MIG mode
   # does not offer, then a 1g.10gb, which tessera cuts for the subrequest "gpu/small".
-  cat <<EOF | kc apply -f - >/dev/null
+  { cat <<EOF
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata: {name: first-available, namespace: default}
@@ -50,22 +50,8 @@ spec:
           deviceClassName: mig.nvidia.com
           selectors: [{cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}}]
 ---
-apiVersion: v1
-kind: Pod
-metadata: {name: first-available, namespace: default, labels: {app: e2e-consumer}}
-spec:
-  nodeSelector: {kubernetes.io/hostname: $NODE}
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 1
-  securityContext: {seccompProfile: {type: RuntimeDefault}}
-  resourceClaims: [{name: gpu, resourceClaimTemplateName: first-available}]
-  containers:
-  - name: cuda
-    image: $E2E_SHELL_IMAGE
-    command: ["sleep", "infinity"]
-    securityContext: {allowPrivilegeEscalation: false}
-    resources: {claims: [{name: gpu}]}
 EOF
+    dra_template_pod first-available; } | kc apply -f - >/dev/null
   wait_for 90 "pod first-available Running" is_running first-available
   local request
   request=$(kc get resourceclaims -o json | jq -r '.items[] | select((.metadata.ownerReferences // [])[0].name == "first-available") | .status.allocation.devices.results[0].request')
