@@ -248,6 +248,12 @@ TEST(NodeCommand, TheNodesLabelChoosesItsDevicePluginConfig) {
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_NE(both.err.find("--device-plugin-configs and --config-file both name the device-plugin config"), std::string::npos)
       << both.err;
+  auto default_alone = run({kBin, "node", "--node-name", kNode, "--device-plugin-default-config", "whole"});
+  EXPECT_EQ(default_alone.exit_code, 2);
+  EXPECT_NE(default_alone.err.find("--device-plugin-default-config names a config of --device-plugin-configs, which is "
+                                   "not given"),
+            std::string::npos)
+      << default_alone.err;
   auto missing = run({kBin, "node", "--node-name", kNode, "--kubeconfig", n.kubeconfig(api.url()), "--sim", n.node,
                       "--device-plugin-configs", n.dir.path() + "/nowhere", "--allow-insecure-http"});
   EXPECT_EQ(missing.exit_code, 1);
