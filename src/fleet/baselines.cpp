@@ -27,7 +27,11 @@ std::vector<int> demand_order(const Problem& p, const State& s) {
   std::vector<int> d;
   for (size_t i = 0; i < p.pods.size(); ++i)
     if (s.placement[i] < 0) d.push_back(int(i));
-  std::stable_sort(d.begin(), d.end(), [&](int a, int b) { return p.pods[size_t(a)].count > p.pods[size_t(b)].count; });
+  // The highest priority first, then the biggest.
+  std::stable_sort(d.begin(), d.end(), [&](int a, int b) {
+    const Pod &pa = p.pods[size_t(a)], &pb = p.pods[size_t(b)];
+    return std::pair(pa.priority, pa.count) > std::pair(pb.priority, pb.count);
+  });
   return d;
 }
 

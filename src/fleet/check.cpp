@@ -76,6 +76,7 @@ Result<void> check_fleet_plan(const Problem& p, const FleetPlan& plan, const Pla
       }
   }
   Objective o;
+  std::map<int64_t, int64_t> waiting;  // priority -> pending pods unserved
   for (size_t i = 0; i < p.pods.size(); ++i) {
     const Pod& pod = p.pods[i];
     auto it = held.find(int(i));
@@ -83,6 +84,7 @@ Result<void> check_fleet_plan(const Problem& p, const FleetPlan& plan, const Pla
     if (plan.placement[i] < 0) {
       if (n) return bad("pod " + pod.id + ": unserved but holds devices");
       ++o.unserved;
+      if (!pod.running()) ++waiting[pod.priority];
     } else {
       if (n != pod.count)
         return bad("pod " + pod.id + ": holds " + std::to_string(n) + " devices, asks for " + std::to_string(pod.count));
@@ -120,6 +122,9 @@ Result<void> check_fleet_plan(const Problem& p, const FleetPlan& plan, const Pla
     if (pg.changed) ++o.changed_gpus;
     if (std::any_of(pg.layout.begin(), pg.layout.end(), [](const Instance& i) { return i.pod >= 0; })) ++o.gpus_used;
   }
+  for (int64_t prio : p.priorities) o.waiting.push_back(waiting[prio]);
+  if (o.waiting != plan.objective.waiting)
+    return bad("the objective's pending pods unserved per priority are not the plan's");
   if (o != plan.objective)
     return bad("the objective says unserved " + std::to_string(plan.objective.unserved) + ", evicted " +
                std::to_string(plan.objective.evicted) + ", changed " + std::to_string(plan.objective.changed_gpus) +

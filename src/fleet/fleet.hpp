@@ -210,6 +210,7 @@ struct Pod {
   // takes pods, and `allowed` is empty.
   bool constrained = false;
   std::vector<bool> allowed;
+  int64_t priority = 0;  // spec.priority: pending pods are served highest first
   bool running() const { return node >= 0; }
 };
 
@@ -219,6 +220,10 @@ struct Problem {
   std::vector<Pod> pods;
   std::vector<std::string> resources;  // [0] = "gpu", then MIG profile names
   std::vector<std::string> warnings;
+  // The priorities of the pending pods, highest first, where they have two or
+  // more (empty otherwise): each is a level of the plan before the others, so
+  // that no pending pod is left waiting for one of lower priority to be served.
+  std::vector<int64_t> priorities;
   const config::MigPartedConfig* configs = nullptr;
   std::string snapshot_hash;
   // Some pod asks for a media-engine profile or some GPU holds one: the
@@ -287,11 +292,18 @@ struct GpuOutcome {
 GpuOutcome apply_target(const Gpu& gpu, const Target& target);
 
 struct Objective {
+  // Per Problem::priorities (highest first): the pending pods of that priority
+  // left unserved. Compared first, so a plan that serves a pod of higher
+  // priority is better whatever it costs below. Empty with one priority.
+  std::vector<int64_t> waiting;
   int64_t unserved = 0;
   int64_t evicted = 0;
   int64_t changed_gpus = 0;
   int64_t gpus_used = 0;
   friend auto operator<=>(const Objective&, const Objective&) = default;
+  // The levels in the order they are minimised: waiting..., unserved, evicted, changed, used.
+  std::vector<int64_t> levels() const;
+  static Objective from_levels(std::span<const int64_t> levels);
 };
 
 struct PlannedGpu {

@@ -154,8 +154,16 @@ json plan_json(const Problem& p, const FleetPlan& plan) {
     for (int n : wave) w.push_back(p.nodes[size_t(n)].name);
     rollout.push_back(w);
   }
-  auto obj = [](const Objective& o) {
-    return json{{"unserved", o.unserved}, {"evicted", o.evicted}, {"changed_gpus", o.changed_gpus}, {"gpus_used", o.gpus_used}};
+  auto obj = [&](const Objective& o) {
+    json out{{"unserved", o.unserved}, {"evicted", o.evicted}, {"changed_gpus", o.changed_gpus}, {"gpus_used", o.gpus_used}};
+    // Pending pods of two or more priorities: those left unserved per priority, highest first.
+    if (!p.priorities.empty()) {
+      json waiting = json::array();
+      for (size_t t = 0; t < p.priorities.size() && t < o.waiting.size(); ++t)
+        waiting.push_back({{"priority", p.priorities[t]}, {"unserved", o.waiting[t]}});
+      out["waiting"] = waiting;
+    }
+    return out;
   };
   return {{"status", plan.status},
           {"objective", obj(plan.objective)},
@@ -212,6 +220,14 @@ std::string plan_text(const Problem& p, const FleetPlan& plan) {
     out << "  " << std::left << std::setw(14) << what << std::right << std::setw(4) << a << std::setw(7) << b << std::setw(7) << c << "\n";
   };
   row("pods unserved", now.unserved, plan.objective.unserved, plan.bound.unserved);
+  // Pending pods of several priorities are served highest first: each priority's, before the rest.
+  for (size_t t = 0; t < p.priorities.size(); ++t) {
+    int64_t pending = 0;
+    for (const auto& pod : p.pods) pending += !pod.running() && pod.priority == p.priorities[t];
+    auto at = [t](const std::vector<int64_t>& v) { return t < v.size() ? std::to_string(v[t]) : std::string("-"); };
+    out << "    of " << pending << " pending at priority " << p.priorities[t] << ": " << at(plan.objective.waiting)
+        << " unserved (bound " << at(plan.bound.waiting) << ")\n";
+  }
   row("pods evicted", 0, plan.objective.evicted, plan.bound.evicted);
   row("GPUs changed", 0, plan.objective.changed_gpus, plan.bound.changed_gpus);
   row("GPUs in use", now.gpus_used, plan.objective.gpus_used, plan.bound.gpus_used);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string_view>
 
@@ -1015,6 +1016,7 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
     }
     pod.resource = r;
     pod.rules = sp.rules;
+    pod.priority = sp.priority;
     for (const auto& what : sp.rules.unmodelled)
       p.warnings.push_back("Pod " + sp.id + ": its " + what + " is not modelled: the plan may place it where the "
                            "scheduler will not");
@@ -1108,6 +1110,10 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       pod.allowed = std::move(allowed);
     }
   }
+  std::set<int64_t, std::greater<>> waiting;
+  for (const auto& pod : p.pods)
+    if (!pod.running()) waiting.insert(pod.priority);
+  if (waiting.size() > 1) p.priorities.assign(waiting.begin(), waiting.end());
   return p;
 }
 

@@ -80,6 +80,9 @@ struct Model {
   std::map<std::pair<int, uint32_t>, int> pending;  // (resource, count) -> pending pods
   std::map<std::pair<int, uint32_t>, std::vector<int>> multi_shape;  // (resource, count) -> multi indices
   std::map<std::pair<int, uint32_t>, int> s_var;
+  // Problem::priorities: pending pods per (resource, count, priority) and the served of each.
+  std::map<std::tuple<int, uint32_t, int64_t>, int> tier_pending;
+  std::map<std::tuple<int, uint32_t, int64_t>, int> t_var;
   std::vector<int> y_var;
   std::vector<Block> blocks;
   std::map<int, int> block_of;  // pod -> block type
@@ -247,7 +250,10 @@ void formulate(Model& m, const PlanOptions& options, std::vector<Expr>& levels) 
   // Pending pods that only some nodes admit are left to the concrete placement (which honours
   // their rules): without them the program's optimum is still a lower bound.
   for (const auto& pod : p.pods)
-    if (!pod.running() && !pod.constrained) ++m.pending[{pod.resource, pod.count}];
+    if (!pod.running() && !pod.constrained) {
+      ++m.pending[{pod.resource, pod.count}];
+      if (!p.priorities.empty()) ++m.tier_pending[{pod.resource, pod.count, pod.priority}];
+    }
   for (size_t mi = 0; mi < m.multi.size(); ++mi) {
     const Pod& pod = p.pods[size_t(m.multi[mi])];
     m.multi_shape[{pod.resource, pod.count}].push_back(int(mi));
@@ -262,6 +268,18 @@ void formulate(Model& m, const PlanOptions& options, std::vector<Expr>& levels) 
   for (const auto& b : m.blocks) shapes.insert({0, b.k});
   for (int r = 0; r < int(R); ++r) shapes.insert({r, 1});  // evicted single pods come back as demand
   for (const auto& s : shapes) m.s_var[s] = ip.add({0, kInfinity, 0, true});
+  // Served pending pods of each priority: together no more than the shape's served (which also
+  // counts evicted pods served again, so the levels below are lower bounds, never more).
+  for (const auto& [key, n] : m.tier_pending) m.t_var[key] = ip.add({0, double(n), 0, true});
+  for (const auto& [shape, var] : m.s_var) {
+    Row row;
+    for (const auto& [key, t] : m.t_var)
+      if (std::get<0>(key) == shape.first && std::get<1>(key) == shape.second) row.terms.push_back({t, 1});
+    if (row.terms.empty()) continue;
+    row.terms.push_back({var, -1});
+    row.upper = 0;
+    ip.rows.push_back(std::move(row));
+  }
 
   for (const auto& k : m.classes) {
     Row row;
@@ -346,7 +364,17 @@ void formulate(Model& m, const PlanOptions& options, std::vector<Expr>& levels) 
     lower.lower = 1.0 - double(gpus.size());
     ip.rows.push_back(std::move(lower));
   }
-  // The levels.
+  // The levels: first the pending pods of each priority left unserved, highest first.
+  levels.clear();
+  for (int64_t prio : p.priorities) {
+    Expr waiting;
+    for (const auto& [key, n] : m.tier_pending)
+      if (std::get<2>(key) == prio) {
+        waiting.constant += n;
+        waiting.terms.push_back({m.t_var.at(key), -1});
+      }
+    levels.push_back(std::move(waiting));
+  }
   Expr unserved, evicted, changed, used;
   double pending_total = 0;
   for (const auto& [s, n] : m.pending) pending_total += n;
@@ -379,7 +407,7 @@ void formulate(Model& m, const PlanOptions& options, std::vector<Expr>& levels) 
     cap.upper = double(*options.max_evictions) - evicted.constant;
     ip.rows.push_back(std::move(cap));
   }
-  levels = {unserved, evicted, changed, used};
+  for (auto* e : {&unserved, &evicted, &changed, &used}) levels.push_back(std::move(*e));
 }
 
 // The plan that changes nothing: every GPU as it is and in use, every pod kept, nothing placed.
@@ -528,31 +556,36 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
                        " layout columns, " + std::to_string(m.multi.size()) + " pods on several devices, " +
                        std::to_string(m.program.rows.size()) + " rows; built in " + format_seconds(elapsed()));
 
-  static const char* kLevelName[] = {"unserved", "evicted", "changed_gpus", "gpus_used"};
+  // The levels' names: one per pending priority, then the four of Objective.
+  std::vector<std::string> level_name;
+  for (int64_t prio : p.priorities) level_name.push_back("waiting at priority " + std::to_string(prio));
+  for (const char* name : {"unserved", "evicted", "changed_gpus", "gpus_used"}) level_name.push_back(name);
+  const size_t L = levels.size();
+  const size_t tiers = p.priorities.size();
   std::vector<double> values;
-  int64_t bounds[4] = {0, 0, 0, 0};
-  int64_t found[4] = {-1, -1, -1, -1};
-  bool proven[4] = {false, false, false, false};
+  std::vector<int64_t> bounds(L, 0), found(L, -1);
+  std::vector<bool> proven(L, false);
   bool infeasible = false;
-  for (int level = 0; level < 4; ++level) {
-    const Expr& e = levels[size_t(level)];
+  for (size_t level = 0; level < L; ++level) {
+    const Expr& e = levels[level];
     for (auto& c : m.program.columns) c.cost = 0;
     for (auto [var, coef] : e.terms) m.program.columns[size_t(var)].cost += coef;
     double left = std::max(0.05, options.seconds - elapsed());
+    // Of what is left: a priority's level 0.3, then unserved 0.4, evicted 0.45, changed 0.6, used all.
     static const double kShare[] = {0.4, 0.45, 0.6, 1.0};
     SolveLimits limits;
-    limits.seconds = std::max(0.05, left * kShare[level]);
+    limits.seconds = std::max(0.05, left * (level < tiers ? 0.3 : kShare[level - tiers]));
     // Each solve starts from a plan that holds: the GPUs as they are for the first, the level
     // before's solution (which meets its own fixing row) for the others.
     const std::vector<double> start = values.empty() ? trivial_start(m) : values;
     auto sol = planner::solve_program(m.program, limits, start);
     if (sol.status == SolveStatus::infeasible) {
       infeasible = true;
-      plan.notes.push_back(std::string(kLevelName[level]) + ": infeasible");
+      plan.notes.push_back(level_name[level] + ": infeasible");
       break;
     }
     if (sol.values.empty()) {
-      plan.notes.push_back(std::string(kLevelName[level]) + ": no solution within the time limit; the levels from here keep the plan found before");
+      plan.notes.push_back(level_name[level] + ": no solution within the time limit; the levels from here keep the plan found before");
       bounds[level] = std::max<int64_t>(0, int64_t(std::ceil(sol.bound + e.constant - 1e-6)));
       break;
     }
@@ -563,7 +596,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     found[level] = value;
     proven[level] = sol.status == SolveStatus::optimal;
     bounds[level] = proven[level] ? value : std::min<int64_t>(value, std::max<int64_t>(0, int64_t(std::ceil(sol.bound + e.constant - 1e-6))));
-    plan.notes.push_back(std::string(kLevelName[level]) + ": " + std::to_string(value) +
+    plan.notes.push_back(level_name[level] + ": " + std::to_string(value) +
                          (proven[level] ? " (optimal)" : ", bound " + std::to_string(bounds[level])) + " in " +
                          format_seconds(sol.seconds));
     Row fix;
@@ -579,6 +612,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     plan.evicted.assign(p.pods.size(), false);
     for (size_t i = 0; i < p.pods.size(); ++i) plan.placement[i] = p.pods[i].node;
     plan.objective = evaluate(p, plan);
+    plan.bound = Objective::from_levels(bounds);
     name_configs(p, plan);
     plan.seconds = elapsed();
     return plan;
@@ -622,13 +656,14 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
   for (size_t g = 0; g < p.gpus.size(); ++g)
     for (const auto& inst : plan.gpus[g].layout)
       if (inst.pod >= 0) in_use[g] = true;
-  // Pods to place: the biggest first, evicted before pending.
+  // Pods to place: the highest priority first (as the scheduler's queue takes them), then the
+  // biggest, evicted before pending.
   std::vector<int> demand;
   for (size_t i = 0; i < p.pods.size(); ++i)
     if (plan.placement[i] < 0) demand.push_back(int(i));
   std::stable_sort(demand.begin(), demand.end(), [&](int a, int b) {
     const Pod &pa = p.pods[size_t(a)], &pb = p.pods[size_t(b)];
-    return std::tuple(-int(pa.count), !pa.running()) < std::tuple(-int(pb.count), !pb.running());
+    return std::tuple(-pa.priority, -int64_t(pa.count), !pa.running()) < std::tuple(-pb.priority, -int64_t(pb.count), !pb.running());
   });
   // Free instances per GPU and resource; GPUs that already hold a pod are filled first.
   const size_t R = p.resources.size();
@@ -920,17 +955,17 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     reslot(g);
   }
   plan.objective = evaluate(p, plan);
-  int64_t obj[4] = {plan.objective.unserved, plan.objective.evicted, plan.objective.changed_gpus, plan.objective.gpus_used};
+  const std::vector<int64_t> obj = plan.objective.levels();
   bool all_proven = true;
   plan.gap = 0;
-  for (int level = 0; level < 4; ++level) {
+  for (size_t level = 0; level < L; ++level) {
     // A level not reached keeps the bound it had (0 when nothing was proven about it).
     bool exact = (proven[level] && found[level] == obj[level]) || obj[level] <= bounds[level];
     if (!exact && all_proven) {
       double gap = double(obj[level] - std::min(bounds[level], obj[level])) / double(std::max<int64_t>(1, obj[level]));
       plan.gap = gap;
       if (obj[level] != found[level] && found[level] >= 0)
-        plan.notes.push_back(std::string(kLevelName[level]) + ": the aggregate gave " + std::to_string(found[level]) +
+        plan.notes.push_back(level_name[level] + ": the aggregate gave " + std::to_string(found[level]) +
                              ", the concrete plan " + std::to_string(obj[level]) +
                              " (pods that need several devices on one node, or that only some nodes admit)");
     }
@@ -939,7 +974,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     if (all_proven) bounds[level] = std::min(bounds[level], obj[level]);
     all_proven = all_proven && exact;
   }
-  plan.bound = {bounds[0], bounds[1], bounds[2], bounds[3]};
+  plan.bound = Objective::from_levels(bounds);
   plan.status = all_proven ? "optimal" : "feasible";
   name_configs(p, plan);
   plan.rollout = order_rollout(p, plan, options, &plan.notes);
@@ -952,11 +987,13 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
 // Status and gap of `plan` against lower bounds proven level by level (each bound holds once the
 // levels before it are at their bound).
 void grade(FleetPlan& plan, const Objective& bound) {
-  int64_t obj[4] = {plan.objective.unserved, plan.objective.evicted, plan.objective.changed_gpus, plan.objective.gpus_used};
-  int64_t b[4] = {bound.unserved, bound.evicted, bound.changed_gpus, bound.gpus_used};
+  const std::vector<int64_t> obj = plan.objective.levels();
+  Objective proven = bound;
+  proven.waiting.resize(plan.objective.waiting.size(), 0);  // a priority with nothing proven: bound 0
+  std::vector<int64_t> b = proven.levels();
   plan.status = "optimal";
   plan.gap = 0;
-  for (int level = 0; level < 4 && plan.status == "optimal"; ++level) {
+  for (size_t level = 0; level < obj.size() && plan.status == "optimal"; ++level) {
     if (obj[level] > b[level]) {
       plan.status = "feasible";
       plan.gap = double(obj[level] - b[level]) / double(std::max<int64_t>(1, obj[level]));
@@ -964,7 +1001,7 @@ void grade(FleetPlan& plan, const Objective& bound) {
       b[level] = obj[level];
     }
   }
-  plan.bound = {b[0], b[1], b[2], b[3]};
+  plan.bound = Objective::from_levels(b);
 }
 
 }  // namespace
@@ -1081,9 +1118,31 @@ FleetPlan plan_fleet(const Problem& p, const PlanOptions& options) {
   return fall_back(std::move(c));
 }
 
+std::vector<int64_t> Objective::levels() const {
+  std::vector<int64_t> out = waiting;
+  out.insert(out.end(), {unserved, evicted, changed_gpus, gpus_used});
+  return out;
+}
+
+Objective Objective::from_levels(std::span<const int64_t> levels) {
+  Objective o;
+  const size_t tiers = levels.size() - 4;
+  o.waiting.assign(levels.begin(), levels.begin() + std::ptrdiff_t(tiers));
+  o.unserved = levels[tiers];
+  o.evicted = levels[tiers + 1];
+  o.changed_gpus = levels[tiers + 2];
+  o.gpus_used = levels[tiers + 3];
+  return o;
+}
+
 Objective evaluate(const Problem& p, const FleetPlan& plan) {
   Objective o;
+  o.waiting.assign(p.priorities.size(), 0);
   for (size_t i = 0; i < p.pods.size(); ++i) {
+    if (plan.placement[i] < 0 && !p.pods[i].running()) {
+      auto tier = std::find(p.priorities.begin(), p.priorities.end(), p.pods[i].priority);
+      if (tier != p.priorities.end()) ++o.waiting[size_t(tier - p.priorities.begin())];
+    }
     if (plan.placement[i] < 0) ++o.unserved;
     if (plan.evicted[i]) ++o.evicted;
   }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -170,7 +171,9 @@ inline Objective brute_force(const Problem& p, std::optional<int64_t> max_evicti
       options[g].push_back(std::move(a));
     }
   }
-  Objective best{INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
+  Objective best;
+  best.waiting.assign(p.priorities.size(), INT64_MAX);
+  best.unserved = best.evicted = best.changed_gpus = best.gpus_used = INT64_MAX;
   std::vector<size_t> pick(G, 0);
   for (;;) {
     // Kept pods: every instance kept.
@@ -197,26 +200,38 @@ inline Objective brute_force(const Problem& p, std::optional<int64_t> max_evicti
       for (size_t i = 0; i < p.pods.size(); ++i)
         if (!kept[i]) demand.push_back(int(i));
       // Search: each demand pod unserved, or on one node with its count spread over that node's GPUs.
-      int64_t best_unserved = INT64_MAX, best_used = INT64_MAX;
-      std::function<void(size_t, int64_t)> place = [&](size_t k, int64_t unserved) {
-        if (unserved > best_unserved) return;
+      // The key, minimised lexicographically: the pending pods unserved per priority (highest first),
+      // then every pod unserved, then the GPUs in use.
+      const size_t tiers = p.priorities.size();
+      std::vector<int64_t> best_key, key(tiers + 1, 0);
+      auto tier_of = [&](const Pod& pod) -> std::optional<size_t> {
+        if (pod.running()) return std::nullopt;
+        for (size_t t = 0; t < tiers; ++t)
+          if (p.priorities[t] == pod.priority) return t;
+        return std::nullopt;
+      };
+      std::function<void(size_t)> place = [&](size_t k) {
+        if (!best_key.empty() && std::lexicographical_compare(best_key.begin(), best_key.end() - 1, key.begin(), key.end())) return;
         if (k == demand.size()) {
-          int64_t u = std::count(used.begin(), used.end(), true);
-          if (unserved < best_unserved || (unserved == best_unserved && u < best_used)) {
-            best_unserved = unserved;
-            best_used = u;
-          }
+          std::vector<int64_t> full = key;
+          full.push_back(std::count(used.begin(), used.end(), true));
+          if (best_key.empty() || full < best_key) best_key = full;
           return;
         }
         const Pod& pod = p.pods[size_t(demand[k])];
         const std::string& r = p.resources[size_t(pod.resource)];
-        place(k + 1, unserved + 1);
+        const auto tier = tier_of(pod);
+        if (tier) ++key[*tier];
+        ++key[tiers];
+        place(k + 1);
+        if (tier) --key[*tier];
+        --key[tiers];
         for (const auto& node : p.nodes) {
           if (!oracle_admits(node, pod.rules)) continue;
           // Every way to take pod.count instances from the node's GPUs.
           std::function<void(size_t, uint32_t)> spread = [&](size_t gi, uint32_t left) {
             if (left == 0) {
-              place(k + 1, unserved);
+              place(k + 1);
               return;
             }
             if (gi == node.gpus.size()) return;
@@ -234,8 +249,13 @@ inline Objective brute_force(const Problem& p, std::optional<int64_t> max_evicti
           spread(0, pod.count);
         }
       };
-      place(0, 0);
-      Objective o{best_unserved, evicted, changed, best_used};
+      place(0);
+      Objective o;
+      o.waiting.assign(best_key.begin(), best_key.begin() + std::ptrdiff_t(tiers));
+      o.unserved = best_key[tiers];
+      o.evicted = evicted;
+      o.changed_gpus = changed;
+      o.gpus_used = best_key[tiers + 1];
       if (o < best) best = o;
     }
     size_t g = 0;

@@ -13,7 +13,9 @@ namespace tessera::fleet::testing {
 namespace {
 
 std::string describe(const Objective& o) {
-  return "unserved " + std::to_string(o.unserved) + ", evicted " + std::to_string(o.evicted) + ", changed " +
+  std::string waiting;
+  for (int64_t w : o.waiting) waiting += (waiting.empty() ? "waiting " : "/") + std::to_string(w);
+  return (waiting.empty() ? "" : waiting + ", ") + "unserved " + std::to_string(o.unserved) + ", evicted " + std::to_string(o.evicted) + ", changed " +
          std::to_string(o.changed_gpus) + ", used " + std::to_string(o.gpus_used);
 }
 
@@ -170,6 +172,41 @@ TEST(FleetModel, APodIsNotEvictedForALowerPriorityOne) {
   }
   FleetPlan above = solve_and_check(fleet(100, 100, 1000));
   EXPECT_EQ(describe(above.objective), "unserved 0, evicted 1, changed 1, used 2");
+}
+
+// Pending pods are served in priority order, as the scheduler's queue takes them: an idle GPU
+// is cut for the one priority-1,000,000 pod that needs all of it, not for two priority-0 pods
+// that would make the plan's count of unserved pods smaller.
+TEST(FleetModel, PendingPodsAreServedHighestPriorityFirst) {
+  auto prio = [](json pod, int64_t priority) {
+    pod["spec"]["priority"] = priority;
+    return pod;
+  };
+  auto f = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb"), prio(pod("small-1", "3g.40gb", 1), 0),
+                     prio(pod("small-2", "3g.40gb", 1), 0), prio(pod("big", "7g.80gb", 1), 1000000)});
+  ASSERT_EQ(f.problem.priorities, (std::vector<int64_t>{1000000, 0}));
+  FleetPlan plan = solve_and_check(f);
+  EXPECT_EQ(describe(plan.objective), "waiting 0/2, unserved 2, evicted 0, changed 1, used 1");
+  EXPECT_EQ(plan.status, "optimal");
+  for (size_t i = 0; i < f.problem.pods.size(); ++i)
+    EXPECT_EQ(plan.placement[i] >= 0, f.problem.pods[i].id == "ml/big") << f.problem.pods[i].id;
+  expect_oracle(f);
+  const std::string text = plan_text(f.problem, plan);
+  EXPECT_NE(text.find("of 1 pending at priority 1000000: 0 unserved (bound 0)"), std::string::npos) << text;
+  EXPECT_NE(text.find("of 2 pending at priority 0: 2 unserved (bound 2)"), std::string::npos) << text;
+  EXPECT_EQ(plan_json(f.problem, plan)["objective"]["waiting"].dump(),
+            R"([{"priority":1000000,"unserved":0},{"priority":0,"unserved":2}])");
+  // Preemption: a running priority-0 pod is evicted for the pending priority-1,000,000 one.
+  auto busy = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb"), prio(pod("low", "3g.40gb", 1, "a"), 0),
+                        prio(pod("small", "3g.40gb", 1), 0), prio(pod("big", "7g.80gb", 1), 1000000)});
+  FleetPlan preempted = solve_and_check(busy);
+  EXPECT_EQ(describe(preempted.objective), "waiting 0/1, unserved 2, evicted 1, changed 1, used 1");
+  expect_oracle(busy);
+  // One priority among the pending pods: the plan is as it was, the most pods served.
+  auto same = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb"), prio(pod("small-1", "3g.40gb", 1), 7),
+                        prio(pod("small-2", "3g.40gb", 1), 7), prio(pod("big", "7g.80gb", 1), 7)});
+  EXPECT_TRUE(same.problem.priorities.empty());
+  EXPECT_EQ(describe(solve_and_check(same).objective), "unserved 1, evicted 0, changed 0, used 1");
 }
 
 // Two products: 1g.10gb is a resource of both the A100-80GB and the H100; the
@@ -395,6 +432,35 @@ TEST(FleetModel, RandomTinyFleetsMatchTheExhaustiveSearch) {
     ++cases;
   }
   EXPECT_EQ(cases, 30);
+}
+
+// The same with priorities: pending pods of two or three priorities, running pods of some; the
+// levels of each priority's pending pods too equal to the exhaustive search's.
+TEST(FleetModel, RandomTinyFleetsWithPrioritiesMatchTheExhaustiveSearch) {
+  std::mt19937 rng(11);
+  const std::vector<std::string> configs = {"all-1g.10gb", "all-3g.40gb", "all-balanced", "all-disabled"};
+  const std::vector<std::string> resources = {"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "gpu"};
+  auto prio = [](json pod, int64_t priority) {
+    pod["spec"]["priority"] = priority;
+    return pod;
+  };
+  int tiered = 0;
+  for (int round = 0; round < 30; ++round) {
+    json items = json::array();
+    for (int n = 0; n < 2; ++n)
+      items.push_back(node("n" + std::to_string(n), "NVIDIA-A100-SXM4-80GB", 1, configs[rng() % configs.size()]));
+    int running = int(rng() % 3), pending = 2 + int(rng() % 3);
+    for (int i = 0; i < running; ++i)
+      items.push_back(prio(pod("r" + std::to_string(i), resources[rng() % resources.size()], 1, "n" + std::to_string(rng() % 2)),
+                           int64_t(rng() % 3) * 50));
+    for (int i = 0; i < pending; ++i)
+      items.push_back(prio(pod("p" + std::to_string(i), resources[rng() % resources.size()], 1), int64_t(rng() % 3) * 50));
+    auto f = fleet_of(items);
+    SCOPED_TRACE(items.dump());
+    expect_oracle(f);
+    tiered += !f.problem.priorities.empty();
+  }
+  EXPECT_GE(tiered, 20);
 }
 
 }  // namespace
