@@ -13,6 +13,16 @@ struct State {
   std::vector<PlannedGpu> gpus;
   std::vector<int> placement;
   std::vector<bool> evicted;
+  std::vector<Amounts> room;  // per node: what is left for pods placed anew (NodeResourcesFit)
+  // Whether pod i fits node n's room now; if so and `take`, it takes its part.
+  bool fit(const Problem& p, int i, size_t n, bool take) {
+    const Amounts& asks = p.pods[size_t(i)].requests;
+    if (!fits(room[n], asks)) return false;
+    if (take)
+      for (const auto& [r, q] : asks)
+        if (auto it = room[n].find(r); it != room[n].end()) it->second -= q;
+    return true;
+  }
 };
 
 Objective objective_of(const Problem& p, const State& s) {
@@ -52,11 +62,12 @@ void first_fit_fixed(const Problem& p, State& s) {
     const std::string& r = p.resources[size_t(pod.resource)];
     bool done = false;
     for (size_t n = 0; n < p.nodes.size() && !done; ++n) {
-      if (!p.allows(i, int(n)) || !p.nodes[n].accepts_pods()) continue;
+      if (!p.allows(i, int(n)) || !p.nodes[n].accepts_pods() || !s.fit(p, i, n, false)) continue;
       std::vector<std::pair<size_t, size_t>> slots;
       for (int g : p.nodes[n].gpus)
         for (size_t sl : free_of(s.gpus[size_t(g)], p.gpus[size_t(g)], r)) slots.push_back({size_t(g), sl});
       if (slots.size() < pod.count) continue;
+      s.fit(p, i, n, true);
       for (uint32_t c = 0; c < pod.count; ++c) s.gpus[slots[c].first].layout[slots[c].second].pod = i;
       s.placement[size_t(i)] = int(n);
       done = true;
@@ -71,6 +82,7 @@ State initial(const Problem& p) {
   s.placement.assign(p.pods.size(), -1);
   s.evicted.assign(p.pods.size(), false);
   for (size_t i = 0; i < p.pods.size(); ++i) s.placement[i] = p.pods[i].node;
+  for (const auto& n : p.nodes) s.room.push_back(n.room);
   return s;
 }
 
@@ -96,7 +108,7 @@ FleetPlan first_fit_plan(const Problem& p) {
     const std::string& r = p.resources[size_t(pod.resource)];
     bool done = false;
     for (size_t n = 0; n < p.nodes.size() && !done; ++n) {
-      if (!p.allows(i, int(n)) || !p.nodes[n].accepts_pods()) continue;
+      if (!p.allows(i, int(n)) || !p.nodes[n].accepts_pods() || !s.fit(p, i, n, false)) continue;
       // The GPUs this node's attempt changes, as they were (saved before the first change, so a
       // node that cannot serve costs no copies).
       std::vector<std::pair<int, PlannedGpu>> saved;
@@ -158,6 +170,7 @@ FleetPlan first_fit_plan(const Problem& p) {
         retarget(pg, gpu);
       }
       if (slots.size() >= pod.count) {
+        s.fit(p, i, n, true);
         for (uint32_t c = 0; c < pod.count; ++c) s.gpus[slots[c].first].layout[slots[c].second].pod = i;
         s.placement[size_t(i)] = int(n);
         done = true;

@@ -122,6 +122,23 @@ Result<void> check_fleet_plan(const Problem& p, const FleetPlan& plan, const Pla
     if (pg.changed) ++o.changed_gpus;
     if (std::any_of(pg.layout.begin(), pg.layout.end(), [](const Instance& i) { return i.pod >= 0; })) ++o.gpus_used;
   }
+  // NodeResourcesFit: on each node, the pods placed anew ask no more than its room and what the
+  // pods evicted there held.
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    if (p.nodes[n].room.empty()) continue;
+    Amounts left = p.nodes[n].room;
+    for (size_t i = 0; i < p.pods.size(); ++i) {
+      const Pod& pod = p.pods[i];
+      for (const auto& [r, q] : pod.requests) {
+        auto it = left.find(r);
+        if (it == left.end()) continue;
+        if (pod.node == int(n) && plan.evicted[i]) it->second += q;
+        if (plan.placement[i] == int(n) && (!pod.running() || plan.evicted[i])) it->second -= q;
+      }
+    }
+    for (const auto& [r, q] : left)
+      if (q < 0) return bad("node " + p.nodes[n].name + ": the pods placed there ask for more " + r + " than it has allocatable");
+  }
   for (int64_t prio : p.priorities) o.waiting.push_back(waiting[prio]);
   if (o.waiting != plan.objective.waiting)
     return bad("the objective's pending pods unserved per priority are not the plan's");

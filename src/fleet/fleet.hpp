@@ -74,6 +74,13 @@ struct PodRules {
   bool selects() const { return !node_selector.empty() || !required.empty(); }
 };
 
+// Amounts as NodeResourcesFit compares them, in thousandths of the unit
+// (millicores, millibytes, thousandths of a pod): "cpu", "memory",
+// "ephemeral-storage" and "pods".
+using Amounts = std::map<std::string, int64_t>;
+// The resources this planner fits besides GPUs (kube-scheduler's NodeResourcesFit).
+inline constexpr const char* kFitResources[] = {"cpu", "memory", "ephemeral-storage", "pods"};
+
 struct SnapNode {
   std::string name;
   std::string uid;
@@ -82,6 +89,9 @@ struct SnapNode {
   bool unschedulable = false;  // spec.unschedulable (cordoned)
   bool ready = true;           // status.conditions Ready is True (a node with no conditions counts as ready)
   std::vector<Taint> taints;
+  // status.allocatable's cpu, memory, ephemeral-storage and pods (those it
+  // lists); none without a status (a hand-made snapshot): not fitted.
+  Amounts allocatable;
 };
 
 struct SnapPod {
@@ -100,6 +110,10 @@ struct SnapPod {
   bool bare = false;
   std::map<std::string, std::string> labels;  // metadata.labels (what disruption budgets select)
   int64_t priority = 0;                       // spec.priority
+  // The effective requests of kFitResources (pods: 1000, one pod), as the
+  // scheduler reads them: app containers and sidecars, init containers,
+  // spec.overhead; a container's limit where it gives no request.
+  Amounts requests;
 };
 
 // A PodDisruptionBudget (policy/v1) as the eviction API applies it: the
@@ -124,6 +138,10 @@ struct Snapshot {
   std::vector<SnapNode> nodes;
   std::vector<SnapPod> pods;  // only pods that ask for a GPU resource
   std::vector<SnapBudget> budgets;
+  // Per node: the requests of the pods that run there and ask for no GPU (not
+  // in `pods`), what NodeResourcesFit counts as taken. Not in the hash: other
+  // pods come and go all the time, and each wave is checked against the cluster.
+  std::map<std::string, Amounts> other_use;
   std::vector<std::string> warnings;  // objects read with a warning (a budget whose selector cannot be read)
   // A hash of every fact the plan depends on: a plan made from another hash is stale.
   std::string hash;
@@ -192,6 +210,9 @@ struct Node {
   bool accepts_pods() const { return !unschedulable && ready && !frozen; }
   const GpuModel* model = nullptr;
   std::string config;           // nvidia.com/mig.config ("" when absent)
+  // What is left of its allocatable (SnapNode::allocatable) once every pod
+  // that runs there has its requests; only the resources it lists are fitted.
+  Amounts room;
   bool placements_known = false;  // from the layout annotation
   std::vector<int> gpus;
 };
@@ -211,6 +232,7 @@ struct Pod {
   bool constrained = false;
   std::vector<bool> allowed;
   int64_t priority = 0;  // spec.priority: pending pods are served highest first
+  Amounts requests;      // SnapPod::requests
   bool running() const { return node >= 0; }
 };
 
@@ -243,6 +265,9 @@ struct Problem {
 // taint is tolerated, the nodeSelector's labels match, and one of the
 // required node-affinity terms matches (each term: all its requirements).
 bool node_admits(const Node& node, const PodRules& rules);
+// NodeResourcesFit: every resource `room` lists is at least what `requests` asks
+// (a resource the node does not list is not checked). `why`: the first that is short.
+bool fits(const Amounts& room, const Amounts& requests, std::string* why = nullptr);
 
 // The resource a GPU instance serves: "gpu" for a whole GPU (and for any MIG
 // device under the single strategy), else its profile's name; with the

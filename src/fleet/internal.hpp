@@ -17,4 +17,9 @@ const std::vector<Target>& candidate_targets(const GpuModel& model, bool media);
 // The greedy first fit as a plan (GPUs, placements; no configs or rollout yet).
 FleetPlan first_fit_plan(const Problem& problem);
 
+// NodeResourcesFit over a whole plan: on each node, the pods placed there anew (the highest
+// priority first) take its room in turn, with what the pods evicted there held given back; a pod
+// that no longer fits is left unserved and its instances freed. The number left out.
+size_t drop_unfit(const Problem& problem, FleetPlan& plan);
+
 }  // namespace tessera::fleet

@@ -193,10 +193,21 @@ std::string unserved_reason(const Problem& p, int pod) {
   if (!offered)
     return r.ends_with(".shared") ? "no node in the fleet shares its devices as " + resource_key(r)
                                   : "no GPU in the fleet has the profile " + r;
-  if (!admitted)
+  if (!admitted) {
+    // Refused for room alone somewhere (its rules would take it): say which resource.
+    std::string short_of;
+    for (size_t n = 0; n < p.nodes.size() && short_of.empty(); ++n)
+      if (node_offers(p, int(n), r) && p.nodes[n].accepts_pods() && node_admits(p.nodes[n], x.rules))
+        fits(p.nodes[n].room, x.requests, &short_of);
+    if (short_of == "pods")
+      return "no node with " + r + " that takes it has room for one more pod (status.allocatable pods, all running)";
+    if (!short_of.empty())
+      return "no node with " + r + " that takes it has the room for its " + short_of + " request (status.allocatable "
+             "less what the pods there ask)";
     return x.constrained ? "no node with " + r + " takes it (its node selector, affinity or tolerations; cordoned or "
                            "not Ready nodes)"
                          : "no node with " + r + " takes new pods (cordoned or not Ready)";
+  }
   const std::string what = r == kWholeGpu ? "whole GPU" : r.ends_with(".shared") ? resource_key(r) + " replica" : r + " instance";
   const std::string where = x.constrained ? "a node it admits" : "a node that takes pods";
   if (x.count > 1) return "no room: no " + where.substr(2) + " has " + std::to_string(x.count) + " free " + what + "s";

@@ -1,7 +1,9 @@
 // The snapshot reader and the problem builder: Nodes and Pods as the API
 // server returns them, to GPUs with their instances and the pods on them.
 #include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <set>
@@ -42,6 +44,51 @@ std::optional<int64_t> whole_quantity(const json& v) {
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
   if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
   return n;
+}
+
+// A value for a message: a string quoted as it is, anything else as JSON.
+std::string shown(const json& v) { return v.is_string() ? quote(v.get<std::string>()) : v.dump(); }
+
+// A Kubernetes quantity ("500m", "2", "1.5Gi", "1e3"; k8s.io/apimachinery's
+// resource.Quantity) in thousandths of its unit, rounded up. nullopt: not a
+// quantity, negative, or beyond 2^63 thousandths.
+std::optional<int64_t> milli_quantity(const json& v) {
+  long double value = 0;
+  if (v.is_number()) {
+    value = v.get<long double>();
+  } else if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    size_t digits = 0;
+    while (digits < s.size() && (std::isdigit(static_cast<unsigned char>(s[digits])) || s[digits] == '.' ||
+                                 (digits == 0 && s[digits] == '+')))
+      ++digits;
+    const std::string number = s.substr(s[0] == '+' ? 1 : 0, digits - (s[0] == '+' ? 1 : 0));
+    if (number.empty() || number == "." || std::count(number.begin(), number.end(), '.') > 1) return std::nullopt;
+    double n = 0;
+    auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), n);
+    if (ec != std::errc() || end != number.data() + number.size()) return std::nullopt;
+    const std::string suffix = s.substr(digits);
+    static const std::pair<const char*, long double> kSuffixes[] = {
+        {"", 1},     {"n", 1e-9L}, {"u", 1e-6L}, {"m", 1e-3L}, {"k", 1e3L},  {"M", 1e6L},
+        {"G", 1e9L}, {"T", 1e12L}, {"P", 1e15L}, {"E", 1e18L}, {"Ki", 1024.0L},
+        {"Mi", 1048576.0L}, {"Gi", 1073741824.0L}, {"Ti", 1099511627776.0L}, {"Pi", 1125899906842624.0L},
+        {"Ei", 1152921504606846976.0L}};
+    long double scale = -1;
+    for (const auto& [name, factor] : kSuffixes)
+      if (suffix == name) scale = factor;
+    if (scale < 0 && suffix.size() > 1 && (suffix[0] == 'e' || suffix[0] == 'E')) {  // a decimal exponent
+      int e = 0;
+      auto [eend, eec] = std::from_chars(suffix.data() + 1, suffix.data() + suffix.size(), e);
+      if (eec == std::errc() && eend == suffix.data() + suffix.size() && e >= -30 && e <= 30) scale = std::pow(10.0L, e);
+    }
+    if (scale < 0) return std::nullopt;
+    value = (long double)n * scale;
+  } else {
+    return std::nullopt;
+  }
+  const long double milli = std::ceil(value * 1000.0L - 1e-9L);
+  if (!(milli >= 0) || milli > 9.2e18L) return std::nullopt;
+  return static_cast<int64_t>(milli);
 }
 
 // The resource a name stands for: "gpu" for nvidia.com/gpu, the profile for
@@ -178,6 +225,15 @@ bool node_admits(const Node& node, const PodRules& rules) {
   return false;
 }
 
+bool fits(const Amounts& room, const Amounts& requests, std::string* why) {
+  for (const auto& [r, q] : requests)
+    if (auto it = room.find(r); it != room.end() && it->second < q) {
+      if (why) *why = r;
+      return false;
+    }
+  return true;
+}
+
 bool Problem::allows(int pod, int node) const {
   const Pod& x = pods[size_t(pod)];
   if (!x.constrained) return nodes[size_t(node)].accepts_pods();
@@ -296,13 +352,43 @@ bool asks_for_gpu(const json& pod) {
   return false;
 }
 
+// The effective request of each resource, as the scheduler reads it: the app containers' sum
+// plus the sidecars' (init containers with restartPolicy Always, which run beside them), or an
+// ordinary init container's own (plus the sidecars started before it) where that is larger.
+// `own` gives one container's requests.
+template <class Own>
+std::map<std::string, int64_t> effective_requests(const json& spec, Own&& own) {
+  std::map<std::string, int64_t> asks, sidecars, init_peak;
+  if (const json& containers = at(spec, "containers"); containers.is_array())
+    for (const auto& c : containers)
+      for (const auto& [r, q] : own(c)) asks[r] += q;
+  if (const json& inits = at(spec, "initContainers"); inits.is_array())
+    for (const auto& c : inits) {
+      const auto mine = own(c);
+      if (str_at(c, "restartPolicy") == "Always") {
+        for (const auto& [r, q] : mine) {
+          asks[r] += q;
+          sidecars[r] += q;
+        }
+      } else {
+        for (const auto& [r, q] : mine) init_peak[r] = std::max(init_peak[r], q + sidecars[r]);
+      }
+    }
+  for (const auto& [r, q] : init_peak) asks[r] = std::max(asks[r], q);
+  return asks;
+}
+
 }  // namespace
 
 bool slim_snapshot_item(json& item) {
   if (!item.is_object()) return true;  // parse_snapshot names what is wrong with it
   const std::string kind = str_at(item, "kind");
   if (kind != "Pod" && kind != "Node") return true;
-  if (kind == "Pod" && !asks_for_gpu(item)) return false;
+  // A pod that asks for no GPU matters only for what it takes of the node it runs on.
+  if (kind == "Pod" && !asks_for_gpu(item)) {
+    const std::string phase = str_at(at(item, "status"), "phase");
+    if (str_at(at(item, "spec"), "nodeName").empty() || phase == "Succeeded" || phase == "Failed") return false;
+  }
   std::vector<std::string> path;
   drop_unwanted(item, path);
   return true;
@@ -325,15 +411,18 @@ bool snapshot_field_wanted(std::span<const std::string> path) {
   if (top == "spec") {
     if (path.size() == 2)
       return one_of(field, {"nodeName", "priority", "nodeSelector", "affinity", "tolerations", "topologySpreadConstraints", "containers",
-                            "initContainers", "unschedulable", "taints"});
+                            "initContainers", "overhead", "unschedulable", "taints"});
     if (field != "containers" && field != "initContainers") return true;
     if (path.size() == 3) return one_of(path[2], {"name", "resources", "restartPolicy"});
     if (path[2] != "resources") return true;
     if (path.size() == 4) return one_of(path[3], {"requests", "limits"});
-    return path.size() > 5 || path[4].starts_with("nvidia.com/");  // cpu and memory are not the planner's
+    // GPUs, and what NodeResourcesFit fits besides them.
+    return path.size() > 5 || path[4].starts_with("nvidia.com/") || one_of(path[4], {"cpu", "memory", "ephemeral-storage"});
   }
   if (top == "status") {
-    if (path.size() == 2) return one_of(field, {"phase", "conditions"});
+    if (path.size() == 2) return one_of(field, {"phase", "conditions", "allocatable"});
+    if (field == "allocatable")
+      return path[2].starts_with("nvidia.com/") || one_of(path[2], {"cpu", "memory", "ephemeral-storage", "pods"});
     return field != "conditions" || path.size() > 3 || one_of(path[2], {"type", "status"});
   }
   return true;
@@ -409,6 +498,14 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
           if (str_at(c, "type") == "Ready") n.ready = str_at(c, "status") == "True";
       if (const json& taints = at(spec, "taints"); taints.is_array())
         for (const auto& t : taints) n.taints.push_back({str_at(t, "key"), str_at(t, "value"), str_at(t, "effect")});
+      // What the scheduler fits pods into (NodeResourcesFit): status.allocatable, not capacity.
+      if (const json& alloc = at(at(item, "status"), "allocatable"); alloc.is_object())
+        for (const char* r : kFitResources)
+          if (alloc.contains(r)) {
+            if (auto q = milli_quantity(alloc[r])) n.allocatable[r] = *q;
+            else snap.warnings.push_back("Node " + name + ": status.allocatable." + r + " " + shown(alloc[r]) +
+                                         " is not a quantity; " + r + " is not fitted there");
+          }
       // Everything the plan depends on: every label (selectors read any), readiness, cordon, taints.
       facts += "N|" + n.name + "|" + n.layout_annotation.value_or("") + "|" + (n.unschedulable ? "cordoned" : "") + "|" +
                (n.ready ? "ready" : "not-ready");
@@ -416,6 +513,7 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
       for (const auto& [k, v] : n.labels)
         if (k != "nvidia.com/gfd.timestamp") facts += "|" + k + "=" + v;
       for (const auto& t : n.taints) facts += "|taint " + t.key + "=" + t.value + ":" + t.effect;
+      for (const auto& [r, q] : n.allocatable) facts += "|allocatable " + r + "=" + std::to_string(q);
       facts += "\n";
       snap.nodes.push_back(std::move(n));
       continue;
@@ -434,11 +532,6 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
     // its devices until it is gone.
     if (p.phase == "Succeeded" || p.phase == "Failed") continue;
     if (!str_at(meta, "deletionTimestamp").empty() && p.node.empty()) continue;
-    // The effective request, as the scheduler reads it: the app containers'
-    // sum plus the sidecars' (init containers with restartPolicy Always, which
-    // run beside them), or an ordinary init container's own (plus the
-    // sidecars started before it) where that is larger.
-    std::map<std::string, int64_t> asks, sidecars;
     std::string unreadable;
     auto container_asks = [&](const json& c) {
       std::map<std::string, int64_t> mine;
@@ -460,25 +553,46 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
       }
       return mine;
     };
-    if (const json& containers = at(at(item, "spec"), "containers"); containers.is_array())
-      for (const auto& c : containers)
-        for (const auto& [r, q] : container_asks(c)) asks[r] += q;
-    std::map<std::string, int64_t> init_peak;
-    if (const json& inits = at(at(item, "spec"), "initContainers"); inits.is_array())
-      for (const auto& c : inits) {
-        const auto mine = container_asks(c);
-        if (str_at(c, "restartPolicy") == "Always") {
-          for (const auto& [r, q] : mine) {
-            asks[r] += q;
-            sidecars[r] += q;
-          }
-        } else {
-          for (const auto& [r, q] : mine) init_peak[r] = std::max(init_peak[r], q + sidecars[r]);
-        }
+    std::map<std::string, int64_t> asks = effective_requests(at(item, "spec"), container_asks);
+    // What it takes of its node besides GPUs (NodeResourcesFit): the same arithmetic over cpu,
+    // memory and ephemeral-storage (a container's limit where it gives no request, as the API
+    // server defaults it), plus spec.overhead, and one pod.
+    std::string bad_quantity;
+    auto container_fit = [&](const json& c) {
+      Amounts mine;
+      const json& res = at(c, "resources");
+      for (const char* r : {"cpu", "memory", "ephemeral-storage"}) {
+        const json* q = nullptr;
+        for (const char* part : {"limits", "requests"})  // a request, where given, wins
+          if (const json& m = at(res, part); m.is_object() && m.contains(r)) q = &m.at(r);
+        if (!q) continue;
+        if (auto v = milli_quantity(*q)) mine[r] = *v;
+        else if (bad_quantity.empty()) bad_quantity = std::string(r) + " " + shown(*q) + " is not a quantity";
       }
-    for (const auto& [r, q] : init_peak) asks[r] = std::max(asks[r], q);
+      return mine;
+    };
+    Amounts fit = effective_requests(at(item, "spec"), container_fit);
+    if (const json& overhead = at(at(item, "spec"), "overhead"); overhead.is_object())
+      for (const char* r : {"cpu", "memory", "ephemeral-storage"})
+        if (overhead.contains(r)) {
+          if (auto v = milli_quantity(overhead.at(r))) fit[r] += *v;
+          else if (bad_quantity.empty()) bad_quantity = std::string("spec.overhead.") + r + " " + shown(overhead.at(r)) + " is not a quantity";
+        }
+    fit["pods"] = 1000;
+    std::erase_if(fit, [](const auto& kv) { return kv.second == 0; });
     std::erase_if(asks, [](const auto& kv) { return kv.second == 0; });
-    if (asks.empty() && unreadable.empty()) continue;  // no GPU: not the planner's business
+    if (asks.empty() && unreadable.empty()) {
+      // No GPU: only what it takes of its node counts.
+      if (!p.node.empty()) {
+        if (!bad_quantity.empty())
+          snap.warnings.push_back("Pod " + p.id + ": " + bad_quantity + "; what it takes of node " + p.node + " is not counted");
+        else
+          for (const auto& [r, q] : fit) snap.other_use[p.node][r] += q;
+      }
+      continue;
+    }
+    if (unreadable.empty() && !bad_quantity.empty()) unreadable = bad_quantity;
+    p.requests = std::move(fit);
     if (asks.size() > 1) {
       std::vector<std::string> names;
       for (const auto& [r, q] : asks) names.push_back(resource_key(r));
@@ -510,6 +624,7 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
     facts += "P|" + p.id + "|" + p.node + "|" + p.phase + "|" + p.resource + "|" + std::to_string(p.count) + "|" +
              (p.bare ? "bare|" : "") + (p.priority ? "priority " + std::to_string(p.priority) + "|" : "") +
              rules_facts(at(item, "spec"));
+    for (const auto& [r, q] : p.requests) facts += "|request " + r + "=" + std::to_string(q);
     for (const auto& [k, v] : p.labels) facts += "|label " + k + "=" + v;  // what budgets select
     facts += "\n";
     snap.pods.push_back(std::move(p));
@@ -642,6 +757,17 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
     n.taints = sn.taints;
     n.unschedulable = sn.unschedulable;
     n.ready = sn.ready;
+    // Its room: allocatable less what every pod that runs there asks (GPU pods, unreadable ones too).
+    n.room = sn.allocatable;
+    if (!n.room.empty()) {
+      auto take = [&](const Amounts& used) {
+        for (const auto& [r, q] : used)
+          if (auto it = n.room.find(r); it != n.room.end()) it->second -= q;
+      };
+      if (auto other = snap.other_use.find(sn.name); other != snap.other_use.end()) take(other->second);
+      for (const auto& sp : snap.pods)
+        if (sp.node == sn.name) take(sp.requests);
+    }
     const std::string& product_label = product->second;
     n.model = find_product(catalog, product_label);
     // GFD's labels for the single MIG strategy ("...-MIG-<profile>", mig.strategy=single) and
@@ -1017,6 +1143,7 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
     pod.resource = r;
     pod.rules = sp.rules;
     pod.priority = sp.priority;
+    pod.requests = sp.requests;
     for (const auto& what : sp.rules.unmodelled)
       p.warnings.push_back("Pod " + sp.id + ": its " + what + " is not modelled: the plan may place it where the "
                            "scheduler will not");
@@ -1093,16 +1220,20 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
     }
     p.pods.push_back(std::move(pod));
   }
-  // Where each pod may be placed: only a pod some node that takes pods would refuse is constrained.
-  bool tainted = false;
-  for (const auto& n : p.nodes)
+  // Where each pod may be placed: only a pod some node that takes pods would refuse is constrained
+  // (by its rules, or by the room its cpu, memory, storage or one more pod needs there).
+  bool tainted = false, fitted = false;
+  for (const auto& n : p.nodes) {
     for (const auto& t : n.taints) tainted = tainted || t.effect == "NoSchedule" || t.effect == "NoExecute";
+    fitted = fitted || !n.room.empty();
+  }
   for (auto& pod : p.pods) {
-    if (!pod.rules.selects() && !tainted) continue;
+    if (!pod.rules.selects() && !tainted && !fitted) continue;
     std::vector<bool> allowed(p.nodes.size(), false);
     bool narrower = false;
     for (size_t n = 0; n < p.nodes.size(); ++n) {
-      allowed[n] = node_admits(p.nodes[n], pod.rules);
+      // A running pod's own node already counts it: it fits there as it is.
+      allowed[n] = node_admits(p.nodes[n], pod.rules) && (pod.node == int(n) || fits(p.nodes[n].room, pod.requests));
       narrower = narrower || (p.nodes[n].accepts_pods() && !allowed[n]);
     }
     if (narrower) {

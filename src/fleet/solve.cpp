@@ -919,6 +919,10 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     }
     if (plan.placement[size_t(i)] < 0 && !pod.constrained) exhausted.insert({r, pod.count});
   }
+  // Pods placed together on a node where their cpu, memory or pod count do not all fit.
+  if (size_t dropped = drop_unfit(p, plan))
+    plan.notes.push_back(std::to_string(dropped) + " pod(s) left unserved: placed on nodes whose cpu, memory, storage "
+                         "or pod count does not take them all");
   // Clean-up: a changed GPU that never held a pod and holds none now goes back as it was; one whose
   // pods (each on one device) all fit in free instances elsewhere hands them over first.
   for (size_t g = 0; g < p.gpus.size(); ++g) {
@@ -954,6 +958,10 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     occupied[g] = false;
     reslot(g);
   }
+  // Again: the clean-up's moves count instances, not room.
+  if (size_t dropped = drop_unfit(p, plan))
+    plan.notes.push_back(std::to_string(dropped) + " pod(s) moved by the clean-up left unserved: their new nodes' cpu, "
+                         "memory, storage or pod count does not take them");
   plan.objective = evaluate(p, plan);
   const std::vector<int64_t> obj = plan.objective.levels();
   bool all_proven = true;
@@ -1116,6 +1124,42 @@ FleetPlan plan_fleet(const Problem& p, const PlanOptions& options) {
   name_configs(p, c);
   c.rollout = order_rollout(p, c, options, &c.notes);
   return fall_back(std::move(c));
+}
+
+size_t drop_unfit(const Problem& p, FleetPlan& plan) {
+  std::vector<Amounts> room(p.nodes.size());
+  bool fitted = false;
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    room[n] = p.nodes[n].room;
+    fitted = fitted || !room[n].empty();
+  }
+  if (!fitted) return 0;
+  auto add = [](Amounts& to, const Amounts& what, int64_t sign) {
+    for (const auto& [r, q] : what)
+      if (auto it = to.find(r); it != to.end()) it->second += sign * q;
+  };
+  std::vector<int> placed;
+  for (size_t i = 0; i < p.pods.size(); ++i) {
+    const Pod& pod = p.pods[i];
+    if (pod.running() && plan.evicted[i]) add(room[size_t(pod.node)], pod.requests, +1);
+    if (plan.placement[i] >= 0 && (!pod.running() || plan.evicted[i])) placed.push_back(int(i));
+  }
+  std::stable_sort(placed.begin(), placed.end(), [&](int a, int b) { return p.pods[size_t(a)].priority > p.pods[size_t(b)].priority; });
+  size_t dropped = 0;
+  for (int i : placed) {
+    Amounts& here = room[size_t(plan.placement[size_t(i)])];
+    const Pod& pod = p.pods[size_t(i)];
+    if (fits(here, pod.requests)) {
+      add(here, pod.requests, -1);
+      continue;
+    }
+    plan.placement[size_t(i)] = -1;
+    for (auto& pg : plan.gpus)
+      for (auto& inst : pg.layout)
+        if (inst.pod == i) inst.pod = -1;
+    ++dropped;
+  }
+  return dropped;
 }
 
 std::vector<int64_t> Objective::levels() const {

@@ -209,6 +209,66 @@ TEST(FleetModel, PendingPodsAreServedHighestPriorityFirst) {
   EXPECT_EQ(describe(solve_and_check(same).objective), "unserved 1, evicted 0, changed 0, used 1");
 }
 
+// NodeResourcesFit: a pod goes only where its cpu, memory and one more pod fit what the node's
+// allocatable leaves; no GPU is re-cut for a pod no node has the cpu for, and pods placed together
+// on a node fit together.
+TEST(FleetModel, PodsArePlacedOnlyWhereTheirCpuAndMemoryFit) {
+  auto with_room = [](json n, const std::string& cpu, const std::string& pods = "110") {
+    n["status"]["allocatable"] = {{"cpu", cpu}, {"memory", "1000Gi"}, {"pods", pods}};
+    return n;
+  };
+  auto asking = [](json pod, const std::string& cpu) {
+    pod["spec"]["containers"][0]["resources"]["requests"] = {{"cpu", cpu}, {"memory", "8Gi"}};
+    return pod;
+  };
+  auto served = [](const Fleet& f, const FleetPlan& plan) {
+    std::map<std::string, std::string> where;
+    for (size_t i = 0; i < f.problem.pods.size(); ++i)
+      where[f.problem.pods[i].id] = plan.placement[i] < 0 ? "-" : f.problem.nodes[size_t(plan.placement[i])].name;
+    return where;
+  };
+  // A 1,000-CPU pod: no node has the room, so nothing is re-cut for it.
+  auto huge = fleet_of({with_room(node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), "64"), asking(pod("huge", "7g.80gb", 1), "1000")});
+  FleetPlan none = solve_and_check(huge);
+  EXPECT_EQ(describe(none.objective), "unserved 1, evicted 0, changed 0, used 0");
+  EXPECT_EQ(unserved_reason(huge.problem, 0),
+            "no node with 7g.80gb that takes it has the room for its cpu request (status.allocatable less what the pods there ask)");
+  // Node a has 8 CPUs, 2 taken by a pod without a GPU: of three 4-CPU pods one fits there, one on b.
+  json web = asking(pod("web", "gpu", 0, "a"), "2");
+  auto three = fleet_of({with_room(node("a", "NVIDIA-A100-SXM4-80GB", 2, "all-disabled"), "8"),
+                         with_room(node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), "16"), web,
+                         asking(pod("p1", "gpu", 1), "4"), asking(pod("p2", "gpu", 1), "4"), asking(pod("p3", "gpu", 1), "4")});
+  FleetPlan plan = solve_and_check(three);
+  EXPECT_EQ(plan.objective.unserved, 1);
+  std::map<std::string, int> per_node;
+  for (const auto& [pod, n] : served(three, plan)) ++per_node[n];
+  EXPECT_EQ(per_node, (std::map<std::string, int>{{"-", 1}, {"a", 1}, {"b", 1}}));
+  // The checker refuses the two on a together.
+  for (size_t i = 0; i < three.problem.pods.size(); ++i) {
+    if (plan.placement[i] >= 0) continue;
+    FleetPlan crowded = plan;
+    for (int g : three.problem.nodes[0].gpus)
+      if (crowded.gpus[size_t(g)].layout[0].pod < 0 && crowded.placement[i] < 0) {
+        crowded.gpus[size_t(g)].layout[0].pod = int(i);
+        crowded.placement[i] = 0;
+        --crowded.objective.unserved;
+      }
+    auto ok = check_fleet_plan(three.problem, crowded);
+    ASSERT_FALSE(ok);
+    EXPECT_EQ(ok.error().message.substr(ok.error().message.find("node a")),
+              "node a: the pods placed there ask for more cpu than it has allocatable");
+  }
+  // Without allocatable (a hand-made snapshot) nothing is fitted: all three are served.
+  auto unfitted = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 2, "all-disabled"), node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"),
+                            web, asking(pod("p1", "gpu", 1), "4"), asking(pod("p2", "gpu", 1), "4"), asking(pod("p3", "gpu", 1), "4")});
+  EXPECT_EQ(solve_and_check(unfitted).objective.unserved, 0);
+  // A node full of pods (allocatable pods 1, one running) takes no more.
+  auto full = fleet_of({with_room(node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), "64", "1"), web, asking(pod("p", "gpu", 1), "1")});
+  EXPECT_EQ(describe(solve_and_check(full).objective), "unserved 1, evicted 0, changed 0, used 0");
+  EXPECT_EQ(unserved_reason(full.problem, 0),
+            "no node with gpu that takes it has room for one more pod (status.allocatable pods, all running)");
+}
+
 // Two products: 1g.10gb is a resource of both the A100-80GB and the H100; the
 // pending 1g.10gb pods go where the change costs least.
 TEST(FleetModel, TwoProducts) {

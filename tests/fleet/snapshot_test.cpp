@@ -246,6 +246,63 @@ TEST(FleetSnapshot, WhatANodeServesFollowsItsMigLabels) {
 // One pod whose GPU request cannot be read stops only itself, with a warning
 // naming it: pending, it is left out; running, its node is kept exactly as
 // it is. A finished one is not looked at. The other pods are planned.
+// What a pod takes of its node besides GPUs, as NodeResourcesFit reads it: the app containers'
+// sum or an init container's own where larger, a limit where no request is given, the overhead,
+// one pod; a node's room is its allocatable less what every pod running there asks.
+TEST(FleetSnapshot, RequestsAndRoomAreReadAsTheSchedulerReadsThem) {
+  json n = node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled");
+  n["status"]["allocatable"] = {{"cpu", "7800m"}, {"memory", "500Gi"}, {"pods", "110"}, {"ephemeral-storage", "1e11"},
+                                {"hugepages-2Mi", "0"}};
+  n["status"]["capacity"] = {{"cpu", "8"}};
+  json run = pod("run", "gpu", 1, "a");
+  auto& c = run["spec"]["containers"];
+  c[0]["resources"]["requests"] = {{"cpu", "1"}, {"memory", "2Gi"}};
+  c.push_back({{"name", "side"}, {"resources", {{"limits", {{"cpu", "500m"}, {"memory", "1G"}}}}}});
+  run["spec"]["initContainers"] = json::array({{{"name", "init"}, {"resources", {{"requests", {{"cpu", "2"}}}}}}});
+  run["spec"]["overhead"] = {{"cpu", "250m"}};
+  json web = pod("web", "gpu", 0, "a");
+  web["spec"]["containers"][0]["resources"] = {{"requests", {{"cpu", "0.1"}, {"memory", "128Mi"}}}};
+  json other_node = web;
+  other_node["metadata"]["name"] = "elsewhere";
+  other_node["spec"]["nodeName"] = "b";
+  auto snap = parse_snapshot(list({n, run, web, other_node}), "test");
+  ASSERT_TRUE(snap) << snap.error().message;
+  ASSERT_EQ(snap->nodes.size(), 1u);
+  EXPECT_EQ(snap->nodes[0].allocatable, (Amounts{{"cpu", 7800}, {"memory", 500 * (int64_t(1) << 30) * 1000},
+                                                 {"pods", 110000}, {"ephemeral-storage", int64_t(1e14)}}));
+  ASSERT_EQ(snap->pods.size(), 1u);
+  EXPECT_EQ(snap->pods[0].requests, (Amounts{{"cpu", 2250}, {"memory", (int64_t(2) << 30) * 1000 + int64_t(1e12)}, {"pods", 1000}}));
+  EXPECT_EQ(snap->other_use["a"], (Amounts{{"cpu", 100}, {"memory", (int64_t(128) << 20) * 1000}, {"pods", 1000}}));
+  auto cfg = configs();
+  auto p = build_problem(*snap, cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->nodes[0].room.at("cpu"), 7800 - 2250 - 100);
+  EXPECT_EQ(p->nodes[0].room.at("pods"), 108000);
+  // A request is in the hash (a plan made before it changed is stale); allocatable too.
+  json more = run;
+  more["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3";
+  EXPECT_NE(parse_snapshot(list({n, more, web}), "test")->hash, snap->hash);
+  // Quantities the API would not write stop only their pod, or are not counted, with a warning.
+  json bad_gpu = pod("bad", "gpu", 1);
+  bad_gpu["spec"]["containers"][0]["resources"]["requests"] = {{"cpu", "lots"}};
+  json bad_web = web;
+  bad_web["metadata"]["name"] = "bad-web";
+  bad_web["spec"]["containers"][0]["resources"]["requests"]["memory"] = "-1Gi";
+  json bad_node = n;
+  bad_node["status"]["allocatable"]["cpu"] = "8 cores";
+  auto bad = parse_snapshot(list({bad_node, bad_gpu, bad_web}), "test");
+  ASSERT_TRUE(bad) << bad.error().message;
+  ASSERT_EQ(bad->pods.size(), 1u);
+  EXPECT_EQ(bad->pods[0].unreadable, "cpu 'lots' is not a quantity");
+  std::string warnings;
+  for (const auto& w : bad->warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("Node a: status.allocatable.cpu '8 cores' is not a quantity; cpu is not fitted there"),
+            std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("Pod ml/bad-web: memory '-1Gi' is not a quantity; what it takes of node a is not counted"),
+            std::string::npos) << warnings;
+  EXPECT_FALSE(bad->nodes[0].allocatable.contains("cpu"));
+}
+
 TEST(FleetSnapshot, OneUnreadablePodStopsOnlyItself) {
   auto cfg = configs();
   json two = pod("two", "1g.10gb", 1);
@@ -308,7 +365,8 @@ TEST(FleetSnapshot, InitContainersAndTerminatingPodsCountAsTheSchedulerCounts) {
   EXPECT_TRUE(slim_snapshot_item(slim)) << "a pod whose only GPU is an init container's was dropped";
 }
 
-// Items cut down as a big cluster is read give the same snapshot and hash; pods without a GPU go.
+// Items cut down as a big cluster is read give the same snapshot and hash; pods without a GPU go,
+// but for those running on a node (what they take of it counts).
 TEST(FleetSnapshot, SlimItemsReadTheSame) {
   json ann = {{"gpus", json::array({{{"index", 0}, {"mig", false}, {"pod", "ml/run"}}})}};
   json n = node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled", ann);
@@ -325,13 +383,20 @@ TEST(FleetSnapshot, SlimItemsReadTheSame) {
   wait["spec"]["nodeSelector"] = {{"zone", "a"}};
   json web = pod("web", "gpu", 1, "a");
   web["spec"]["containers"][0]["resources"] = {{"limits", {{"cpu", "1"}}}};
-  const std::vector<json> items = {n, run, wait, web};
+  web["spec"]["containers"][0]["env"] = json::array({{{"name", "A"}, {"value", "1"}}});
+  json web_waiting = pod("web-waiting", "gpu", 1);
+  web_waiting["spec"]["containers"][0]["resources"] = {{"limits", {{"cpu", "1"}}}};
+  json web_done = pod("web-done", "gpu", 1, "a", "Succeeded");
+  web_done["spec"]["containers"][0]["resources"] = {{"limits", {{"cpu", "1"}}}};
+  const std::vector<json> items = {n, run, wait, web, web_waiting, web_done};
   auto full = parse_snapshot(list(items), "test");
   ASSERT_TRUE(full) << full.error().message;
+  EXPECT_EQ(full->other_use["a"], (Amounts{{"cpu", 1000}, {"pods", 1000}}));
   std::vector<json> slim;
   for (json item : items)
     if (slim_snapshot_item(item)) slim.push_back(item);
-  EXPECT_EQ(slim.size(), 3u) << "the CPU-only pod goes";
+  ASSERT_EQ(slim.size(), 4u) << "the CPU-only pod running on a node stays; the waiting and finished ones go";
+  EXPECT_FALSE(slim[3]["spec"]["containers"][0].contains("env"));
   EXPECT_FALSE(slim[0]["metadata"].contains("managedFields"));
   EXPECT_FALSE(slim[0]["metadata"]["annotations"].contains("other"));
   EXPECT_FALSE(slim[1]["spec"].contains("volumes"));
@@ -339,6 +404,7 @@ TEST(FleetSnapshot, SlimItemsReadTheSame) {
   ASSERT_TRUE(cut) << cut.error().message;
   EXPECT_EQ(cut->hash, full->hash);
   EXPECT_EQ(cut->pods.size(), full->pods.size());
+  EXPECT_EQ(cut->other_use, full->other_use);
 }
 
 namespace {
@@ -386,6 +452,7 @@ TEST(FleetSnapshot, UnwantedFieldsAreNotRead) {
   run["spec"]["containers"][0]["image"] = "registry/app:v1";
   run["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "4";
   run["spec"]["containers"][0]["resources"]["limits"]["memory"] = "16Gi";
+  run["spec"]["containers"][0]["resources"]["limits"]["example.com/fpga"] = "1";
   run["metadata"]["labels"] = {{"app", "x"}};
   run["status"]["conditions"] = json::array({{{"type", "Ready"}, {"status", "True"}}});
   json wait = pod("wait", "1g.10gb", 1);
@@ -403,7 +470,8 @@ TEST(FleetSnapshot, UnwantedFieldsAreNotRead) {
   EXPECT_FALSE(doc["items"][0]["metadata"]["annotations"].contains("kubectl.kubernetes.io/last-applied-configuration"));
   EXPECT_TRUE(doc["items"][0]["metadata"]["annotations"].contains(kLayoutAnnotation));
   EXPECT_FALSE(doc["items"][0]["status"]["conditions"][0].contains("message"));
-  EXPECT_EQ(doc["items"][2]["spec"]["containers"][0]["resources"]["limits"].size(), 1u) << "only nvidia.com/ resources";
+  EXPECT_EQ(doc["items"][2]["spec"]["containers"][0]["resources"]["limits"].size(), 3u)
+      << "only nvidia.com/ resources, and the cpu and memory NodeResourcesFit fits";
   auto cut = parse_snapshot(doc, "test");
   ASSERT_TRUE(cut) << cut.error().message;
   EXPECT_EQ(cut->hash, full->hash);
