@@ -430,10 +430,11 @@ void add_fleet_command(CLI::App& app, int& exit_code) {
   auto pa = std::make_shared<FleetPlanArgs>();
   auto* plan = fleet->add_subcommand(
       "plan",
-      "The proven best new layout for a fleet: pending pods served highest priority first, then fewest\n"
-      "pods unserved, then fewest running pods evicted, then fewest GPUs changed, then fewest GPUs in use;\n"
-      "each level optimal or its gap reported. Reads a snapshot (`kubectl get nodes,pods -A -o json`) or\n"
-      "the cluster itself.");
+      "The proven best new layout for a fleet: fewest pods of the highest priority left pending or evicted,\n"
+      "then of the next (as preemption weighs them), then fewest pods unserved, then fewest running pods\n"
+      "evicted, then fewest GPUs changed, then fewest GPUs in use; each level optimal or its gap reported.\n"
+      "Pods go only where the scheduler would bind them (rules, taints, cpu and memory against\n"
+      "allocatable). Reads a snapshot (`kubectl get nodes,pods -A -o json`) or the cluster itself.");
   plan->add_option("--snapshot", pa->snapshot, "The Nodes and Pods, as `kubectl get nodes,pods -A -o json` prints them");
   plan->add_flag("--from-cluster", pa->from_cluster, "Read the Nodes and Pods (and without --mig-config, the mig-parted ConfigMap) from the API server");
   plan->add_option("--mig-config", pa->mig_config, "The mig-parted file the Nodes' nvidia.com/mig.config labels name");

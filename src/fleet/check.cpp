@@ -76,7 +76,7 @@ Result<void> check_fleet_plan(const Problem& p, const FleetPlan& plan, const Pla
       }
   }
   Objective o;
-  std::map<int64_t, int64_t> waiting;  // priority -> pending pods unserved
+  std::map<int64_t, int64_t> waiting;  // priority -> pending pods unserved and running pods evicted
   for (size_t i = 0; i < p.pods.size(); ++i) {
     const Pod& pod = p.pods[i];
     auto it = held.find(int(i));
@@ -113,7 +113,10 @@ Result<void> check_fleet_plan(const Problem& p, const FleetPlan& plan, const Pla
         kept = kept && here;
       }
       if (kept == bool(plan.evicted[i])) return bad("pod " + pod.id + ": " + (kept ? "kept but listed as evicted" : "not on its devices, yet not evicted"));
-      if (plan.evicted[i]) ++o.evicted;
+      if (plan.evicted[i]) {
+        ++o.evicted;
+        ++waiting[pod.priority];
+      }
     } else if (plan.evicted[i]) {
       return bad("pod " + pod.id + ": pending, yet evicted");
     }
@@ -141,7 +144,7 @@ Result<void> check_fleet_plan(const Problem& p, const FleetPlan& plan, const Pla
   }
   for (int64_t prio : p.priorities) o.waiting.push_back(waiting[prio]);
   if (o.waiting != plan.objective.waiting)
-    return bad("the objective's pending pods unserved per priority are not the plan's");
+    return bad("the objective's pods left pending or evicted per priority are not the plan's");
   if (o != plan.objective)
     return bad("the objective says unserved " + std::to_string(plan.objective.unserved) + ", evicted " +
                std::to_string(plan.objective.evicted) + ", changed " + std::to_string(plan.objective.changed_gpus) +

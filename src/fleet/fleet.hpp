@@ -242,10 +242,15 @@ struct Problem {
   std::vector<Pod> pods;
   std::vector<std::string> resources;  // [0] = "gpu", then MIG profile names
   std::vector<std::string> warnings;
-  // The priorities of the pending pods, highest first, where they have two or
-  // more (empty otherwise): each is a level of the plan before the others, so
-  // that no pending pod is left waiting for one of lower priority to be served.
+  // Priorities, highest first, as preemption weighs them: those of the pending
+  // pods and of the running pods at or below the highest pending one, where
+  // there are two or more (empty otherwise). Each is a level of the plan before
+  // the others: the pods of that priority left pending or evicted. So no pod
+  // waits, or is evicted, for one of lower priority, and a running pod is
+  // evicted for a pending one of higher priority when nothing else serves it.
   std::vector<int64_t> priorities;
+  // The index of pod `pod`'s priority in `priorities`, or -1.
+  int priority_level(int pod) const;
   const config::MigPartedConfig* configs = nullptr;
   std::string snapshot_hash;
   // Some pod asks for a media-engine profile or some GPU holds one: the
@@ -317,8 +322,8 @@ struct GpuOutcome {
 GpuOutcome apply_target(const Gpu& gpu, const Target& target);
 
 struct Objective {
-  // Per Problem::priorities (highest first): the pending pods of that priority
-  // left unserved. Compared first, so a plan that serves a pod of higher
+  // Per Problem::priorities (highest first): the pods of that priority left
+  // pending or evicted. Compared first, so a plan that serves a pod of higher
   // priority is better whatever it costs below. Empty with one priority.
   std::vector<int64_t> waiting;
   int64_t unserved = 0;

@@ -156,11 +156,11 @@ json plan_json(const Problem& p, const FleetPlan& plan) {
   }
   auto obj = [&](const Objective& o) {
     json out{{"unserved", o.unserved}, {"evicted", o.evicted}, {"changed_gpus", o.changed_gpus}, {"gpus_used", o.gpus_used}};
-    // Pending pods of two or more priorities: those left unserved per priority, highest first.
+    // Pods of two or more priorities: per priority, highest first, those left pending or evicted.
     if (!p.priorities.empty()) {
       json waiting = json::array();
       for (size_t t = 0; t < p.priorities.size() && t < o.waiting.size(); ++t)
-        waiting.push_back({{"priority", p.priorities[t]}, {"unserved", o.waiting[t]}});
+        waiting.push_back({{"priority", p.priorities[t]}, {"pending_or_evicted", o.waiting[t]}});
       out["waiting"] = waiting;
     }
     return out;
@@ -231,13 +231,14 @@ std::string plan_text(const Problem& p, const FleetPlan& plan) {
     out << "  " << std::left << std::setw(14) << what << std::right << std::setw(4) << a << std::setw(7) << b << std::setw(7) << c << "\n";
   };
   row("pods unserved", now.unserved, plan.objective.unserved, plan.bound.unserved);
-  // Pending pods of several priorities are served highest first: each priority's, before the rest.
+  // Pods of several priorities: each priority's left pending or evicted, before the rest.
   for (size_t t = 0; t < p.priorities.size(); ++t) {
-    int64_t pending = 0;
-    for (const auto& pod : p.pods) pending += !pod.running() && pod.priority == p.priorities[t];
+    int64_t pending = 0, running = 0;
+    for (const auto& pod : p.pods)
+      if (pod.priority == p.priorities[t]) ++(pod.running() ? running : pending);
     auto at = [t](const std::vector<int64_t>& v) { return t < v.size() ? std::to_string(v[t]) : std::string("-"); };
-    out << "    of " << pending << " pending at priority " << p.priorities[t] << ": " << at(plan.objective.waiting)
-        << " unserved (bound " << at(plan.bound.waiting) << ")\n";
+    out << "    priority " << p.priorities[t] << " (" << pending << " pending, " << running << " running): " << at(plan.objective.waiting)
+        << " left pending or evicted (bound " << at(plan.bound.waiting) << ")\n";
   }
   row("pods evicted", 0, plan.objective.evicted, plan.bound.evicted);
   row("GPUs changed", 0, plan.objective.changed_gpus, plan.bound.changed_gpus);

@@ -234,6 +234,11 @@ bool fits(const Amounts& room, const Amounts& requests, std::string* why) {
   return true;
 }
 
+int Problem::priority_level(int pod) const {
+  auto it = std::find(priorities.begin(), priorities.end(), pods[size_t(pod)].priority);
+  return it == priorities.end() ? -1 : int(it - priorities.begin());
+}
+
 bool Problem::allows(int pod, int node) const {
   const Pod& x = pods[size_t(pod)];
   if (!x.constrained) return nodes[size_t(node)].accepts_pods();
@@ -1241,10 +1246,13 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       pod.allowed = std::move(allowed);
     }
   }
-  std::set<int64_t, std::greater<>> waiting;
+  std::optional<int64_t> highest;
   for (const auto& pod : p.pods)
-    if (!pod.running()) waiting.insert(pod.priority);
-  if (waiting.size() > 1) p.priorities.assign(waiting.begin(), waiting.end());
+    if (!pod.running()) highest = std::max(highest.value_or(pod.priority), pod.priority);
+  std::set<int64_t, std::greater<>> levels;
+  for (const auto& pod : p.pods)
+    if (highest && pod.priority <= *highest) levels.insert(pod.priority);
+  if (levels.size() > 1) p.priorities.assign(levels.begin(), levels.end());
   return p;
 }
 

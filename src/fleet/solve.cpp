@@ -37,6 +37,7 @@ struct Col {
   bool changed = false;
   std::vector<int> cap;    // free instances per resource
   std::vector<int> evict;  // single-instance pods evicted, per resource
+  std::vector<int> evict_level;  // the same, per Problem::priorities
   int evict_total = 0;
   int kept_single = 0;
   std::vector<std::pair<int, int>> multi_kept;  // (multi pod, instances of it kept here)
@@ -69,6 +70,8 @@ bool dominates(const Col& a, const Col& b) {  // a at least as good as b everywh
   if (a.multi_kept != b.multi_kept || a.multi_all != b.multi_all) return false;
   for (size_t r = 0; r < a.cap.size(); ++r)
     if ((a.used && a.cap[r] < b.cap[r]) || a.evict[r] > b.evict[r]) return false;
+  for (size_t t = 0; t < a.evict_level.size(); ++t)
+    if (a.evict_level[t] > b.evict_level[t]) return false;
   return true;
 }
 
@@ -92,7 +95,7 @@ struct Model {
 void build_classes(Model& m) {
   const Problem& p = *m.p;
   const size_t R = p.resources.size();
-  std::map<std::pair<const GpuModel*, uint32_t>, int> block_type;
+  std::map<std::tuple<const GpuModel*, uint32_t, int>, int> block_type;  // (model, GPUs, priority level)
   for (size_t i = 0; i < p.pods.size(); ++i) {
     const Pod& pod = p.pods[i];
     if (!pod.running() || pod.holds.size() < 2) continue;
@@ -100,7 +103,7 @@ void build_classes(Model& m) {
     for (auto [g, inst] : pod.holds) whole = whole && !p.gpus[size_t(g)].mig;
     if (whole) {
       const GpuModel* model = p.gpus[size_t(pod.holds.front().first)].model;
-      auto [it, fresh] = block_type.emplace(std::pair(model, uint32_t(pod.holds.size())), int(m.blocks.size()));
+      auto [it, fresh] = block_type.emplace(std::tuple(model, uint32_t(pod.holds.size()), p.priority_level(int(i))), int(m.blocks.size()));
       if (fresh) m.blocks.push_back(Block{model, uint32_t(pod.holds.size()), {}, -1, -1});
       m.blocks[size_t(it->second)].pods.push_back(int(i));
       m.block_of[int(i)] = it->second;
@@ -125,7 +128,9 @@ void build_classes(Model& m) {
     bool single = false;
     std::vector<std::tuple<uint32_t, uint32_t, int>> insts;
     for (const auto& i : gpu.instances) {
-      int busy = i.pod >= 0 ? 1 : 0;
+      // Busy instances by their pod's priority level (1 + level; 1 without levels): pods of
+      // different priorities are not interchangeable.
+      int busy = i.pod >= 0 ? 1 + std::max(0, p.priority_level(i.pod)) : 0;
       if (i.pod >= 0 && m.multi_of.contains(i.pod)) single = true;
       insts.emplace_back(i.profile, i.start, busy);
     }
@@ -136,7 +141,7 @@ void build_classes(Model& m) {
       key += "|fixed" + std::string(gpu.single ? "|single" : "");
       for (const auto& r : gpu.renamed) key += "|" + r + ".shared";
     }
-    for (auto [a, b, c] : insts) key += "|" + std::to_string(a) + "@" + std::to_string(b) + (c ? "*" : "");
+    for (auto [a, b, c] : insts) key += "|" + std::to_string(a) + "@" + std::to_string(b) + (c ? "*" + std::to_string(c) : "");
     if (single) key += "|gpu" + std::to_string(g);
     auto [it, fresh] = by_key.emplace(key, int(m.classes.size()));
     if (fresh) {
@@ -167,6 +172,7 @@ void build_classes(Model& m) {
       c.target = gpu.fixed ? kAsIs : t;
       c.cap.assign(R, 0);
       c.evict.assign(R, 0);
+      c.evict_level.assign(p.priorities.size(), 0);
       c.changed = targets[t] != now;
       if (!busy && !gpu.fixed) {
         if (!targets[t].mig) c.cap[0] = 1;
@@ -192,6 +198,7 @@ void build_classes(Model& m) {
             ++c.kept_single;
           } else {
             ++c.evict[size_t(p.pods[size_t(pod)].resource)];
+            if (int level = p.priority_level(pod); level >= 0) ++c.evict_level[size_t(level)];
             ++c.evict_total;
           }
         }
@@ -364,14 +371,28 @@ void formulate(Model& m, const PlanOptions& options, std::vector<Expr>& levels) 
     lower.lower = 1.0 - double(gpus.size());
     ip.rows.push_back(std::move(lower));
   }
-  // The levels: first the pending pods of each priority left unserved, highest first.
+  // The levels: first, per priority (highest first), its pending pods left unserved and its
+  // running pods evicted.
   levels.clear();
-  for (int64_t prio : p.priorities) {
+  for (size_t level = 0; level < p.priorities.size(); ++level) {
     Expr waiting;
     for (const auto& [key, n] : m.tier_pending)
-      if (std::get<2>(key) == prio) {
+      if (std::get<2>(key) == p.priorities[level]) {
         waiting.constant += n;
         waiting.terms.push_back({m.t_var.at(key), -1});
+      }
+    for (const auto& k : m.classes)
+      for (const auto& c : k.cols)
+        if (c.evict_level[level]) waiting.terms.push_back({c.var, double(c.evict_level[level])});
+    for (size_t mi = 0; mi < m.multi.size(); ++mi)
+      if (p.priority_level(m.multi[mi]) == int(level)) {
+        waiting.constant += 1;
+        waiting.terms.push_back({m.y_var[mi], -1});
+      }
+    for (const auto& b : m.blocks)
+      if (!b.pods.empty() && p.priority_level(b.pods.front()) == int(level)) {
+        waiting.constant += double(b.pods.size());
+        waiting.terms.push_back({b.z_var, -1});
       }
     levels.push_back(std::move(waiting));
   }
@@ -558,7 +579,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
 
   // The levels' names: one per pending priority, then the four of Objective.
   std::vector<std::string> level_name;
-  for (int64_t prio : p.priorities) level_name.push_back("waiting at priority " + std::to_string(prio));
+  for (int64_t prio : p.priorities) level_name.push_back("priority " + std::to_string(prio) + " pods waiting or evicted");
   for (const char* name : {"unserved", "evicted", "changed_gpus", "gpus_used"}) level_name.push_back(name);
   const size_t L = levels.size();
   const size_t tiers = p.priorities.size();
@@ -1183,10 +1204,8 @@ Objective evaluate(const Problem& p, const FleetPlan& plan) {
   Objective o;
   o.waiting.assign(p.priorities.size(), 0);
   for (size_t i = 0; i < p.pods.size(); ++i) {
-    if (plan.placement[i] < 0 && !p.pods[i].running()) {
-      auto tier = std::find(p.priorities.begin(), p.priorities.end(), p.pods[i].priority);
-      if (tier != p.priorities.end()) ++o.waiting[size_t(tier - p.priorities.begin())];
-    }
+    if ((plan.placement[i] < 0 && !p.pods[i].running()) || plan.evicted[i])
+      if (int level = p.priority_level(int(i)); level >= 0) ++o.waiting[size_t(level)];
     if (plan.placement[i] < 0) ++o.unserved;
     if (plan.evicted[i]) ++o.evicted;
   }

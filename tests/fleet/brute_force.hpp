@@ -200,16 +200,18 @@ inline Objective brute_force(const Problem& p, std::optional<int64_t> max_evicti
       for (size_t i = 0; i < p.pods.size(); ++i)
         if (!kept[i]) demand.push_back(int(i));
       // Search: each demand pod unserved, or on one node with its count spread over that node's GPUs.
-      // The key, minimised lexicographically: the pending pods unserved per priority (highest first),
-      // then every pod unserved, then the GPUs in use.
+      // The key, minimised lexicographically: per priority (highest first) the pods left pending or
+      // evicted, then every pod unserved, then the GPUs in use.
       const size_t tiers = p.priorities.size();
       std::vector<int64_t> best_key, key(tiers + 1, 0);
       auto tier_of = [&](const Pod& pod) -> std::optional<size_t> {
-        if (pod.running()) return std::nullopt;
         for (size_t t = 0; t < tiers; ++t)
           if (p.priorities[t] == pod.priority) return t;
         return std::nullopt;
       };
+      for (size_t i = 0; i < p.pods.size(); ++i)
+        if (p.pods[i].running() && !kept[i])
+          if (auto t = tier_of(p.pods[i])) ++key[*t];
       std::function<void(size_t)> place = [&](size_t k) {
         if (!best_key.empty() && std::lexicographical_compare(best_key.begin(), best_key.end() - 1, key.begin(), key.end())) return;
         if (k == demand.size()) {
@@ -220,7 +222,7 @@ inline Objective brute_force(const Problem& p, std::optional<int64_t> max_evicti
         }
         const Pod& pod = p.pods[size_t(demand[k])];
         const std::string& r = p.resources[size_t(pod.resource)];
-        const auto tier = tier_of(pod);
+        const auto tier = pod.running() ? std::nullopt : tier_of(pod);  // an evicted pod is counted above
         if (tier) ++key[*tier];
         ++key[tiers];
         place(k + 1);

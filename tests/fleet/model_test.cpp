@@ -166,12 +166,12 @@ TEST(FleetModel, APodIsNotEvictedForALowerPriorityOne) {
   for (auto [a, b, victim] : {std::tuple{100, 0, "ml/on-b"}, std::tuple{0, 100, "ml/on-a"}}) {
     auto f = fleet(a, b, 50);
     FleetPlan plan = solve_and_check(f);
-    EXPECT_EQ(describe(plan.objective), "unserved 0, evicted 1, changed 1, used 2") << victim;
+    EXPECT_EQ(describe(plan.objective), "waiting 0/1, unserved 0, evicted 1, changed 1, used 2") << victim;
     EXPECT_EQ(evicted(f, plan), std::vector<std::string>{victim});
     expect_oracle(f);
   }
   FleetPlan above = solve_and_check(fleet(100, 100, 1000));
-  EXPECT_EQ(describe(above.objective), "unserved 0, evicted 1, changed 1, used 2");
+  EXPECT_EQ(describe(above.objective), "waiting 0/1, unserved 0, evicted 1, changed 1, used 2");
 }
 
 // Pending pods are served in priority order, as the scheduler's queue takes them: an idle GPU
@@ -192,16 +192,25 @@ TEST(FleetModel, PendingPodsAreServedHighestPriorityFirst) {
     EXPECT_EQ(plan.placement[i] >= 0, f.problem.pods[i].id == "ml/big") << f.problem.pods[i].id;
   expect_oracle(f);
   const std::string text = plan_text(f.problem, plan);
-  EXPECT_NE(text.find("of 1 pending at priority 1000000: 0 unserved (bound 0)"), std::string::npos) << text;
-  EXPECT_NE(text.find("of 2 pending at priority 0: 2 unserved (bound 2)"), std::string::npos) << text;
+  EXPECT_NE(text.find("priority 1000000 (1 pending, 0 running): 0 left pending or evicted (bound 0)"), std::string::npos) << text;
+  EXPECT_NE(text.find("priority 0 (2 pending, 0 running): 2 left pending or evicted (bound 2)"), std::string::npos) << text;
   EXPECT_EQ(plan_json(f.problem, plan)["objective"]["waiting"].dump(),
-            R"([{"priority":1000000,"unserved":0},{"priority":0,"unserved":2}])");
-  // Preemption: a running priority-0 pod is evicted for the pending priority-1,000,000 one.
+            R"([{"pending_or_evicted":0,"priority":1000000},{"pending_or_evicted":2,"priority":0}])");
+  // Preemption: a running priority-0 pod is evicted for the pending priority-1,000,000 one, though
+  // nothing serves it again (one pod unserved either way).
   auto busy = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb"), prio(pod("low", "3g.40gb", 1, "a"), 0),
-                        prio(pod("small", "3g.40gb", 1), 0), prio(pod("big", "7g.80gb", 1), 1000000)});
+                        prio(pod("big", "7g.80gb", 1), 1000000)});
+  ASSERT_EQ(busy.problem.priorities, (std::vector<int64_t>{1000000, 0}));
   FleetPlan preempted = solve_and_check(busy);
-  EXPECT_EQ(describe(preempted.objective), "waiting 0/1, unserved 2, evicted 1, changed 1, used 1");
+  EXPECT_EQ(describe(preempted.objective), "waiting 0/1, unserved 1, evicted 1, changed 1, used 1");
   expect_oracle(busy);
+  // But never for a pod of its own priority: evicting "low" for "whole" (both 0) only trades one
+  // waiting pod for another, however a third pod's priority sets the levels.
+  auto level = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb"), prio(pod("low", "3g.40gb", 1, "a"), 0),
+                         prio(pod("whole", "7g.80gb", 1), 0), prio(pod("nowhere", "1g.5gb", 1), 100)});
+  ASSERT_EQ(level.problem.priorities, (std::vector<int64_t>{100, 0}));
+  EXPECT_EQ(describe(solve_and_check(level).objective), "waiting 1/1, unserved 2, evicted 0, changed 0, used 1");
+  expect_oracle(level);
   // One priority among the pending pods: the plan is as it was, the most pods served.
   auto same = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb"), prio(pod("small-1", "3g.40gb", 1), 7),
                         prio(pod("small-2", "3g.40gb", 1), 7), prio(pod("big", "7g.80gb", 1), 7)});
