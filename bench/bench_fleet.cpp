@@ -191,7 +191,11 @@ Generated generate(int nodes, int pods, double running_share, unsigned seed, con
     std::string key = resource == "gpu" ? "nvidia.com/gpu" : "nvidia.com/mig-" + resource;
     json pod = {{"kind", "Pod"},
                 {"apiVersion", "v1"},
-                {"metadata", {{"name", "job-" + std::to_string(i)}, {"namespace", "team-" + std::to_string(i % 17)}}},
+                // A Job's pod: its controller makes a new one after an eviction (a bare pod is never evicted).
+                {"metadata", {{"name", "job-" + std::to_string(i)}, {"namespace", "team-" + std::to_string(i % 17)},
+                              {"ownerReferences", json::array({{{"apiVersion", "batch/v1"}, {"kind", "Job"}, {"controller", true},
+                                                                {"name", "job-" + std::to_string(i)},
+                                                                {"uid", "job-uid-" + std::to_string(i)}}})}}},
                 {"spec", {{"containers", json::array({{{"name", "main"}, {"resources", {{"limits", {{key, std::to_string(count)}}}}}}})}}},
                 {"status", {{"phase", on.empty() ? "Pending" : "Running"}}}};
     if (!on.empty()) {

@@ -63,7 +63,8 @@ Result<void> check_fleet_plan(const Problem& p, const FleetPlan& plan, const Pla
     }
     if (pg.changed == same) return bad(where + ": marked " + (pg.changed ? "changed" : "unchanged") + " wrongly");
     if (pg.changed && !node.accepts_pods())
-      return bad(where + ": changed, but the node takes no new pods (" + (node.ready ? "cordoned" : "not Ready") + ")");
+      return bad(where + ": changed, but the node takes no new pods (" +
+                 (node.frozen ? "kept as it is" : node.ready ? "cordoned" : "not Ready") + ")");
     if (!pg.changed)
       for (const auto& i : gpu.instances)
         if (std::none_of(pg.layout.begin(), pg.layout.end(),

@@ -101,7 +101,9 @@ void build_classes(Model& m) {
     if (!pod.running() || pod.holds.size() < 2) continue;
     bool whole = pod.resource == 0;
     for (auto [g, inst] : pod.holds) whole = whole && !p.gpus[size_t(g)].mig;
-    if (whole) {
+    // A block's GPUs may change once it goes: not on a node that takes no pods (cordoned, not
+    // Ready, kept as it is), where the pod is one on several devices whose GPUs stay.
+    if (whole && p.nodes[size_t(pod.node)].accepts_pods()) {
       const GpuModel* model = p.gpus[size_t(pod.holds.front().first)].model;
       auto [it, fresh] = block_type.emplace(std::tuple(model, uint32_t(pod.holds.size()), p.priority_level(int(i))), int(m.blocks.size()));
       if (fresh) m.blocks.push_back(Block{model, uint32_t(pod.holds.size()), {}, -1, -1});

@@ -96,6 +96,20 @@ TEST(FleetModel, ABarePodIsNeverEvicted) {
   expect_oracle(f);
 }
 
+// A bare pod on several whole GPUs of a node whose placements are a guess keeps the node as it is:
+// its GPUs are no block that could be evicted and re-cut, though three waiting 7g.80gb pods would
+// then be served (the plan once changed them, and the checker refused it).
+TEST(FleetModel, ABarePodOnSeveralWholeGpusKeepsItsNode) {
+  auto f = fleet_of({node("a", "NVIDIA-A100-SXM4-80GB", 3, "all-disabled"), bare_pod("keep", "gpu", 2, "a"),
+                     node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), pod("big-1", "7g.80gb", 1),
+                     pod("big-2", "7g.80gb", 1), pod("big-3", "7g.80gb", 1)});
+  ASSERT_TRUE(f.problem.nodes[0].frozen);
+  FleetPlan plan = solve_and_check(f);
+  EXPECT_EQ(describe(plan.objective), "unserved 2, evicted 0, changed 1, used 3");
+  for (int g : f.problem.nodes[0].gpus) EXPECT_FALSE(plan.gpus[size_t(g)].changed);
+  expect_oracle(f);
+}
+
 // A PodDisruptionBudget that allows no disruption keeps its pod: of two
 // running pods either of which could make room for the waiting 7g.80gb (and
 // move to the other GPU's free 3g.40gb), the plan evicts the one no budget
