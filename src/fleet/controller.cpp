@@ -418,18 +418,23 @@ std::optional<std::string> Controller::wave_mismatch(const Facts& facts, const s
     std::set<int> gone;
     for (size_t k = 0; k < node->gpus.size(); ++k) {
       const Gpu& gpu = problem->gpus[size_t(node->gpus[k])];
-      if (gpu.fixed) return "node " + name + " now shares its devices or runs the single strategy, so it is not re-cut";
       Target t;
       const json& mig = gpus[k]["mig"];
       t.mig = mig.is_object();
       if (t.mig)
         for (auto it = mig.begin(); it != mig.end(); ++it) {
           const GpuInstanceProfile* prof = gpu.model->profile(it.key());
-          if (!prof || !it->is_number_unsigned())
-            return "node " + name + ": the plan's " + it.key() + " is no profile of " + gpu.model->name;
+          if (!prof) return "node " + name + ": the plan's " + it.key() + " is no profile of " + gpu.model->name;
+          if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 64)
+            return "node " + name + ": the plan's count of " + it.key() + " is not a number of instances";
           t.profiles.insert(t.profiles.end(), it->get<size_t>(), uint32_t(prof - gpu.model->profiles.data()));
         }
       std::sort(t.profiles.begin(), t.profiles.end());
+      // A GPU planned as it is (a pod there may not go: bare, its budget, its priority; shared
+      // devices, the single strategy) may stay; changing it now is refused.
+      if (gpu.fixed && t != current_target(gpu))
+        return "node " + name + " GPU " + std::to_string(gpu.index) + " is to be kept as it is now (it shares its devices, runs "
+               "the single strategy, or holds a pod that may not be evicted), so it is not re-cut";
       GpuOutcome out = apply_target(gpu, t);
       for (size_t i = 0; i < gpu.instances.size(); ++i)
         if (!out.kept[i] && gpu.instances[i].pod >= 0) gone.insert(gpu.instances[i].pod);

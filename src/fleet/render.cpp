@@ -43,7 +43,8 @@ json gpu_mig(const Gpu& gpu, const Target& t) {
   std::set<std::pair<uint32_t, uint32_t>> placed;
   for (const auto& i : gpu.instances) placed.insert({i.profile, i.start});
   json m = json::object();
-  for (const auto& [profile, start] : placed) m[gpu.model->profiles[profile].name] = m.value(gpu.model->profiles[profile].name, 0) + 1;
+  for (const auto& [profile, start] : placed)
+    m[gpu.model->profiles[profile].name] = m.value(gpu.model->profiles[profile].name, uint64_t{0}) + 1;
   return m;
 }
 

@@ -385,6 +385,54 @@ TEST(FleetController, AWaveWhoseNodesChangedStops) {
       << api.cms[kPlanConfigMap].data["status"];
 }
 
+// A GPU planned as it is (a bare pod holds it) does not stop its node's wave: the wave changes the
+// node's other GPU. A GPU that must be kept by the time its wave comes (its pod lost its owner
+// meanwhile) stops the rollout before anything is relabelled there.
+TEST(FleetController, AWaveKeepsTheGpusPlannedAsTheyAre) {
+  auto gpu = [](int index, const std::string& pod) {
+    json first = {{"profile", "3g.40gb"}, {"start", 0}};
+    if (!pod.empty()) first["pod"] = pod;
+    return json{{"index", index}, {"mig", true}, {"instances", json::array({first, {{"profile", "3g.40gb"}, {"start", 4}}})}};
+  };
+  auto high = [](json p) {
+    p["spec"]["priority"] = 1000;
+    return p;
+  };
+  {
+    FakeApi api;
+    api.nodes = {node("a", "NVIDIA-A100-SXM4-80GB", 2, "all-3g.40gb", json{{"gpus", json::array({gpu(0, "ml/keep"), gpu(1, "")})}})};
+    api.pods = {bare_pod("keep", "3g.40gb", 1, "a"), pod("big", "7g.80gb", 1)};
+    api.cms["tessera-mig-config"].data["config.yaml"] = kMigConfigs;
+    auto o = options();
+    o.config_propagation = 0s;
+    Controller c(api, o);
+    start_first_wave(api, c, Clock::time_point{});
+    ASSERT_EQ(api.labelled.size(), 1u) << api.cms[kPlanConfigMap].data["status"];
+    EXPECT_EQ(c.phase(), ControllerPhase::rolling);
+  }
+  FakeApi api;
+  api.nodes = {node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb", json{{"gpus", json::array({gpu(0, "ml/on-a")})}}),
+               node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-3g.40gb", json{{"gpus", json::array({gpu(0, "ml/on-b")})}})};
+  api.pods = {pod("on-a", "3g.40gb", 1, "a"), pod("on-b", "3g.40gb", 1, "b"), high(pod("big-1", "7g.80gb", 1)),
+              high(pod("big-2", "7g.80gb", 1))};
+  api.cms["tessera-mig-config"].data["config.yaml"] = kMigConfigs;
+  auto o = options();
+  o.config_propagation = 0s;
+  Controller c(api, o);
+  Clock::time_point t{};
+  start_first_wave(api, c, t);
+  ASSERT_EQ(api.labelled.size(), 1u) << api.cms[kPlanConfigMap].data["status"];
+  const std::string second = api.labelled[0].first == "a" ? "b" : "a";
+  for (auto& p : api.pods)
+    if (p["metadata"]["name"] == "on-" + second) p["metadata"].erase("ownerReferences");
+  api.set_state(api.labelled[0].first, "success");
+  c.step(t + 3s);
+  EXPECT_EQ(c.phase(), ControllerPhase::failed);
+  EXPECT_EQ(api.labelled.size(), 1u) << "the second wave is not started";
+  EXPECT_NE(api.cms[kPlanConfigMap].data["status"].find("node " + second + " GPU 0 is to be kept as it is now"), std::string::npos)
+      << api.cms[kPlanConfigMap].data["status"];
+}
+
 // Generated configs no node names are removed when a plan rolls out; those a node names stay.
 TEST(FleetController, GeneratedConfigsNoNodeNamesAreRemoved) {
   FakeApi api;
