@@ -1,5 +1,6 @@
 // Two baselines for the benchmark: mig-manager's one layout fleet-wide, and a greedy first fit.
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 
@@ -56,17 +57,24 @@ std::vector<size_t> free_of(const PlannedGpu& pg, const Gpu& gpu, const std::str
 // First fit of the demand on the layouts as they are (the scheduler's part).
 void first_fit_fixed(const Problem& p, State& s) {
   std::set<std::pair<int, uint32_t>> exhausted;
+  // Free instances per node and resource, counted when first needed and kept as pods take them.
+  const size_t R = p.resources.size();
+  std::vector<int> free_at(p.nodes.size() * R, -1);
   for (int i : demand_order(p, s)) {
     const Pod& pod = p.pods[size_t(i)];
     if (!pod.constrained && (exhausted.contains({pod.resource, pod.count}) || exhausted.contains({pod.resource, 1}))) continue;
     const std::string& r = p.resources[size_t(pod.resource)];
     bool done = false;
     for (size_t n = 0; n < p.nodes.size() && !done; ++n) {
+      int& known = free_at[n * R + size_t(pod.resource)];
+      if (known >= 0 && known < int(pod.count)) continue;
       if (!p.allows(i, int(n)) || !p.nodes[n].accepts_pods() || !s.fit(p, i, n, false)) continue;
       std::vector<std::pair<size_t, size_t>> slots;
       for (int g : p.nodes[n].gpus)
         for (size_t sl : free_of(s.gpus[size_t(g)], p.gpus[size_t(g)], r)) slots.push_back({size_t(g), sl});
+      known = int(slots.size());
       if (slots.size() < pod.count) continue;
+      known -= int(pod.count);
       s.fit(p, i, n, true);
       for (uint32_t c = 0; c < pod.count; ++c) s.gpus[slots[c].first].layout[slots[c].second].pod = i;
       s.placement[size_t(i)] = int(n);
@@ -102,12 +110,19 @@ Objective baseline_first_fit(const Problem& p) { return first_fit_plan(p).object
 FleetPlan first_fit_plan(const Problem& p) {
   State s = initial(p);
   std::set<std::pair<int, uint32_t>> exhausted;
+  // Per node and resource, the fewest devices the node could not give since a pod was last placed
+  // there. A node's attempt depends only on its state, the resource and the count (and fails for
+  // a larger count where it failed for a smaller one), so it is not tried again until it changes.
+  const size_t R = p.resources.size();
+  std::vector<uint32_t> refused(p.nodes.size() * R, UINT32_MAX);
   for (int i : demand_order(p, s)) {
     const Pod& pod = p.pods[size_t(i)];
     if (!pod.constrained && (exhausted.contains({pod.resource, pod.count}) || exhausted.contains({pod.resource, 1}))) continue;
     const std::string& r = p.resources[size_t(pod.resource)];
     bool done = false;
     for (size_t n = 0; n < p.nodes.size() && !done; ++n) {
+      uint32_t& refused_from = refused[n * R + size_t(pod.resource)];
+      if (pod.count >= refused_from) continue;
       if (!p.allows(i, int(n)) || !p.nodes[n].accepts_pods() || !s.fit(p, i, n, false)) continue;
       // The GPUs this node's attempt changes, as they were (saved before the first change, so a
       // node that cannot serve costs no copies).
@@ -174,8 +189,10 @@ FleetPlan first_fit_plan(const Problem& p) {
         for (uint32_t c = 0; c < pod.count; ++c) s.gpus[slots[c].first].layout[slots[c].second].pod = i;
         s.placement[size_t(i)] = int(n);
         done = true;
+        std::fill_n(refused.begin() + ptrdiff_t(n * R), R, UINT32_MAX);
       } else {
         for (auto& [g, was] : saved) s.gpus[size_t(g)] = std::move(was);
+        refused_from = pod.count;
       }
     }
     if (!done && !pod.constrained) exhausted.insert({pod.resource, pod.count});

@@ -694,11 +694,24 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
   std::vector<bool> occupied(p.gpus.size(), false);
   std::vector<std::set<size_t>> warm(R), cold(R);  // GPUs with a free instance of r, with and without pods
   std::vector<std::vector<int>> free_count(R, std::vector<int>(p.nodes.size(), 0));
+  std::vector<int> warm_free(R, 0);  // free instances of r on GPUs in warm[r], summed
+  // The resource an instance offers, by index: a GPU that may change offers its profiles' names (or
+  // the whole GPU); only a fixed one may be renamed or single. Looked up per model once.
+  std::map<const GpuModel*, std::vector<int>> profile_resource;
+  auto resource_of = [&](size_t g, const Instance& inst, bool mig) {
+    const Gpu& gpu = p.gpus[g];
+    if (gpu.fixed) return p.resource_index(instance_resource(gpu, inst, mig));
+    if (!mig) return 0;
+    auto [it, fresh] = profile_resource.try_emplace(gpu.model);
+    if (fresh)
+      for (const auto& prof : gpu.model->profiles) it->second.push_back(p.resource_index(prof.name));
+    return it->second[inst.profile];
+  };
   // A GPU's free instances by resource, as its layout in the plan has them (again after its target changes).
   auto reslot = [&](size_t g) {
     const int node = p.gpus[g].node;
     for (size_t q = 0; q < R; ++q) {
-      warm[q].erase(g);
+      if (warm[q].erase(g)) warm_free[q] -= int(slots[g][q].size());
       cold[q].erase(g);
       free_count[q][size_t(node)] -= int(slots[g][q].size());
       slots[g][q].clear();
@@ -706,12 +719,13 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     if (!in_use[g] || !p.nodes[size_t(node)].accepts_pods()) return;
     const auto& layout = plan.gpus[g].layout;
     for (size_t s = 0; s < layout.size(); ++s) {
-      int r = p.resource_index(instance_resource(p.gpus[g], layout[s], plan.gpus[g].target.mig));
+      int r = resource_of(g, layout[s], plan.gpus[g].target.mig);
       if (layout[s].pod < 0 && r >= 0) slots[g][size_t(r)].push_back(s);
     }
     for (size_t q = 0; q < R; ++q)
       if (!slots[g][q].empty()) {
         (occupied[g] ? warm : cold)[q].insert(g);
+        if (occupied[g]) warm_free[q] += int(slots[g][q].size());
         free_count[q][size_t(node)] += int(slots[g][q].size());
       }
   };
@@ -727,7 +741,12 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     if (!occupied[g]) {
       occupied[g] = true;
       for (size_t q = 0; q < R; ++q)
-        if (cold[q].erase(g)) warm[q].insert(g);
+        if (cold[q].erase(g)) {
+          warm[q].insert(g);
+          warm_free[q] += int(slots[g][q].size());
+        }
+    } else {
+      --warm_free[r];
     }
     if (slots[g][r].empty()) warm[r].erase(g);
   };
@@ -782,19 +801,26 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
   // Repair: a pod left over (one that needs several devices on one node, which the aggregate does not
   // see) may fit once GPUs of a node that hold nothing, and never held a pod, take another target
   // (reslot, above).
-  auto count_of = [&](const Gpu& gpu, const Target& t, int r) {
-    if (!t.mig) return r == 0 ? 1 : 0;
+  auto count_of = [&](size_t g, const Target& t, int r) {
+    if (!t.mig) return resource_of(g, Instance{}, false) == r ? 1 : 0;
     int n = 0;
-    for (uint32_t q : t.profiles) n += p.resource_index(gpu.model->profiles[q].name) == r;
+    for (uint32_t q : t.profiles) n += resource_of(g, Instance{q, 0, -1}, true) == r;
     return n;
   };
   auto never_busy = [&](size_t g) {
     return std::none_of(p.gpus[g].instances.begin(), p.gpus[g].instances.end(), [](const Instance& x) { return x.pod >= 0; });
   };
+  // Per resource, the fewest devices the repair could not find since it last changed the plan: a
+  // pod the nodes all admit that asks as many or more fails the same way, so it is not tried.
+  std::vector<uint32_t> repair_refused(R, UINT32_MAX);
   for (int i : demand) {
     if (plan.placement[size_t(i)] >= 0) continue;
     const Pod& pod = p.pods[size_t(i)];
     const int r = pod.resource;
+    if (!pod.constrained && pod.count >= repair_refused[size_t(r)]) continue;
+    // Free instances per resource, fleet-wide (free_count summed over the nodes), counted once per
+    // pod: nothing changes while the nodes are weighed, only once one is chosen.
+    std::vector<int> free_total(R, -1);
     for (size_t n = 0; n < p.nodes.size() && plan.placement[size_t(i)] < 0; ++n) {
       if (!p.allows(i, int(n))) continue;
       int have = free_count[size_t(r)][n];
@@ -803,11 +829,9 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
       std::stable_partition(gpus.begin(), gpus.end(), [&](int g) { return plan.gpus[size_t(g)].changed; });
       std::map<int, int> relocate;  // resource -> pods to move off converted GPUs
       auto free_elsewhere = [&](int q) {
-        int c = 0;
-        for (const auto* set : {&warm[size_t(q)], &cold[size_t(q)]})
-          for (size_t h : *set)
-            if (p.gpus[h].node != int(n)) c += int(slots[h][size_t(q)].size());
-        return c;
+        int& total = free_total[size_t(q)];
+        if (total < 0) total = std::accumulate(free_count[size_t(q)].begin(), free_count[size_t(q)].end(), 0);
+        return total - free_count[size_t(q)][n];
       };
       for (int gi : gpus) {
         if (have >= int(pod.count)) break;
@@ -827,11 +851,11 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
         if (!room) continue;
         const Gpu& gpu = p.gpus[g];
         int now_free = in_use[g] ? int(slots[g][size_t(r)].size()) : 0;
-        int as_is = count_of(gpu, plan.gpus[g].target, r);
+        int as_is = count_of(g, plan.gpus[g].target, r);
         const Target* best = nullptr;
         int best_n = 0;
         for (const auto& t : candidate_targets(*gpu.model, p.media_engines))
-          if (int c = count_of(gpu, t, r); c > best_n) {
+          if (int c = count_of(g, t, r); c > best_n) {
             best_n = c;
             best = &t;
           }
@@ -877,6 +901,8 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
       }
       place_on_node(n, r, i);
     }
+    if (plan.placement[size_t(i)] >= 0) std::fill(repair_refused.begin(), repair_refused.end(), UINT32_MAX);
+    else if (!pod.constrained) repair_refused[size_t(r)] = std::min(repair_refused[size_t(r)], pod.count);
   }
   // First fit for what is still left: an instance of the pod's profile added to a GPU in use, its
   // layout kept around the instances it has (the agent keeps every instance that holds a pod), as
@@ -914,7 +940,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     for (int pod : placed_here) {
       bool ok = false;
       for (auto& y : layout)
-        if (y.pod < 0 && p.resource_index(instance_resource(gpu, y, true)) == p.pods[size_t(pod)].resource) {
+        if (y.pod < 0 && resource_of(g, y, true) == p.pods[size_t(pod)].resource) {
           y.pod = pod;
           ok = true;
           break;
@@ -963,9 +989,7 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
     for (auto [s, pod] : mine) ++need[p.pods[size_t(pod)].resource];
     bool fits = true;
     for (auto [r, n] : need) {
-      int elsewhere = 0;
-      for (size_t h : warm[size_t(r)])
-        if (h != g) elsewhere += int(slots[h][size_t(r)].size());
+      int elsewhere = warm_free[size_t(r)] - (warm[size_t(r)].contains(g) ? int(slots[g][size_t(r)].size()) : 0);
       fits = fits && elsewhere >= n;
     }
     if (!fits) continue;
