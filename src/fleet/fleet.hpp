@@ -92,6 +92,9 @@ struct SnapNode {
   // status.allocatable's cpu, memory, ephemeral-storage and pods (those it
   // lists); none without a status (a hand-made snapshot): not fitted.
   Amounts allocatable;
+  // status.allocatable's device resources (nvidia.com/gpu, nvidia.com/mig-1g.10gb, ...): what the
+  // device plugin serves now, healthy devices only (-1: unreadable). nullopt without status.allocatable.
+  std::optional<std::map<std::string, int64_t>> devices;
 };
 
 struct SnapPod {

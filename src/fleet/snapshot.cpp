@@ -504,13 +504,24 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
       if (const json& taints = at(spec, "taints"); taints.is_array())
         for (const auto& t : taints) n.taints.push_back({str_at(t, "key"), str_at(t, "value"), str_at(t, "effect")});
       // What the scheduler fits pods into (NodeResourcesFit): status.allocatable, not capacity.
-      if (const json& alloc = at(at(item, "status"), "allocatable"); alloc.is_object())
+      if (const json& alloc = at(at(item, "status"), "allocatable"); alloc.is_object()) {
+        n.devices.emplace();
+        for (auto it = alloc.begin(); it != alloc.end(); ++it) {
+          if (!it.key().starts_with("nvidia.com/")) continue;
+          auto q = milli_quantity(*it);
+          const bool whole = q && *q >= 0 && *q % 1000 == 0;
+          (*n.devices)[it.key()] = whole ? *q / 1000 : -1;  // -1: unreadable, not compared
+          if (!whole)
+            snap.warnings.push_back("Node " + name + ": status.allocatable." + it.key() + " " + shown(*it) +
+                                    " is not a whole number of devices; it is not compared with the node's layout");
+        }
         for (const char* r : kFitResources)
           if (alloc.contains(r)) {
             if (auto q = milli_quantity(alloc[r])) n.allocatable[r] = *q;
             else snap.warnings.push_back("Node " + name + ": status.allocatable." + r + " " + shown(alloc[r]) +
                                          " is not a quantity; " + r + " is not fitted there");
           }
+      }
       // Everything the plan depends on: every label (selectors read any), readiness, cordon, taints.
       facts += "N|" + n.name + "|" + n.layout_annotation.value_or("") + "|" + (n.unschedulable ? "cordoned" : "") + "|" +
                (n.ready ? "ready" : "not-ready");
@@ -519,6 +530,8 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
         if (k != "nvidia.com/gfd.timestamp") facts += "|" + k + "=" + v;
       for (const auto& t : n.taints) facts += "|taint " + t.key + "=" + t.value + ":" + t.effect;
       for (const auto& [r, q] : n.allocatable) facts += "|allocatable " + r + "=" + std::to_string(q);
+      if (n.devices)
+        for (const auto& [r, q] : *n.devices) facts += "|allocatable " + r + "=" + std::to_string(q);
       facts += "\n";
       snap.nodes.push_back(std::move(n));
       continue;
@@ -1053,6 +1066,26 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
         where.second = starts[size_t(where.second)] + t++;
       }
       std::erase_if(claims, [](const auto& c) { return c.second.first < 0; });
+    }
+    // What the device plugin serves now (status.allocatable: healthy devices only) against what
+    // the layout offers: fewer (a device unhealthy, the plugin not started or restarting after a
+    // change, a node whose GPUs a DRA driver serves) and the node cannot take what the plan would
+    // place there; it is kept as it is. Nodes with no allocatable at all (a hand-made snapshot)
+    // are not compared.
+    if (sn.devices && !n.frozen) {
+      std::map<std::string, int64_t> offered;
+      for (const auto& g : gpus)
+        for (const auto& i : g.instances) ++offered[resource_key(instance_resource(g, i))];
+      for (const auto& [key, count] : offered) {
+        auto it = sn.devices->find(key);
+        const int64_t served = it == sn.devices->end() ? 0 : it->second;
+        if (served < 0 || served >= count) continue;
+        n.frozen = true;
+        p.warnings.push_back("Node " + sn.name + ": status.allocatable " + key + " is " + std::to_string(served) + " where its layout offers " +
+                             std::to_string(count) + (served == 0 ? " (no device plugin serves them now)" : " (some unhealthy or not yet served)") +
+                             "; the node is kept as it is and takes no new pod in this plan");
+        break;
+      }
     }
     for (auto& g : gpus) {
       if (g.mig)

@@ -236,8 +236,10 @@ TEST(FleetModel, PendingPodsAreServedHighestPriorityFirst) {
 // allocatable leaves; no GPU is re-cut for a pod no node has the cpu for, and pods placed together
 // on a node fit together.
 TEST(FleetModel, PodsArePlacedOnlyWhereTheirCpuAndMemoryFit) {
-  auto with_room = [](json n, const std::string& cpu, const std::string& pods = "110") {
-    n["status"]["allocatable"] = {{"cpu", cpu}, {"memory", "1000Gi"}, {"pods", pods}};
+  // The device plugin's resources are there too, as its layout offers them.
+  auto with_room = [](json n, const std::string& devices, const std::string& count, const std::string& cpu,
+                      const std::string& pods = "110") {
+    n["status"]["allocatable"] = {{"cpu", cpu}, {"memory", "1000Gi"}, {"pods", pods}, {devices, count}};
     return n;
   };
   auto asking = [](json pod, const std::string& cpu) {
@@ -251,15 +253,15 @@ TEST(FleetModel, PodsArePlacedOnlyWhereTheirCpuAndMemoryFit) {
     return where;
   };
   // A 1,000-CPU pod: no node has the room, so nothing is re-cut for it.
-  auto huge = fleet_of({with_room(node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), "64"), asking(pod("huge", "7g.80gb", 1), "1000")});
+  auto huge = fleet_of({with_room(node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), "nvidia.com/mig-1g.10gb", "7", "64"), asking(pod("huge", "7g.80gb", 1), "1000")});
   FleetPlan none = solve_and_check(huge);
   EXPECT_EQ(describe(none.objective), "unserved 1, evicted 0, changed 0, used 0");
   EXPECT_EQ(unserved_reason(huge.problem, 0),
             "no node with 7g.80gb that takes it has the room for its cpu request (status.allocatable less what the pods there ask)");
   // Node a has 8 CPUs, 2 taken by a pod without a GPU: of three 4-CPU pods one fits there, one on b.
   json web = asking(pod("web", "gpu", 0, "a"), "2");
-  auto three = fleet_of({with_room(node("a", "NVIDIA-A100-SXM4-80GB", 2, "all-disabled"), "8"),
-                         with_room(node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), "16"), web,
+  auto three = fleet_of({with_room(node("a", "NVIDIA-A100-SXM4-80GB", 2, "all-disabled"), "nvidia.com/gpu", "2", "8"),
+                         with_room(node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), "nvidia.com/gpu", "1", "16"), web,
                          asking(pod("p1", "gpu", 1), "4"), asking(pod("p2", "gpu", 1), "4"), asking(pod("p3", "gpu", 1), "4")});
   FleetPlan plan = solve_and_check(three);
   EXPECT_EQ(plan.objective.unserved, 1);
@@ -286,10 +288,50 @@ TEST(FleetModel, PodsArePlacedOnlyWhereTheirCpuAndMemoryFit) {
                             web, asking(pod("p1", "gpu", 1), "4"), asking(pod("p2", "gpu", 1), "4"), asking(pod("p3", "gpu", 1), "4")});
   EXPECT_EQ(solve_and_check(unfitted).objective.unserved, 0);
   // A node full of pods (allocatable pods 1, one running) takes no more.
-  auto full = fleet_of({with_room(node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), "64", "1"), web, asking(pod("p", "gpu", 1), "1")});
+  auto full = fleet_of({with_room(node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), "nvidia.com/gpu", "1", "64", "1"), web, asking(pod("p", "gpu", 1), "1")});
   EXPECT_EQ(describe(solve_and_check(full).objective), "unserved 1, evicted 0, changed 0, used 0");
   EXPECT_EQ(unserved_reason(full.problem, 0),
             "no node with gpu that takes it has room for one more pod (status.allocatable pods, all running)");
+}
+
+// What the device plugin serves now (status.allocatable, healthy devices only) decides what a
+// node can take: two of node a's seven 1g.10gb unhealthy, or no plugin serving at all, and the
+// pending pod goes to b, whose GPU is re-cut for it, rather than to a's free instances; node a is
+// kept as it is. A node serving all of its layout takes the pod where it is; an unreadable count is
+// not compared.
+TEST(FleetModel, ANodeIsPlannedOnlyForTheDevicesItsPluginServes) {
+  auto serving = [](json n, json devices) {
+    n["status"]["allocatable"] = {{"cpu", "64"}, {"memory", "1000Gi"}, {"pods", "110"}};
+    for (auto it = devices.begin(); it != devices.end(); ++it) n["status"]["allocatable"][it.key()] = it.value();
+    return n;
+  };
+  auto plan_for = [&](json a_devices) {
+    auto f = fleet_of({serving(node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-1g.10gb"), a_devices),
+                       serving(node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), {{"nvidia.com/gpu", "1"}}), pod("p", "1g.10gb", 1)});
+    FleetPlan plan = solve_and_check(f);
+    std::string warnings;
+    for (const auto& w : f.problem.warnings) warnings += w + "\n";
+    return std::tuple(describe(plan.objective), plan.placement[0] < 0 ? "-" : f.problem.nodes[size_t(plan.placement[0])].name, warnings,
+                      f.problem.nodes[0].accepts_pods());
+  };
+  EXPECT_EQ(plan_for({{"nvidia.com/mig-1g.10gb", "7"}}), std::tuple("unserved 0, evicted 0, changed 0, used 1", "a", "", true));
+  EXPECT_EQ(plan_for({{"nvidia.com/mig-1g.10gb", "5"}}),
+            std::tuple("unserved 0, evicted 0, changed 1, used 1", "b",
+                       "Node a: status.allocatable nvidia.com/mig-1g.10gb is 5 where its layout offers 7 (some unhealthy or not yet "
+                       "served); the node is kept as it is and takes no new pod in this plan\n",
+                       false));
+  EXPECT_EQ(plan_for(json::object()),
+            std::tuple("unserved 0, evicted 0, changed 1, used 1", "b",
+                       "Node a: status.allocatable nvidia.com/mig-1g.10gb is 0 where its layout offers 7 (no device plugin serves "
+                       "them now); the node is kept as it is and takes no new pod in this plan\n",
+                       false));
+  // More than the layout (another plugin's resources beside it) is not a problem.
+  EXPECT_EQ(std::get<1>(plan_for({{"nvidia.com/mig-1g.10gb", "7"}, {"nvidia.com/gpu", "2"}})), "a");
+  EXPECT_EQ(plan_for({{"nvidia.com/mig-1g.10gb", "seven"}}),
+            std::tuple("unserved 0, evicted 0, changed 0, used 1", "a",
+                       "Node a: status.allocatable.nvidia.com/mig-1g.10gb 'seven' is not a whole number of devices; it is not "
+                       "compared with the node's layout\n",
+                       true));
 }
 
 // Two products: 1g.10gb is a resource of both the A100-80GB and the H100; the
