@@ -359,6 +359,7 @@ struct FleetPlan {
   std::vector<std::string> notes;     // how each level ended, warnings
   double seconds = 0;                 // the whole plan
   double convert_seconds = 0;         // of which: the solve's aggregate turned into GPUs and pods, repaired
+  double finish_seconds = 0;          // of which: its configs named and its waves ordered
   bool node_changed(const Problem& p, int node) const;
 };
 

@@ -1031,10 +1031,12 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
   }
   plan.bound = Objective::from_levels(bounds);
   plan.status = all_proven ? "optimal" : "feasible";
+  const double named = elapsed();
   name_configs(p, plan);
   plan.rollout = order_rollout(p, plan, options, &plan.notes);
   plan.seconds = elapsed();
   plan.convert_seconds = plan.seconds - solved;
+  plan.finish_seconds = plan.seconds - named;
   plan.notes.push_back("turned into GPUs and pods in " + format_seconds(plan.convert_seconds));
   return plan;
 }
@@ -1143,9 +1145,10 @@ FleetPlan plan_fleet(const Problem& p, const PlanOptions& options) {
     }
   }
   PlanOptions second = options;
-  // Set aside: the second plan's conversion (as long as the first's, and a half again) and a
-  // twentieth of the limit for the solver's overrun of its own limits.
-  const double reserve = a.convert_seconds * 1.5 + 0.05 * options.seconds;
+  // Set aside: the second plan's conversion (as long as the first's, and a half again), its configs
+  // and waves made twice more (for the plan it becomes and, should the first fit win, for that),
+  // and a twentieth of the limit for the solver's overrun of its own limits.
+  const double reserve = a.convert_seconds * 1.5 + a.finish_seconds * 2 + 0.05 * options.seconds;
   second.seconds = options.seconds - elapsed() - reserve;
   if (second.seconds < 0.2) {
     a.notes.push_back("pods on several whole GPUs: the first plan left some out; no time left to plan again with them set first");
