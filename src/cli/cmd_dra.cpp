@@ -225,12 +225,13 @@ int run_dra(const DraArgs& args) {
   };
   auto events = plugin::EventWatch::start(*session, indices, sinks);
   if (!events) spdlog::warn("no NVML events ({}): health is not watched", events.error().message);
-  // /metrics reads the driver's counters under its lock; /healthz answers while the process serves.
+  // /metrics reads the driver's counters under its lock; /healthz answers while the kubelet can
+  // reach the plugin as it does (both sockets there and answering), 503 with why when it cannot.
   std::unique_ptr<exporter::TextEndpoint> metrics;
   if (metrics_address) {
-    auto started = exporter::TextEndpoint::start(*metrics_address, [&d = **driver, &publisher] {
-      return d.metrics_text() + publisher.metrics_text();
-    });
+    auto started = exporter::TextEndpoint::start(
+        *metrics_address, [&d = **driver, &publisher] { return d.metrics_text() + publisher.metrics_text(); },
+        [&p = **plugin] { return p.self_check(); });
     if (!started) {
       std::cerr << cmd << ": --metrics-listen: " << started.error().message << '\n';
       (*plugin)->stop();
@@ -296,7 +297,8 @@ void add_dra_options(CLI::App& cmd, DraArgs& args, bool with_common) {
   if (!with_common) return;
   cmd.add_option("--metrics-listen", args.metrics_listen,
                  "Serve the driver's /metrics (prepares, unprepares and their latency, claims prepared, MIG\n"
-                 "instances cut; docs/metrics.md) and /healthz on HOST:PORT (default: none)");
+                 "instances cut; docs/metrics.md) and /healthz (503 with why when the kubelet cannot reach\n"
+                 "the driver's sockets) on HOST:PORT (default: none)");
   // What `tessera node` has under the device plugin's names: the NVML
   // library, the API server, the Node, the kubelet's and CDI's directories,
   // the quota library, health.

@@ -163,12 +163,17 @@ class TextEndpoint::Impl {
 TextEndpoint::TextEndpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Result<std::unique_ptr<TextEndpoint>> TextEndpoint::start(const ListenAddress& address,
-                                                          std::function<std::string()> render) {
+                                                          std::function<std::string()> render,
+                                                          std::function<std::string()> problem) {
   auto impl = std::make_unique<Impl>();
   impl->http.Get("/metrics", [render = std::move(render)](const httplib::Request&, httplib::Response& res) {
     res.set_content(render(), kContentType);
   });
-  impl->http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+  impl->http.Get("/healthz", [problem = std::move(problem)](const httplib::Request&, httplib::Response& res) {
+    const std::string why = problem ? problem() : std::string();
+    res.status = why.empty() ? 200 : 503;
+    res.set_content(why.empty() ? "ok\n" : why + "\n", "text/plain");
+  });
   if (!impl->http.bind_to_port(address.host, address.port))
     return fail(Errc::conflict, "cannot listen on " + address.host + ":" + std::to_string(address.port) + ": " +
                                     bind_problem(address));

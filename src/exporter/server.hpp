@@ -71,13 +71,15 @@ class Service {
 };
 
 // GET /metrics answering `render()` (called at each scrape) and GET /healthz
-// answering "ok", on a thread of its own: for a process that renders its own
-// metrics when asked (`tessera dra`, `tessera fleet run`). Binds at once, so
-// a port in use is an error here, worded as Server::bind words it.
+// answering "ok", or 503 with what `problem()` says when it says something,
+// on a thread of its own: for a process that renders its own metrics when
+// asked (`tessera dra`, `tessera fleet run`). Binds at once, so a port in use
+// is an error here, worded as Server::bind words it.
 class TextEndpoint {
  public:
   [[nodiscard]] static Result<std::unique_ptr<TextEndpoint>> start(const ListenAddress& address,
-                                                                   std::function<std::string()> render);
+                                                                   std::function<std::string()> render,
+                                                                   std::function<std::string()> problem = {});
   ~TextEndpoint();  // stops
   TextEndpoint(const TextEndpoint&) = delete;
   TextEndpoint& operator=(const TextEndpoint&) = delete;

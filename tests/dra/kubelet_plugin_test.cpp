@@ -145,30 +145,58 @@ TEST(DraKubeletPlugin, RegistersAsADraPluginAndPreparesClaimsOneByOne) {
   EXPECT_FALSE(std::filesystem::exists(k.registration_socket));
 }
 
+// A driver with no claims on a simulated node, its plugin on the kubelet's sockets.
+struct Served {
+  testing::TempDir dir;
+  std::string node;
+  nvml::Session session = sim_node(dir, node);
+  OneClaim claims;
+  KubeletPluginOptions k = sockets_in(dir);
+  std::unique_ptr<Driver> driver;
+  std::unique_ptr<KubeletPlugin> plugin;
+  Served() {
+    DriverOptions o;
+    o.node = "node-a";
+    o.state_dir = dir.path() + "/plugins/gpu.nvidia.com";
+    auto d = Driver::start(session, o, claims);
+    if (!d) throw std::runtime_error("the driver did not start: " + d.error().message);
+    driver = std::move(*d);
+    auto p = KubeletPlugin::start(k, *driver);
+    if (!p) throw std::runtime_error("the plugin did not start: " + p.error().message);
+    plugin = std::move(*p);
+  }
+};
+
+// The liveness check (/healthz): the kubelet can reach the plugin while both sockets answer as
+// the kubelet calls them; a socket removed under the driver (never served again until it restarts)
+// or replaced by a file is named.
+TEST(DraKubeletPlugin, SelfCheckSaysWhetherTheKubeletCanReachIt) {
+  Served s;
+  EXPECT_EQ(s.plugin->self_check(), "");
+  std::filesystem::remove(s.k.registration_socket);
+  EXPECT_EQ(s.plugin->self_check(), "the socket " + s.k.registration_socket + " is gone: the kubelet cannot reach the driver");
+  s.plugin->stop();
+  auto again = KubeletPlugin::start(s.k, *s.driver);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ((*again)->self_check(), "");
+  std::filesystem::remove(s.k.dra_socket);
+  std::ofstream(s.k.dra_socket) << "";
+  EXPECT_EQ((*again)->self_check(), "the socket " + s.k.dra_socket + " is gone: the kubelet cannot reach the driver");
+}
+
 // KEP-4680's health stream, as the kubelet reads it: every published device
 // healthy at once; an XID on the GPU sends the list again at once with the GPU
 // unhealthy and why; stopping the plugin ends an open stream without waiting
 // for the server's deadline.
 TEST(DraKubeletPlugin, StreamsEveryDevicesHealthAndAnXidMakesItsGpuUnhealthy) {
-  testing::TempDir dir;
-  std::string node;
-  auto session = sim_node(dir, node);
-  OneClaim claims;
-  DriverOptions o;
-  o.node = "node-a";
-  o.state_dir = dir.path() + "/plugins/gpu.nvidia.com";
-  auto driver = Driver::start(session, o, claims);
-  ASSERT_TRUE(driver) << driver.error().message;
-  const KubeletPluginOptions k = sockets_in(dir);
-  auto plugin = KubeletPlugin::start(k, **driver);
-  ASSERT_TRUE(plugin) << plugin.error().message;
+  Served s;
 
-  auto stub = ::v1alpha1::DRAResourceHealth::NewStub(dial(k.dra_socket));
+  auto stub = ::v1alpha1::DRAResourceHealth::NewStub(dial(s.k.dra_socket));
   grpc::ClientContext ctx;
   auto stream = stub->NodeWatchResources(&ctx, {});
   ::v1alpha1::NodeWatchResourcesResponse first;
   ASSERT_TRUE(stream->Read(&first));
-  const size_t published = (*driver)->pool().devices.size();
+  const size_t published = s.driver->pool().devices.size();
   ASSERT_EQ(size_t(first.devices_size()), published);
   ASSERT_GT(published, 1u);
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -181,10 +209,10 @@ TEST(DraKubeletPlugin, StreamsEveryDevicesHealthAndAnXidMakesItsGpuUnhealthy) {
 
   sharing::HealthEvent xid;
   xid.xid = 48;  // a double-bit ECC error: the whole GPU
-  xid.gpu_uuid = std::string(*session.device(0)->uuid());
+  xid.gpu_uuid = std::string(*s.session.device(0)->uuid());
   xid.at = sharing::Clock::now();
   const auto sent = std::chrono::steady_clock::now();
-  (*driver)->record_health(xid);
+  s.driver->record_health(xid);
   ::v1alpha1::NodeWatchResourcesResponse after;
   ASSERT_TRUE(stream->Read(&after));
   EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::seconds(5)) << "sent at the change, not at the refresh";
@@ -196,7 +224,7 @@ TEST(DraKubeletPlugin, StreamsEveryDevicesHealthAndAnXidMakesItsGpuUnhealthy) {
   }
 
   const auto stopping = std::chrono::steady_clock::now();
-  (*plugin)->stop();
+  s.plugin->stop();
   EXPECT_LT(std::chrono::steady_clock::now() - stopping, std::chrono::seconds(2)) << "the open stream held the stop";
   ::v1alpha1::NodeWatchResourcesResponse none;
   EXPECT_FALSE(stream->Read(&none));

@@ -141,13 +141,14 @@ dra_values() {
     --set-json "extraArgs=[\"--health-recovery\",\"$HEALTH_RECOVERY\"]" "$@"
 }
 
-# dra_metrics: the DRA driver's /metrics on NODE (its pod's port 9401).
-dra_metrics() {
+# dra_get PATH: the DRA driver's PATH on NODE (its pod's port 9401); dra_metrics: its /metrics.
+dra_get() {
   local ip
   ip=$(kc -n tessera get pods -l app.kubernetes.io/name=tessera --field-selector "spec.nodeName=$NODE" \
     -o jsonpath='{.items[0].status.podIP}')
-  curl -sf --max-time 5 "http://$ip:9401/metrics"
+  curl -sf --max-time 5 "http://$ip:9401$1"
 }
+dra_metrics() { dra_get /metrics; }
 
 # dra_slices NODE: how many devices the node's ResourceSlices of gpu.nvidia.com list.
 dra_slices() {

@@ -64,7 +64,13 @@ EOF
   kc delete resourceclaimtemplate first-available --wait=true >/dev/null
   wait_for 60 "the first-available instance to be destroyed" eval '[[ -z $(sim_instances) ]]'
 
-  local metrics series
+  local metrics series health restarts
+  # /healthz (the chart's liveness probe) answers ok only while both kubelet sockets answer.
+  health=$(dra_get /healthz) || fail "the DRA driver's /healthz does not answer ok on port 9401: '$health'"
+  [[ $health == ok ]] || fail "the DRA driver's /healthz says '$health', expected ok"
+  restarts=$(kc -n tessera get pods -l app.kubernetes.io/name=tessera --field-selector "spec.nodeName=$NODE" \
+    -o jsonpath='{.items[0].status.containerStatuses[*].restartCount}')
+  [[ $restarts =~ ^[0\ ]+$ ]] || fail "a container of the DRA driver's pod restarted (restart counts: $restarts)"
   metrics=$(dra_metrics) || fail "the DRA driver's /metrics does not answer on port 9401"
   # At least one of each (the kubelet may repeat a prepare, which answers from the checkpoint), none prepared now.
   for series in 'tessera_dra_prepare_claims_total{result="ok"}' 'tessera_dra_unprepare_claims_total{result="ok"}' \
