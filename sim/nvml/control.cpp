@@ -55,7 +55,8 @@ void add_process(Node& node, const json& req) {
     if (!find_mig(node, mig, p.gpu, gi, ci)) throw Failure{"no MIG device " + mig + " on this node"};
     p.gpu_instance = gi->id;
     p.compute_instance = ci->id;
-    total = model_of(node.gpus[p.gpu]).profile_by_id(gi->profile_id)->memory_mib * kMiB;
+    const hw::Gpu& model = model_of(node.gpus[p.gpu]);
+    total = hw::profile_memory_mib(model, *model.profile_by_id(gi->profile_id), node.driver_version) * kMiB;
     for (const auto& q : node.processes)
       if (q.gpu == p.gpu && q.gpu_instance == gi->id) used += q.memory_bytes;
   } else {

@@ -27,7 +27,7 @@ void memory_of(const Node& node, const DeviceRef& ref, uint64_t& total, uint64_t
   const auto& model = model_of(node.gpus[ref.gpu]);
   if (ref.is_mig()) {
     const auto* p = model.profile_by_id(ref.gi->profile_id);
-    total = (p ? p->memory_mib : 0) * kMiB;
+    total = (p ? hw::profile_memory_mib(model, *p, node.driver_version) : 0) * kMiB;
     used = used_bytes(node, ref.gpu, ref.gi->id);
   } else {
     total = model.memory_mib * kMiB;

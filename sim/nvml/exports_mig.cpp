@@ -45,7 +45,7 @@ std::vector<std::pair<const SimGpuInstance*, const SimComputeInstance*>> mig_dev
 }
 
 template <class Info>
-void fill_gi_profile(const hw::GiProfile& p, Info& info) {
+void fill_gi_profile(const hw::GiProfile& p, uint64_t memory_mib, Info& info) {
   info.id = p.profile_id;
   info.sliceCount = p.slices;
   info.instanceCount = p.max_count;
@@ -55,17 +55,19 @@ void fill_gi_profile(const hw::GiProfile& p, Info& info) {
   info.encoderCount = p.engines.encoders;
   info.jpegCount = p.engines.jpegs;
   info.ofaCount = p.engines.ofas;
-  info.memorySizeMB = p.memory_mib;
+  info.memorySizeMB = memory_mib;
 }
 
 // The profile at an NVML index: INVALID_ARGUMENT beyond NVML's range,
 // NOT_SUPPORTED for an index this GPU lacks.
 Return gi_profile_at(const Node& node, nvmlDevice_t device, unsigned int index,
-                     const hw::GiProfile*& out) {
+                     const hw::GiProfile*& out, uint64_t& memory_mib) {
   uint32_t gpu = 0;
   if (Return r = resolve_gpu(node, device, gpu); r != NVML_SUCCESS) return r;
   if (index >= NVML_GPU_INSTANCE_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
-  out = model_of(node.gpus[gpu]).profile_by_index(index);
+  const hw::Gpu& model = model_of(node.gpus[gpu]);
+  out = model.profile_by_index(index);
+  if (out) memory_mib = hw::profile_memory_mib(model, *out, node.driver_version);
   return out ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
 
@@ -166,10 +168,11 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t
                                                                     nvmlGpuInstanceProfileInfo_t* info) {
   return call("nvmlDeviceGetGpuInstanceProfileInfo", [&](Driver&, const Node& node) {
     const hw::GiProfile* p = nullptr;
-    if (Return r = gi_profile_at(node, device, profile, p); r != NVML_SUCCESS) return r;
+    uint64_t memory_mib = 0;
+    if (Return r = gi_profile_at(node, device, profile, p, memory_mib); r != NVML_SUCCESS) return r;
     if (!info) return NVML_ERROR_INVALID_ARGUMENT;
     *info = nvmlGpuInstanceProfileInfo_t{};
-    fill_gi_profile(*p, *info);
+    fill_gi_profile(*p, memory_mib, *info);
     info->isP2pSupported = p->p2p ? 1 : 0;
     return NVML_SUCCESS;
   });
@@ -179,13 +182,14 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_
                                                                      nvmlGpuInstanceProfileInfo_v2_t* info) {
   return call("nvmlDeviceGetGpuInstanceProfileInfoV", [&](Driver&, const Node& node) {
     const hw::GiProfile* p = nullptr;
-    if (Return r = gi_profile_at(node, device, profile, p); r != NVML_SUCCESS) return r;
+    uint64_t memory_mib = 0;
+    if (Return r = gi_profile_at(node, device, profile, p, memory_mib); r != NVML_SUCCESS) return r;
     if (!info) return NVML_ERROR_INVALID_ARGUMENT;
     std::string name = "MIG " + p->name;
     if (info->version == nvmlGpuInstanceProfileInfo_v2) {
       *info = nvmlGpuInstanceProfileInfo_v2_t{};
       info->version = nvmlGpuInstanceProfileInfo_v2;
-      fill_gi_profile(*p, *info);
+      fill_gi_profile(*p, memory_mib, *info);
       info->isP2pSupported = p->p2p ? 1 : 0;
       std::snprintf(info->name, sizeof info->name, "%s", name.c_str());
       return NVML_SUCCESS;
@@ -195,7 +199,7 @@ TESSERA_SIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_
       auto* v3 = reinterpret_cast<nvmlGpuInstanceProfileInfo_v3_t*>(info);
       *v3 = nvmlGpuInstanceProfileInfo_v3_t{};
       v3->version = nvmlGpuInstanceProfileInfo_v3;
-      fill_gi_profile(*p, *v3);
+      fill_gi_profile(*p, memory_mib, *v3);
       std::snprintf(v3->name, sizeof v3->name, "%s", name.c_str());
       v3->capabilities = p->p2p ? 0x1 : 0x0;  // NVML_GPU_INSTANCE_PROFILE_CAPS_P2P
       return NVML_SUCCESS;

@@ -449,6 +449,24 @@ const CiProfile* GiProfile::compute_by_index(uint32_t index) const {
   return nullptr;
 }
 
+// [R525-A3] nvidia-smi -lgip of an H100 80GB HBM3 on driver 525.125.06 (a GCP A3 machine) gives
+// 1g.10gb and 1g.10gb+me 9.62 GiB, 1g.20gb and 2g.20gb 19.50 GiB, 3g.40gb 39.25 GiB: 128-256 MiB
+// less than the later drivers' figures above. Where between R525 and R550 it changed is not known:
+// the R525 branch and older report the older figures; the other profiles are as above.
+uint64_t profile_memory_mib(const Gpu& model, const GiProfile& p, std::string_view driver_version) {
+  unsigned major = 0;
+  for (char c : driver_version) {
+    if (c < '0' || c > '9') break;
+    major = major * 10 + unsigned(c - '0');
+  }
+  if (model.name == "H100-SXM5-80GB" && major > 0 && major < 530) {
+    if (p.name == "1g.10gb" || p.name == "1g.10gb+me") return 9856;
+    if (p.name == "1g.20gb" || p.name == "2g.20gb") return 19968;
+    if (p.name == "3g.40gb") return 40192;
+  }
+  return p.memory_mib;
+}
+
 const GiProfile* Gpu::profile_by_id(uint32_t id) const {
   for (const auto& p : profiles)
     if (p.profile_id == id) return &p;

@@ -94,6 +94,10 @@ struct Gpu {
   bool has_gpm() const;
 };
 
+// A GPU-instance profile's memory as a driver of `driver_version` reports it (memorySizeMB, and a
+// MIG device's total): drivers differ (hardware.cpp says which).
+uint64_t profile_memory_mib(const Gpu& model, const GiProfile& p, std::string_view driver_version);
+
 // Every model the simulator knows.
 std::span<const Gpu> gpus();
 // By model name, NVML name or alias; case-insensitive. nullptr when unknown.

@@ -178,6 +178,29 @@ Result<void> Driver::save_locked() { return file_.save(checkpoint_); }
 
 // ---- What the GPUs hold -----------------------------------------------------
 
+std::map<uint32_t, uint64_t> Driver::reported_profile_memory_locked(const sd::Gpu& gpu) {
+  if (auto known = profile_memory_.find(gpu.uuid); known != profile_memory_.end()) return known->second;
+  auto device = session_.device(gpu.index);
+  auto infos = device ? device->gpu_instance_profiles() : unexpected(device.error());
+  if (!infos) {  // asked again at the next refresh; the catalog's figures meanwhile
+    spdlog::warn("GPU {}: cannot read its MIG profiles' memory through NVML ({}); the catalog's figures are published",
+                 gpu.uuid, infos.error().message());
+    return {};
+  }
+  std::map<uint32_t, uint64_t> out;
+  for (const auto& info : *infos)
+    for (uint32_t pi = 0; pi < gpu.model->profiles.size(); ++pi) {
+      const auto& p = gpu.model->profiles[pi];
+      if (p.profile_id != info.id || info.memory_mib == 0) continue;
+      out[pi] = info.memory_mib;
+      if (info.memory_mib != p.memory_mib)
+        spdlog::info("GPU {}: its driver reports {} as {} MiB where the catalog says {} MiB; published as the driver says",
+                     gpu.uuid, p.name, info.memory_mib, p.memory_mib);
+    }
+  profile_memory_[gpu.uuid] = out;
+  return out;
+}
+
 Result<void> Driver::refresh_locked() {
   auto inv = nvml::collect_inventory(session_);
   if (!inv) return fail(Errc::io, "cannot read the GPUs through NVML: " + inv.error().message());
@@ -212,6 +235,7 @@ Result<void> Driver::refresh_locked() {
       x.brand = rec->brand;
     }
     if (x.memory_bytes == 0 && x.model) x.memory_bytes = x.model->memory_mib << 20;
+    if (x.model && x.mig_enabled) x.profile_memory_mib = reported_profile_memory_locked(x);
     if (!x.model && x.mig_enabled && warned_uncatalogued_.insert(x.uuid).second)
       spdlog::warn("GPU {} ({}): MIG is on and the GPU catalog lacks this model, so neither the GPU nor its MIG "
                    "devices are published (turn MIG off to serve it whole; `tessera catalog` lists the models)",

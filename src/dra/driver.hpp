@@ -163,6 +163,7 @@ class Driver {
   };
 
   Result<void> refresh_locked();
+  std::map<uint32_t, uint64_t> reported_profile_memory_locked(const sharing::dra::Gpu& gpu);
   Result<void> adopt_locked();
   // A checkpoint of an earlier boot: every claim it holds is undone (what
   // survives of it: ledgers, CDI specs on a persistent directory) and
@@ -216,6 +217,8 @@ class Driver {
   std::set<std::string> in_flight_;
   Checkpoint checkpoint_;
   std::vector<GpuNow> gpus_;
+  // Per GPU (UUID), its MIG profiles' memory as the driver reports it, read once.
+  std::map<std::string, std::map<uint32_t, uint64_t>> profile_memory_;
   std::set<std::string> warned_uncatalogued_;  // GPUs (UUID) said to be unserved: MIG on, model unknown
   // Counted under mutex_; read by metrics_text under it.
   static constexpr size_t kLatencyBuckets = 14;  // driver.cpp's kLatencyBounds

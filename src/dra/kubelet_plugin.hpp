@@ -51,9 +51,10 @@ class KubeletPlugin {
   bool registered() const { return registered_.load(); }
   // Whether the kubelet can reach the plugin as it does: both sockets are where the kubelet looks,
   // the registration socket answers GetInfo with this driver's name and the DRA socket accepts a
-  // connection, each within `timeout`. "" when they do, else what is wrong (for /healthz: a
-  // socket removed under the driver is never served again until it restarts).
-  std::string self_check(std::chrono::milliseconds timeout = std::chrono::seconds(2)) const;
+  // connection, within `timeout` together (under the chart's 2 s probe timeout, so that the
+  // probe gets the reason). "" when they do, else what is wrong (for /healthz: a socket removed
+  // under the driver is never served again until it restarts).
+  std::string self_check(std::chrono::milliseconds timeout = std::chrono::milliseconds(1500)) const;
   void stop();
 
  private:

@@ -93,12 +93,21 @@ std::optional<int64_t> milli_quantity(const json& v) {
 
 // The resource a name stands for: "gpu" for nvidia.com/gpu, the profile for
 // nvidia.com/mig-<profile>; shared replicas the sharing config renamed keep
-// their ".shared" (nvidia.com/gpu.shared -> "gpu.shared").
+// their ".shared" (nvidia.com/gpu.shared -> "gpu.shared"). A resource name
+// cannot hold '+', so NVIDIA's device plugin names a media-engine profile
+// nvidia.com/mig-1g.10gb.me: read back as 1g.10gb+me.
 std::optional<std::string> gpu_resource(const std::string& key) {
   if (key == "nvidia.com/gpu") return std::string(kWholeGpu);
   if (key == "nvidia.com/gpu.shared") return std::string(kWholeGpu) + ".shared";
-  if (key.starts_with("nvidia.com/mig-") && key.size() > 15) return key.substr(15);
-  return std::nullopt;
+  if (!key.starts_with("nvidia.com/mig-") || key.size() <= 15) return std::nullopt;
+  std::string profile = key.substr(15);
+  std::string shared;
+  if (profile.ends_with(".shared")) {
+    shared = ".shared";
+    profile.resize(profile.size() - shared.size());
+  }
+  if (profile.ends_with(".me")) profile.replace(profile.size() - 3, 1, "+");
+  return profile + shared;
 }
 
 std::vector<std::string> strings_at(const json& object, const char* key) {
@@ -710,7 +719,9 @@ std::string instance_resource(const Gpu& gpu, const Instance& inst) { return ins
 
 std::string resource_key(const std::string& resource) {
   if (resource.starts_with(kWholeGpu) && (resource.size() == 3 || resource.substr(3) == ".shared")) return "nvidia.com/" + resource;
-  return "nvidia.com/mig-" + resource;
+  std::string key = "nvidia.com/mig-" + resource;
+  std::replace(key.begin(), key.end(), '+', '.');  // as the device plugin names it (no '+' in a resource name)
+  return key;
 }
 
 bool node_offers(const Problem& p, int node, const std::string& resource) {
@@ -1082,7 +1093,7 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
         if (served < 0 || served >= count) continue;
         n.frozen = true;
         p.warnings.push_back("Node " + sn.name + ": status.allocatable " + key + " is " + std::to_string(served) + " where its layout offers " +
-                             std::to_string(count) + (served == 0 ? " (no device plugin serves them now)" : " (some unhealthy or not yet served)") +
+                             std::to_string(count) + (it == sn.devices->end() ? " (no device plugin serves them now)" : " (some unhealthy or not yet served)") +
                              "; the node is kept as it is and takes no new pod in this plan");
         break;
       }

@@ -259,7 +259,8 @@ std::vector<Device> devices(const std::vector<Gpu>& gpus, const std::vector<Take
           d.attributes["profile"] = p.name;
           d.attributes["parentUUID"] = g.uuid;
           common_attributes(g, d);
-          d.capacity["memory"] = p.memory_mib << 20;
+          const auto reported = g.profile_memory_mib.find(pi);
+          d.capacity["memory"] = (reported != g.profile_memory_mib.end() ? reported->second : p.memory_mib) << 20;
           d.capacity["multiprocessors"] = p.sm_count;
           d.capacity["copyEngines"] = p.engines.copy;
           d.capacity["decoders"] = p.engines.decoders;

@@ -82,9 +82,11 @@ struct Node {
   DriverOptions options;
   std::unique_ptr<Driver> driver;
 
-  explicit Node(const std::string& model = "A100-SXM4-80GB", bool mig = true, bool shares = false) {
+  explicit Node(const std::string& model = "A100-SXM4-80GB", bool mig = true, bool shares = false,
+                const std::vector<std::string>& sim_args = {}) {
     std::vector<std::string> create{TESSERA_BIN, "sim", "create", node, "--gpu", model, "--count", "2"};
     if (mig) create.push_back("--mig");
+    create.insert(create.end(), sim_args.begin(), sim_args.end());
     auto made = run(create);
     EXPECT_EQ(made.exit_code, 0) << made.err;
     // The node's directory as a driver root: the driver's libraries where a
@@ -1210,6 +1212,38 @@ TEST(DraDriver, TheApiServerIsAskedWithoutTheDriversLock) {
   EXPECT_EQ(n.instances(), (std::set<std::string>{"0:1g.10gb@6", "1:1g.10gb@6"}));
   EXPECT_EQ(n.unprepare(kUid1, "slow"), "");
   EXPECT_EQ(n.unprepare(kUid2, "quick"), "");
+}
+
+// A MIG device's memory capacity is what its driver reports (NVML's profile info), not the
+// catalog's: an H100's R525 driver reports 1g.10gb as 9,856 MiB and 3g.40gb as 40,192 MiB, where
+// later drivers (and the catalog) say 9,984 and 40,448; a claim asking for all the catalog's
+// figure is refused as more than the device has.
+TEST(DraDriver, MigCapacitiesAreWhatTheDriverReports) {
+  auto memory_of = [](Driver& d, const std::string& profile) {
+    std::set<uint64_t> mib;
+    for (const auto& dev : d.pool().devices)
+      if (dev.attributes.count("profile") && std::get<std::string>(dev.attributes.at("profile")) == profile)
+        mib.insert(dev.capacity.at("memory") >> 20);
+    return mib;
+  };
+  Node older("H100-SXM5-80GB", true, true, {"--driver-version", "525.125.06"});
+  Driver& d = older.start();
+  EXPECT_EQ(memory_of(d, "1g.10gb"), (std::set<uint64_t>{9856}));
+  EXPECT_EQ(memory_of(d, "3g.40gb"), (std::set<uint64_t>{40192}));
+  EXPECT_EQ(memory_of(d, "7g.80gb"), (std::set<uint64_t>{81152}));
+  older.add("uid-all", "all", {{"gpu-0-mig-1g10gb-19-0", "9984Mi"}});
+  const auto refused = older.prepare("uid-all", "all");
+  EXPECT_NE(refused.error.find("asks for 9984 MiB of gpu-0-mig-1g10gb-19-0, which has 9856 MiB"), std::string::npos) << refused.error;
+}
+
+// The same GPU on a later driver: the figures it reports, which the catalog has too.
+TEST(DraDriver, MigCapacitiesOfALaterDriver) {
+  Node later("H100-SXM5-80GB", true, true);
+  std::set<uint64_t> mib;
+  for (const auto& dev : later.start().pool().devices)
+    if (dev.attributes.count("profile") && std::get<std::string>(dev.attributes.at("profile")) == "1g.10gb")
+      mib.insert(dev.capacity.at("memory") >> 20);
+  EXPECT_EQ(mib, (std::set<uint64_t>{9984}));
 }
 
 }  // namespace

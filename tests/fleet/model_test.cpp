@@ -457,7 +457,9 @@ TEST(FleetModel, APinnedPodIsNotServedOnANodeThatWouldRefuseIt) {
 
 // Media-engine profiles are planned like the others: a node with a 1g.10gb+me
 // instance is a plan (not an internal error), a pending +me pod is served on
-// it, and nothing changes where nothing pending needs it.
+// it, and nothing changes where nothing pending needs it. Names as the device
+// plugin gives them (no '+' in a resource name): the pod asks for
+// nvidia.com/mig-1g.10gb.me, and the node's allocatable lists it so.
 TEST(FleetModel, MediaEngineProfilesArePlannedLikeTheOthers) {
   config::Diagnostics d;
   auto cfg = config::parse_mig_parted("version: v1\nmig-configs:\n  me:\n    - devices: all\n      mig-enabled: true\n"
@@ -466,14 +468,18 @@ TEST(FleetModel, MediaEngineProfilesArePlannedLikeTheOthers) {
   ASSERT_TRUE(cfg && !d.has_errors());
   Fleet f;
   f.cfg = *cfg;
-  auto snap = parse_snapshot(list({node("a", "NVIDIA-A100-SXM4-80GB", 1, "me"), pod("media", "1g.10gb+me", 1),
-                                   pod("run", "1g.10gb", 1, "a")}), "test");
+  json a = node("a", "NVIDIA-A100-SXM4-80GB", 1, "me");
+  a["status"]["allocatable"] = {{"nvidia.com/mig-1g.10gb.me", "1"}, {"nvidia.com/mig-1g.10gb", "5"}};
+  auto snap = parse_snapshot(list({a, pod("media", "1g.10gb.me", 1), pod("run", "1g.10gb", 1, "a")}), "test");
   ASSERT_TRUE(snap);
   auto p = build_problem(*snap, f.cfg);
   ASSERT_TRUE(p) << p.error().message;
   f.problem = std::move(*p);
   f.problem.configs = &f.cfg;
   EXPECT_TRUE(f.problem.media_engines);
+  EXPECT_EQ(f.problem.resources[size_t(f.problem.pods[0].resource)], "1g.10gb+me");
+  EXPECT_TRUE(f.problem.warnings.empty()) << f.problem.warnings.front();
+  EXPECT_TRUE(f.problem.nodes[0].accepts_pods());
   FleetPlan plan = solve_and_check(f);
   EXPECT_EQ(describe(plan.objective), "unserved 0, evicted 0, changed 0, used 1");
   EXPECT_EQ(plan.placement[0], 0);

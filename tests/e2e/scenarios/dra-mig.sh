@@ -66,7 +66,7 @@ EOF
 
   local metrics series health restarts
   # /healthz (the chart's liveness probe) answers ok only while both kubelet sockets answer.
-  health=$(dra_get /healthz) || fail "the DRA driver's /healthz does not answer ok on port 9401: '$health'"
+  health=$(dra_get /healthz) || fail "the DRA driver's /healthz does not answer 200 on port 9401 (no answer, or 503)"
   [[ $health == ok ]] || fail "the DRA driver's /healthz says '$health', expected ok"
   restarts=$(kc -n tessera get pods -l app.kubernetes.io/name=tessera --field-selector "spec.nodeName=$NODE" \
     -o jsonpath='{.items[0].status.containerStatuses[*].restartCount}')
