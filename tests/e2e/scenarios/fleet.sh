@@ -20,6 +20,15 @@ fleet_pods() {  # "name uid" of the app=e2e-fleet pods, sorted
 role_pod() {  # "name uid phase" of the app=e2e-fleet pod of role $1
   kc get pods -l "app=e2e-fleet,role=$1" -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.uid} {.status.phase}{"\n"}{end}'
 }
+replacement_waits() {  # $1: role_pod's lines: a pod other than the evicted $small Pending, none Running
+  local name uid phase pending=0
+  while read -r name uid phase; do
+    [[ -z $name || $name == "$small" ]] && continue
+    [[ $phase == Running ]] && return 1
+    [[ $phase == Pending ]] && pending=1
+  done <<<"$1"
+  ((pending))
+}
 plan_field() { kc -n tessera get configmap tessera-fleet-plan -o jsonpath="{.data.$1}" 2>/dev/null; }
 fleet_events() { kc -n tessera get events --field-selector involvedObject.name=tessera-fleet-plan \
                    --sort-by=.metadata.creationTimestamp -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}'; }
@@ -196,7 +205,14 @@ EOF
   # Only the pod the plan named was evicted: the guarded one keeps its UID; the evicted one's
   # replacement waits (nothing serves it, as the plan said).
   [[ $(role_pod guarded) == "$guarded" ]] || fail "the guarded pod changed: '$(role_pod guarded)', was '$guarded'"
-  wait_for 60 "the evicted pod's replacement to wait" eval '[[ $(role_pod free) == *" Pending" && $(role_pod free) != "$small "* ]]'
+  # A replacement the scheduler bound while the node's allocatable still counted the device the
+  # change took away is refused by the kubelet (UnexpectedAdmissionError, Failed), as it refuses any
+  # device plugin's: the ReplicaSet's next one waits. None may run.
+  local free deadline=$((SECONDS + 60))
+  until free=$(role_pod free) && replacement_waits "$free"; do
+    ((SECONDS < deadline)) || fail "timed out after 60s waiting for the evicted pod's replacement to wait; role=free pods: $(tr '\n' ';' <<<"$free")"
+    sleep 0.5
+  done
   local events reason
   events=$(fleet_events | tr '\n' ' ')
   for reason in FleetPlanProposed FleetPlanStale FleetPlanApproved FleetPlanApplied; do
