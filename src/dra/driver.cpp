@@ -182,16 +182,25 @@ std::map<uint32_t, uint64_t> Driver::reported_profile_memory_locked(const sd::Gp
   if (auto known = profile_memory_.find(gpu.uuid); known != profile_memory_.end()) return known->second;
   auto device = session_.device(gpu.index);
   auto infos = device ? device->gpu_instance_profiles() : unexpected(device.error());
-  if (!infos) {  // asked again at the next refresh; the catalog's figures meanwhile
-    spdlog::warn("GPU {}: cannot read its MIG profiles' memory through NVML ({}); the catalog's figures are published",
-                 gpu.uuid, infos.error().message());
+  if (!infos) {  // asked again at each refresh (the catalog's figures meanwhile); said once per GPU
+    const bool first = warned_profile_memory_.insert(gpu.uuid).second;
+    spdlog::log(first ? spdlog::level::warn : spdlog::level::debug,
+                "GPU {}: cannot read its MIG profiles' memory through NVML ({}); the catalog's figures are published "
+                "until it can",
+                gpu.uuid, infos.error().message());
     return {};
   }
+  warned_profile_memory_.erase(gpu.uuid);
   std::map<uint32_t, uint64_t> out;
   for (const auto& info : *infos)
     for (uint32_t pi = 0; pi < gpu.model->profiles.size(); ++pi) {
       const auto& p = gpu.model->profiles[pi];
-      if (p.profile_id != info.id || info.memory_mib == 0) continue;
+      if (p.profile_id != info.id) continue;
+      if (info.memory_mib == 0) {  // read once per GPU, so said once
+        spdlog::warn("GPU {}: its driver reports {} with 0 MiB of memory; the catalog's {} MiB is published", gpu.uuid,
+                     p.name, p.memory_mib);
+        continue;
+      }
       out[pi] = info.memory_mib;
       if (info.memory_mib != p.memory_mib)
         spdlog::info("GPU {}: its driver reports {} as {} MiB where the catalog says {} MiB; published as the driver says",

@@ -220,6 +220,7 @@ class Driver {
   // Per GPU (UUID), its MIG profiles' memory as the driver reports it, read once.
   std::map<std::string, std::map<uint32_t, uint64_t>> profile_memory_;
   std::set<std::string> warned_uncatalogued_;  // GPUs (UUID) said to be unserved: MIG on, model unknown
+  std::set<std::string> warned_profile_memory_;  // GPUs (UUID) whose MIG profiles NVML could not read
   // Counted under mutex_; read by metrics_text under it.
   static constexpr size_t kLatencyBuckets = 14;  // driver.cpp's kLatencyBounds
   struct Latency {

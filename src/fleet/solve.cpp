@@ -1035,9 +1035,10 @@ FleetPlan solve_once(const Problem& p, const PlanOptions& options) {
   name_configs(p, plan);
   plan.rollout = order_rollout(p, plan, options, &plan.notes);
   plan.seconds = elapsed();
-  plan.convert_seconds = plan.seconds - solved;
+  plan.convert_seconds = named - solved;
   plan.finish_seconds = plan.seconds - named;
-  plan.notes.push_back("turned into GPUs and pods in " + format_seconds(plan.convert_seconds));
+  plan.notes.push_back("turned into GPUs and pods in " + format_seconds(plan.convert_seconds) + ", configs and waves in " +
+                       format_seconds(plan.finish_seconds));
   return plan;
 }
 
@@ -1145,10 +1146,10 @@ FleetPlan plan_fleet(const Problem& p, const PlanOptions& options) {
     }
   }
   PlanOptions second = options;
-  // Set aside: the second plan's conversion (as long as the first's, and a half again), its configs
-  // and waves made twice more (for the plan it becomes and, should the first fit win, for that),
-  // and a twentieth of the limit for the solver's overrun of its own limits.
-  const double reserve = a.convert_seconds * 1.5 + a.finish_seconds * 2 + 0.05 * options.seconds;
+  // Set aside: the second plan's conversion, configs and waves (as long as the first's, and a half
+  // again), its configs and waves made twice more (for the plan it becomes and, should the first fit
+  // win, for that), and a twentieth of the limit for the solver's overrun of its own limits.
+  const double reserve = (a.convert_seconds + a.finish_seconds) * 1.5 + a.finish_seconds * 2 + 0.05 * options.seconds;
   second.seconds = options.seconds - elapsed() - reserve;
   if (second.seconds < 0.2) {
     a.notes.push_back("pods on several whole GPUs: the first plan left some out; no time left to plan again with them set first");
