@@ -77,13 +77,16 @@ Result<std::unique_ptr<kube::Client>> connect(const ClusterArgs& a) {
 // Nodes and GPU pods as the snapshot reads them, so that `fleet plan --from-cluster` and `fleet
 // run` read a cluster alike: pages of 500, the fields the snapshot never reads never built; and
 // the PodDisruptionBudgets, which the eviction API applies (a plan that cannot read them fails,
-// rather than plan evictions the API refuses).
+// rather than plan evictions the API refuses); the ResourceClaims, whose GPUs the device plugin's
+// count shows as free (none where the API server serves no DRA).
 kube::ApiResult<json> list_snapshot(kube::Client& client) {
   auto list = client.list_nodes_and_pods(fleet::slim_snapshot_item, 500, fleet::snapshot_field_wanted);
   if (!list) return list;
-  auto budgets = client.list_pod_disruption_budgets();
-  if (!budgets) return unexpected(budgets.error());
-  for (auto& b : (*budgets)["items"]) (*list)["items"].push_back(std::move(b));
+  for (auto more : {&kube::Client::list_pod_disruption_budgets, &kube::Client::list_resource_claims}) {
+    auto items = (client.*more)();
+    if (!items) return unexpected(items.error());
+    for (auto& b : (*items)["items"]) (*list)["items"].push_back(std::move(b));
+  }
   return list;
 }
 
@@ -435,7 +438,9 @@ void add_fleet_command(CLI::App& app, int& exit_code) {
       "evicted, then fewest GPUs changed, then fewest GPUs in use; each level optimal or its gap reported.\n"
       "Pods go only where the scheduler would bind them (rules, taints, cpu and memory against\n"
       "allocatable). Reads a snapshot (`kubectl get nodes,pods -A -o json`) or the cluster itself.");
-  plan->add_option("--snapshot", pa->snapshot, "The Nodes and Pods, as `kubectl get nodes,pods -A -o json` prints them");
+  plan->add_option("--snapshot", pa->snapshot,
+                   "The Nodes and Pods (and the PodDisruptionBudgets and ResourceClaims, where there are any), as\n"
+                   "`kubectl get nodes,pods,pdb,resourceclaims -A -o json` prints them");
   plan->add_flag("--from-cluster", pa->from_cluster, "Read the Nodes and Pods (and without --mig-config, the mig-parted ConfigMap) from the API server");
   plan->add_option("--mig-config", pa->mig_config, "The mig-parted file the Nodes' nvidia.com/mig.config labels name");
   plan->add_option("--time-limit", pa->time_limit,

@@ -133,4 +133,20 @@ std::string format_pci_id(uint32_t id) {
   return buf;
 }
 
+std::string mig_resource_name(std::string_view profile) {
+  std::string name = "nvidia.com/mig-" + std::string(profile);
+  std::replace(name.begin(), name.end(), '+', '.');
+  return name;
+}
+
+std::optional<std::string> mig_profile_of_resource(std::string_view resource) {
+  constexpr std::string_view prefix = "nvidia.com/mig-";
+  if (!resource.starts_with(prefix) || resource.size() == prefix.size()) return std::nullopt;
+  std::string profile(resource.substr(prefix.size()));
+  // [<c>c.]<g>g.<mem>gb[+attributes]: the '.' right after the first "gb" stood for '+'.
+  const size_t gb = profile.find("gb");
+  if (gb != std::string::npos && gb + 2 < profile.size() && profile[gb + 2] == '.') profile[gb + 2] = '+';
+  return profile;
+}
+
 }  // namespace tessera

@@ -112,6 +112,13 @@ class Catalog {
 std::optional<uint32_t> parse_pci_id(std::string_view text);
 std::string format_pci_id(uint32_t pci_id);
 
+// NVIDIA's device plugin names a MIG profile's resource nvidia.com/mig-<profile>, with '+' written
+// '.' because a resource name cannot hold '+' (1g.10gb+me -> nvidia.com/mig-1g.10gb.me).
+std::string mig_resource_name(std::string_view profile);
+// The profile that a nvidia.com/mig-<...> name stands for (1g.10gb.me -> 1g.10gb+me: what follows
+// the memory size's "gb" was the profile's '+'); nullopt for any other name.
+std::optional<std::string> mig_profile_of_resource(std::string_view resource);
+
 // The generated table (catalog_data.cpp).
 std::vector<GpuModel> builtin_gpu_models();
 

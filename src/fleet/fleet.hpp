@@ -95,7 +95,14 @@ struct SnapNode {
   // status.allocatable's device resources (nvidia.com/gpu, nvidia.com/mig-1g.10gb, ...): what the
   // device plugin serves now, healthy devices only (-1: unreadable). nullopt without status.allocatable.
   std::optional<std::map<std::string, int64_t>> devices;
+  // Devices that ResourceClaims allocated here through a GPU DRA driver (kGpuDraDriver):
+  // "claim namespace/name: device", one per result. The device plugin's allocatable cannot tell
+  // them from free ones, so a node holding any is kept as it is.
+  std::vector<std::string> dra_devices;
 };
+
+// The DRA driver whose ResourceClaims hold GPUs: NVIDIA's, and tessera's under its default name.
+inline constexpr const char* kGpuDraDriver = "gpu.nvidia.com";
 
 struct SnapPod {
   std::string id;      // "namespace/name"
@@ -150,8 +157,9 @@ struct Snapshot {
   std::string hash;
 };
 
-// A Kubernetes List (kind List, NodeList or PodList) of Nodes and Pods, and
-// the PodDisruptionBudgets that guard them.
+// A Kubernetes List (kind List, NodeList or PodList) of Nodes and Pods, the
+// PodDisruptionBudgets that guard them and the ResourceClaims (resource.k8s.io)
+// allocated on them.
 // Errors name the object: a document that is not a List, a pod asking for
 // two GPU resources, a count that is not a whole number. `source` names the
 // input in messages.

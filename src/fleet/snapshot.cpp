@@ -92,22 +92,15 @@ std::optional<int64_t> milli_quantity(const json& v) {
 }
 
 // The resource a name stands for: "gpu" for nvidia.com/gpu, the profile for
-// nvidia.com/mig-<profile>; shared replicas the sharing config renamed keep
-// their ".shared" (nvidia.com/gpu.shared -> "gpu.shared"). A resource name
-// cannot hold '+', so NVIDIA's device plugin names a media-engine profile
-// nvidia.com/mig-1g.10gb.me: read back as 1g.10gb+me.
+// nvidia.com/mig-<profile> (read back as the device plugin writes it: 1g.10gb.me is 1g.10gb+me);
+// shared replicas the sharing config renamed keep their ".shared" (nvidia.com/gpu.shared -> "gpu.shared").
 std::optional<std::string> gpu_resource(const std::string& key) {
   if (key == "nvidia.com/gpu") return std::string(kWholeGpu);
   if (key == "nvidia.com/gpu.shared") return std::string(kWholeGpu) + ".shared";
-  if (!key.starts_with("nvidia.com/mig-") || key.size() <= 15) return std::nullopt;
-  std::string profile = key.substr(15);
-  std::string shared;
-  if (profile.ends_with(".shared")) {
-    shared = ".shared";
-    profile.resize(profile.size() - shared.size());
-  }
-  if (profile.ends_with(".me")) profile.replace(profile.size() - 3, 1, "+");
-  return profile + shared;
+  const bool shared = key.ends_with(".shared");
+  auto profile = mig_profile_of_resource(std::string_view(key).substr(0, key.size() - (shared ? 7 : 0)));
+  if (!profile) return std::nullopt;
+  return *profile + (shared ? ".shared" : "");
 }
 
 std::vector<std::string> strings_at(const json& object, const char* key) {
@@ -279,6 +272,40 @@ bool SnapBudget::selects(const SnapPod& pod) const {
 }
 
 namespace {
+
+// The GPU devices a ResourceClaim (resource.k8s.io/v1) holds: its status.allocation's results of
+// the GPU DRA driver, each with the node its allocation's nodeSelector names (matchFields
+// metadata.name), else its pool (a node-local driver names its pool after its node). A claim not
+// allocated holds nothing; one whose node cannot be told is said in `warnings`.
+std::vector<std::pair<std::string, std::string>> claimed_devices(const json& item, const std::string& id,
+                                                                 std::vector<std::string>& warnings) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const json& alloc = at(at(item, "status"), "allocation");
+  if (!alloc.is_object()) return out;
+  std::string node;
+  if (const json& terms = at(at(alloc, "nodeSelector"), "nodeSelectorTerms"); terms.is_array())
+    for (const auto& t : terms)
+      if (const json& fields = at(t, "matchFields"); fields.is_array())
+        for (const auto& f : fields)
+          if (str_at(f, "key") == "metadata.name" && str_at(f, "operator") == "In" && strings_at(f, "values").size() == 1)
+            node = strings_at(f, "values").front();
+  const json& results = at(at(alloc, "devices"), "results");
+  if (!results.is_array()) {
+    warnings.push_back("ResourceClaim " + id + ": status.allocation.devices.results is not a list; the GPUs it may hold are not known");
+    return out;
+  }
+  for (const auto& r : results) {
+    if (str_at(r, "driver") != kGpuDraDriver) continue;
+    const std::string where = node.empty() ? str_at(r, "pool") : node;
+    if (where.empty()) {
+      warnings.push_back("ResourceClaim " + id + ": device " + quote(str_at(r, "device")) +
+                         " of " + kGpuDraDriver + " names neither a node nor a pool; the node it holds is not known");
+      continue;
+    }
+    out.emplace_back(where, str_at(r, "device"));
+  }
+  return out;
+}
 
 // A PodDisruptionBudget's fields (policy/v1): its selector, its budget as
 // written, and status.disruptionsAllowed. What cannot be read is said in
@@ -457,6 +484,7 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
   Snapshot snap;
   std::vector<std::string> errors;
   std::string facts;
+  std::map<std::string, std::vector<std::string>> claims;  // node -> its DRA-held GPU devices
   size_t index = 0;
   for (const auto& item : list["items"]) {
     std::string where = source + ": items[" + std::to_string(index++) + "]";
@@ -465,12 +493,18 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
     if (item_kind.empty() && kind == "PodList") item_kind = "Pod";
     const json& meta = at(item, "metadata");
     std::string name = str_at(meta, "name");
-    if (item_kind != "Node" && item_kind != "Pod" && item_kind != "PodDisruptionBudget") {
-      errors.push_back(where + ": kind " + quote(item_kind) + " is neither Node, Pod nor PodDisruptionBudget");
+    if (item_kind != "Node" && item_kind != "Pod" && item_kind != "PodDisruptionBudget" && item_kind != "ResourceClaim") {
+      errors.push_back(where + ": kind " + quote(item_kind) + " is neither Node, Pod, PodDisruptionBudget nor ResourceClaim");
       continue;
     }
     if (name.empty()) {
       errors.push_back(where + ": a " + item_kind + " without metadata.name");
+      continue;
+    }
+    if (item_kind == "ResourceClaim") {
+      const std::string ns = str_at(meta, "namespace").empty() ? std::string("default") : str_at(meta, "namespace");
+      for (auto& [node, device] : claimed_devices(item, ns + "/" + name, snap.warnings))
+        claims[node].push_back("ResourceClaim " + ns + "/" + name + " holds " + quote(device));
       continue;
     }
     if (item_kind == "PodDisruptionBudget") {
@@ -664,6 +698,12 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
     }
     return fail(Errc::validation, join(errors, "\n"));
   }
+  for (auto& n : snap.nodes)
+    if (auto it = claims.find(n.name); it != claims.end()) {
+      n.dra_devices = std::move(it->second);
+      std::sort(n.dra_devices.begin(), n.dra_devices.end());
+      for (const auto& d : n.dra_devices) facts += "C|" + n.name + "|" + d + "\n";
+    }
   std::sort(snap.nodes.begin(), snap.nodes.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   std::sort(snap.pods.begin(), snap.pods.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   // The hash does not depend on the order of the items.
@@ -719,9 +759,7 @@ std::string instance_resource(const Gpu& gpu, const Instance& inst) { return ins
 
 std::string resource_key(const std::string& resource) {
   if (resource.starts_with(kWholeGpu) && (resource.size() == 3 || resource.substr(3) == ".shared")) return "nvidia.com/" + resource;
-  std::string key = "nvidia.com/mig-" + resource;
-  std::replace(key.begin(), key.end(), '+', '.');  // as the device plugin names it (no '+' in a resource name)
-  return key;
+  return mig_resource_name(resource);
 }
 
 bool node_offers(const Problem& p, int node, const std::string& resource) {
@@ -817,7 +855,9 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
     for (const auto& [key, value] : sn.labels) {
       std::string which;
       if (key == kReplicasLabel) which = "";
-      else if (key.starts_with("nvidia.com/mig-") && key.ends_with(".replicas")) which = key.substr(15, key.size() - 15 - 9);
+      else if (auto profile = key.ends_with(".replicas") ? mig_profile_of_resource(std::string_view(key).substr(0, key.size() - 9))
+                                                          : std::nullopt)
+        which = *profile;  // mig-1g.10gb.me.replicas is 1g.10gb+me's
       else continue;
       uint32_t r = 0;
       auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), r);
@@ -1030,6 +1070,14 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
       } else {
         n.placements_known = true;
       }
+    }
+    // GPUs that DRA claims hold: the device plugin's count cannot tell them from free ones.
+    if (!sn.dra_devices.empty() && !n.frozen) {
+      n.frozen = true;
+      p.warnings.push_back("Node " + sn.name + ": " + sn.dra_devices.front() + " through " + kGpuDraDriver +
+                           (sn.dra_devices.size() > 1 ? " (and " + std::to_string(sn.dra_devices.size() - 1) + " more)" : "") +
+                           "; which GPUs DRA holds is not told apart from free ones: the node is kept as it is and "
+                           "takes no new pod in this plan");
     }
     // A MIG change under way (pending, rebooting) or failed: what the node
     // serves now is not what its labels say until the agent says success.

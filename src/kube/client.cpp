@@ -971,16 +971,33 @@ ApiResult<json> Client::list_nodes_and_pods(const std::function<bool(json&)>& ke
   return json{{"apiVersion", "v1"}, {"kind", "List"}, {"metadata", {{"resourceVersion", ""}}}, {"items", std::move(items)}};
 }
 
+namespace {
+
+// A typed list as kubectl's List: each item with its kind and apiVersion (a typed list's items
+// carry neither).
+json as_list(json& typed, const char* kind, const char* api_version) {
+  json items = typed.is_object() && typed.contains("items") && typed["items"].is_array() ? std::move(typed["items"]) : json::array();
+  for (auto& item : items)
+    if (item.is_object()) {
+      item["kind"] = kind;
+      item["apiVersion"] = api_version;
+    }
+  return json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", std::move(items)}};
+}
+
+}  // namespace
+
 ApiResult<json> Client::list_pod_disruption_budgets() {
   auto list = request("GET", "/apis/policy/v1/poddisruptionbudgets");
   if (!list) return list;
-  json items = list->is_object() && list->contains("items") && (*list)["items"].is_array() ? (*list)["items"] : json::array();
-  for (auto& item : items)
-    if (item.is_object()) {
-      item["kind"] = "PodDisruptionBudget";
-      item["apiVersion"] = "policy/v1";
-    }
-  return json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", std::move(items)}};
+  return as_list(*list, "PodDisruptionBudget", "policy/v1");
+}
+
+ApiResult<json> Client::list_resource_claims() {
+  auto list = request("GET", "/apis/resource.k8s.io/v1/resourceclaims");
+  if (!list && list.error().status == 404) return json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", json::array()}};
+  if (!list) return list;
+  return as_list(*list, "ResourceClaim", "resource.k8s.io/v1");
 }
 
 ApiResult<json> Client::get_configmap(const std::string& ns, const std::string& name) {

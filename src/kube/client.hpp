@@ -182,6 +182,9 @@ class Client {
                                                 const FieldFilter& wanted = {});
   // Every PodDisruptionBudget (policy/v1) of the cluster, each item with its kind.
   ApiResult<nlohmann::json> list_pod_disruption_budgets();
+  // Every ResourceClaim (resource.k8s.io/v1) of the cluster, each item with its kind; an empty
+  // list where the API server serves no resource.k8s.io/v1 (404).
+  ApiResult<nlohmann::json> list_resource_claims();
 
   // ConfigMaps: get (404 when absent), create, replace (PUT: the object's
   // metadata.resourceVersion, when set, makes it conditional: 409 Conflict

@@ -14,7 +14,7 @@ namespace {
 
 std::string base_resource(const Problem& p, const PlannedInstance& inst) {
   const Unit& u = unit_of(p, inst);
-  return u.profile == kWholeGpu ? "nvidia.com/gpu" : "nvidia.com/mig-" + u.name;
+  return u.profile == kWholeGpu ? "nvidia.com/gpu" : mig_resource_name(u.name);
 }
 
 // Kubernetes object names: lower case, digits and '-'.

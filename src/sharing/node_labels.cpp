@@ -6,6 +6,7 @@
 #include <set>
 
 #include "config/mig_parted.hpp"
+#include "core/catalog.hpp"
 #include "core/text.hpp"
 #include "sharing/resources.hpp"
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "core/catalog.hpp"
+
 namespace tessera::sharing {
 namespace {
 
@@ -98,12 +100,6 @@ const Device* Resource::find(const std::string& id) const {
   for (const auto& d : devices)
     if (d.id == id) return &d;
   return nullptr;
-}
-
-std::string mig_resource_name(const std::string& profile) {
-  std::string name = "nvidia.com/mig-" + profile;
-  std::replace(name.begin(), name.end(), '+', '.');
-  return name;
 }
 
 Result<std::vector<Resource>> build_resources(const Inventory& inventory, const config::DevicePluginConfig& config) {

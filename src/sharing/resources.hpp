@@ -45,9 +45,6 @@ struct Resource {
   const Device* find(const std::string& id) const;
 };
 
-// "1g.10gb+me" -> "nvidia.com/mig-1g.10gb.me"
-std::string mig_resource_name(const std::string& profile);
-
 // Errors: migStrategy single on GPUs with different MIG profiles, or on a mix
 // of GPUs with and without MIG. A sharing entry for a resource the node
 // lacks is not an error: one config serves many nodes.

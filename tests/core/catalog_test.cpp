@@ -129,6 +129,27 @@ TEST(Text, CountedSaysOneWithoutAnS) {
   EXPECT_EQ(counted(1, "entry check"), "1 entry check");
 }
 
+TEST(Catalog, MigResourceNamesAreTheDevicePluginsAndReadBack) {
+  EXPECT_EQ(mig_resource_name("1g.10gb"), "nvidia.com/mig-1g.10gb");
+  EXPECT_EQ(mig_resource_name("1g.10gb+me"), "nvidia.com/mig-1g.10gb.me");
+  EXPECT_EQ(mig_resource_name("1g.23gb+me.all"), "nvidia.com/mig-1g.23gb.me.all");
+  EXPECT_EQ(mig_profile_of_resource("nvidia.com/mig-1c.2g.12gb.me"), "1c.2g.12gb+me");
+  EXPECT_EQ(mig_profile_of_resource("nvidia.com/mig-1g.23gb-me"), "1g.23gb-me");
+  EXPECT_EQ(mig_profile_of_resource("nvidia.com/gpu"), std::nullopt);
+  EXPECT_EQ(mig_profile_of_resource("nvidia.com/mig-"), std::nullopt);
+  EXPECT_EQ(mig_profile_of_resource("example.com/mig-1g.10gb"), std::nullopt);
+  // Every profile of every catalogued GPU, GPU and compute instances alike, reads back as itself.
+  size_t names = 0;
+  for (const auto& model : Catalog::builtin().models())
+    for (const auto& gi : model.profiles) {
+      EXPECT_EQ(mig_profile_of_resource(mig_resource_name(gi.name)), gi.name) << model.name;
+      for (const auto& ci : gi.compute_profiles)
+        EXPECT_EQ(mig_profile_of_resource(mig_resource_name(ci.name)), ci.name) << model.name;
+      ++names;
+    }
+  EXPECT_GT(names, 50u);
+}
+
 TEST(Catalog, PciIdParsing) {
   EXPECT_EQ(parse_pci_id("0x20B210DE"), 0x20B210DEu);
   EXPECT_EQ(parse_pci_id("0x20b210de"), 0x20B210DEu);

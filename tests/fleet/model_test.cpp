@@ -334,6 +334,53 @@ TEST(FleetModel, ANodeIsPlannedOnlyForTheDevicesItsPluginServes) {
                        true));
 }
 
+// GPUs that ResourceClaims hold through the GPU DRA driver look free to the device plugin's count:
+// a node holding any is kept as it is, and says why. A claim of another driver, or one not
+// allocated, holds no GPU; one whose node cannot be told is said.
+TEST(FleetModel, ANodeWithGpusHeldByResourceClaimsIsKeptAsItIs) {
+  auto claim = [](const std::string& name, const std::string& driver, const std::string& on) {
+    json c = {{"apiVersion", "resource.k8s.io/v1"}, {"kind", "ResourceClaim"}, {"metadata", {{"name", name}, {"namespace", "ml"}}}};
+    if (on.empty()) return c;
+    json result = {{"request", "gpu"}, {"driver", driver}, {"pool", on}, {"device", "gpu-0"}};
+    json field = {{"key", "metadata.name"}, {"operator", "In"}, {"values", {on}}};
+    json term = {{"matchFields", json::array({field})}};
+    c["status"]["allocation"] = {{"devices", {{"results", json::array({result})}}},
+                                 {"nodeSelector", {{"nodeSelectorTerms", json::array({term})}}}};
+    return c;
+  };
+  auto plan_for = [&](std::vector<json> claims) {
+    std::vector<json> items = {node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"),
+                               node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), pod("p", "1g.10gb", 1)};
+    items.insert(items.end(), claims.begin(), claims.end());
+    auto f = fleet_of(items);
+    FleetPlan plan = solve_and_check(f);
+    std::string warnings;
+    for (const auto& w : f.problem.warnings) warnings += w + "\n";
+    return std::pair(plan.placement[0] < 0 ? "-" : f.problem.nodes[size_t(plan.placement[0])].name, warnings);
+  };
+  const std::string kept = "; which GPUs DRA holds is not told apart from free ones: the node is kept as it is and takes no new "
+                           "pod in this plan\n";
+  EXPECT_EQ(plan_for({claim("c", "gpu.nvidia.com", "a")}),
+            std::pair(std::string("b"), "Node a: ResourceClaim ml/c holds 'gpu-0' through gpu.nvidia.com" + kept));
+  EXPECT_EQ(plan_for({claim("c", "gpu.nvidia.com", "b"), claim("d", "gpu.nvidia.com", "b")}),
+            std::pair(std::string("a"), "Node b: ResourceClaim ml/c holds 'gpu-0' through gpu.nvidia.com (and 1 more)" + kept));
+  EXPECT_EQ(plan_for({claim("c", "gpu.nvidia.com", "a"), claim("d", "gpu.nvidia.com", "b")}).first, "-");
+  // Another driver's devices (a NIC's) and a claim not allocated hold no GPU.
+  EXPECT_EQ(plan_for({claim("n", "net.example.com", "a"), claim("n2", "net.example.com", "b"), claim("w", "", "")}).second, "");
+  // No node selector: the pool names the node.
+  json pooled = claim("c", "gpu.nvidia.com", "a");
+  pooled["status"]["allocation"].erase("nodeSelector");
+  EXPECT_EQ(plan_for({pooled}).first, "b");
+  json unreadable = claim("c", "gpu.nvidia.com", "a");
+  unreadable["status"]["allocation"]["devices"]["results"] = "gpu-0";
+  EXPECT_EQ(plan_for({unreadable}).second,
+            "ResourceClaim ml/c: status.allocation.devices.results is not a list; the GPUs it may hold are not known\n");
+  // A claim is a fact the plan depends on: its hash changes with it.
+  auto hash = [&](std::vector<json> items) { return parse_snapshot(list(items), "test")->hash; };
+  const json a = node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled");
+  EXPECT_NE(hash({a}), hash({a, claim("c", "gpu.nvidia.com", "a")}));
+}
+
 // Two products: 1g.10gb is a resource of both the A100-80GB and the H100; the
 // pending 1g.10gb pods go where the change costs least.
 TEST(FleetModel, TwoProducts) {
@@ -460,14 +507,18 @@ TEST(FleetModel, APinnedPodIsNotServedOnANodeThatWouldRefuseIt) {
 // it, and nothing changes where nothing pending needs it. Names as the device
 // plugin gives them (no '+' in a resource name): the pod asks for
 // nvidia.com/mig-1g.10gb.me, and the node's allocatable lists it so.
-TEST(FleetModel, MediaEngineProfilesArePlannedLikeTheOthers) {
+config::MigPartedConfig media_engine_config() {
   config::Diagnostics d;
   auto cfg = config::parse_mig_parted("version: v1\nmig-configs:\n  me:\n    - devices: all\n      mig-enabled: true\n"
                                       "      mig-devices:\n        \"1g.10gb+me\": 1\n        \"1g.10gb\": 5\n",
                                       "me.yaml", d);
-  ASSERT_TRUE(cfg && !d.has_errors());
+  EXPECT_TRUE(cfg && !d.has_errors());
+  return cfg ? *cfg : config::MigPartedConfig{};
+}
+
+TEST(FleetModel, MediaEngineProfilesArePlannedLikeTheOthers) {
   Fleet f;
-  f.cfg = *cfg;
+  f.cfg = media_engine_config();
   json a = node("a", "NVIDIA-A100-SXM4-80GB", 1, "me");
   a["status"]["allocatable"] = {{"nvidia.com/mig-1g.10gb.me", "1"}, {"nvidia.com/mig-1g.10gb", "5"}};
   auto snap = parse_snapshot(list({a, pod("media", "1g.10gb.me", 1), pod("run", "1g.10gb", 1, "a")}), "test");
@@ -483,6 +534,19 @@ TEST(FleetModel, MediaEngineProfilesArePlannedLikeTheOthers) {
   FleetPlan plan = solve_and_check(f);
   EXPECT_EQ(describe(plan.objective), "unserved 0, evicted 0, changed 0, used 1");
   EXPECT_EQ(plan.placement[0], 0);
+}
+
+// A shared media-engine profile's replicas label is named as the plugin names its resource.
+TEST(FleetModel, AMediaEngineProfilesReplicasLabelIsRead) {
+  const auto cfg = media_engine_config();
+  json a = node("a", "NVIDIA-A100-SXM4-80GB", 1, "me");
+  a["metadata"]["labels"]["nvidia.com/mig-1g.10gb.me.replicas"] = "3";
+  auto snap = parse_snapshot(list({a}), "test");
+  ASSERT_TRUE(snap);
+  auto p = build_problem(*snap, cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  ASSERT_EQ(p->gpus.size(), 1u);
+  EXPECT_EQ(p->gpus[0].instances.size(), 3u + 5u) << "the 1g.10gb+me three times, each 1g.10gb once";
 }
 
 // A running pod the layout annotation does not name still holds a device on its node: it is

@@ -130,10 +130,5 @@ TEST(Resources, SingleStrategyNeedsOneProfileEverywhere) {
   EXPECT_EQ(counts(*ok), (std::map<std::string, size_t>{{"nvidia.com/gpu", 2}}));
 }
 
-TEST(Resources, MigResourceNames) {
-  EXPECT_EQ(mig_resource_name("1g.10gb"), "nvidia.com/mig-1g.10gb");
-  EXPECT_EQ(mig_resource_name("1g.10gb+me"), "nvidia.com/mig-1g.10gb.me");
-}
-
 }  // namespace
 }  // namespace tessera::sharing
