@@ -5,6 +5,11 @@
 #                                       tessera's image is built on, for test pods (ours and anyone's)
 #   tessera:<appVersion>                deploy/image/build.sh, from the build under test, under the
 #                                       tag the chart's image.tag defaults to ($TESSERA_IMAGE)
+#   nvcr.io/nvidia/k8s/cuda-sample:nbody-cuda11.6.0-ubuntu18.04
+#                                       NOT NVIDIA's image: a stand-in under its name, so that NVIDIA's
+#                                       quickstart pods run as published. The shell image plus
+#                                       /tmp/sample (tests/e2e/images/nbody-sample.sh), which under MPS
+#                                       is the simulator's CUDA client ($E2E_NBODY_IMAGE)
 # Sourced after lib/common.sh; needs E2E_STATE, BUILD_DIR and REPO.
 
 # tessera's image as the chart names it by default: the chart's appVersion.
@@ -15,6 +20,7 @@ TESSERA_IMAGE=docker.io/library/tessera:$(sed -n 's/^appVersion: *"\{0,1\}\([^"]
 # any other tag; latest means Always, which no registry here could answer).
 E2E_PAUSE_IMAGE=localhost/tessera-e2e/pause:e2e
 E2E_SHELL_IMAGE=localhost/tessera-e2e/shell:e2e
+E2E_NBODY_IMAGE=nvcr.io/nvidia/k8s/cuda-sample:nbody-cuda11.6.0-ubuntu18.04
 
 # image_args: the build under test, as docs/install.md builds the image
 # (--build: tessera, the quota library, both hooks), plus the simulated NVML
@@ -56,7 +62,24 @@ images_build() {
   shell=$cache/shell-${E2E_SHELL_IMAGE##*:}-$(basename "$base" .tar).oci.tar
   [[ -f $shell ]] || python3 "$REPO/deploy/image/oci_image.py" --name "$E2E_SHELL_IMAGE" \
     --layer "$base" --cmd '["/bin/sh"]' --output "$shell" >/dev/null
+  # The nbody stand-in: the shell image and a layer with /tmp/sample and the simulator's MPS
+  # client, rebuilt when either changes.
+  local mps=$BUILD_DIR/sim/mps/nvidia-cuda-mps-control nbody
+  [[ -x $mps ]] || die "no $mps: the nbody stand-in image needs the simulator's MPS client"
+  stamp=$(cat "$REPO/tests/e2e/images/nbody-sample.sh" "$mps" <(echo "$E2E_NBODY_IMAGE $base") | sha256sum | cut -c1-12)
+  nbody=$cache/nbody-$stamp.oci.tar
+  if [[ ! -f $nbody ]]; then
+    rm -f "$cache"/nbody-*.oci.tar
+    work=$(mktemp -d)
+    mkdir -p "$work/root/tmp" "$work/root/usr/local/bin"
+    install -m 0755 "$REPO/tests/e2e/images/nbody-sample.sh" "$work/root/tmp/sample"
+    install -m 0755 "$mps" "$work/root/usr/local/bin/nvidia-cuda-mps-control"
+    tar --numeric-owner -C "$work/root" -cf "$work/layer.tar" .
+    python3 "$REPO/deploy/image/oci_image.py" --name "$E2E_NBODY_IMAGE" --layer "$base" --layer "$work/layer.tar" \
+      --cmd '["/tmp/sample"]' --output "$nbody" >/dev/null
+    rm -rf "$work"
+  fi
   "$REPO/deploy/image/build.sh" "${args[@]}" --name "$TESSERA_IMAGE" \
     --output "$E2E_STATE/images/tessera.oci.tar"
-  E2E_IMAGES=("$pause" "$shell" "$E2E_STATE/images/tessera.oci.tar")
+  E2E_IMAGES=("$pause" "$shell" "$nbody" "$E2E_STATE/images/tessera.oci.tar")
 }

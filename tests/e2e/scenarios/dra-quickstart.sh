@@ -17,6 +17,16 @@
 #    back to DEFAULT.
 #  - gpu-test3: one claim shared by two pods: both Running, each container
 #    given the claim's GPU's device node and no other GPU's.
+#  - gpu-test-mps: one claim shared by two containers of one pod through MPS
+#    (50 % of the threads, 10Gi pinned): both given the same GPU, and each,
+#    connecting as a CUDA client, given those limits by that GPU's control
+#    daemon.
+#  - gpu-test5: one claim of two GPUs, one time-sliced (interval Long) for two
+#    containers, the other shared through MPS by two more: the two pairs on
+#    different GPUs, the time-sliced one set LONG, the MPS pair's limits from
+#    the daemon.
+#    These two run NVIDIA's nbody image as published: the tier imports a
+#    stand-in under its name (lib/images.sh; not NVIDIA's program).
 #  - the two together (the tier's own claim): gpu-test3's shared claim with
 #    gpu-test6's config, interval Long: two pods Running on one GPU set LONG.
 quickstart_claims() {
@@ -30,6 +40,17 @@ sim_timeslices() {
 gpu_device_nodes() {
   container_spec "$1" "$2" "$3" | jq -r '[.linux.devices[]?.path | select(test("^/dev/nvidia[0-9]+$")) | ltrimstr("/dev/nvidia")] | sort | join(" ")'
 }
+# expect_mps_client NAMESPACE POD CONTAINER: the container's CUDA client (the nbody stand-in)
+# connected to its GPU's control daemon, which gave it the quickstart's 50 % of the threads and
+# 10Gi pinned on its one device.
+expect_mps_client() {
+  local line
+  wait_for 30 "$1/$2's $3 to connect to its MPS daemon" eval '[[ $(kc -n '"$1"' logs '"$2"' -c '"$3"' 2>/dev/null) == *"MPS server"* ]]'
+  line=$(kc -n "$1" logs "$2" -c "$3")
+  [[ $line == *"active thread percentage 50.0, pinned device memory limit 0=10240M" ]] ||
+    fail "$1/$2's $3 says '$line', expected the claim's 50% of threads and 10Gi pinned (0=10240M) from the daemon"
+  echo "    $3: ${line#tessera sim MPS client }"
+}
 pods_in() {  # pods_in NAMESPACE PHASE: how many of its pods are in PHASE
   kc -n "$1" get pods -o json | jq --arg p "$2" '[.items[] | select(.status.phase == $p)] | length'
 }
@@ -39,7 +60,7 @@ scenario_dra-quickstart() {
   wait_for 120 "tessera dra to publish whole GPUs" eval '(($(dra_slices "$NODE") == 2))'
   [[ $(sim_timeslices) == DEFAULT,DEFAULT ]] || fail "the GPUs' time-slices are '$(sim_timeslices)' before any claim"
 
-  local one two device
+  local one two device want
   quickstart_claims gpu-test1 | kc apply -f - >/dev/null
   wait_for 90 "gpu-test1's two pods Running" eval '(($(pods_in gpu-test1 Running) == 2))'
   one=$(gpu_device_nodes pod1 ctr gpu-test1)
@@ -98,6 +119,34 @@ scenario_dra-quickstart() {
   echo "  gpu-test3: one claim ($device), two pods Running, both given /dev/nvidia${device#gpu-} only"
   kc delete namespace gpu-test3 --wait=true --timeout=120s >/dev/null || fail "namespace gpu-test3 did not go"
 
+  kc apply -f "$REPO/third_party/nvidia-dra-driver-gpu/quickstart/gpu-test-mps.yaml" >/dev/null
+  wait_for 90 "gpu-test-mps's pod Running" eval '(($(pods_in gpu-test-mps Running) == 1))'
+  one=$(gpu_device_nodes test-pod mps-ctr0 gpu-test-mps)
+  two=$(gpu_device_nodes test-pod mps-ctr1 gpu-test-mps)
+  [[ $one == [01] && $two == "$one" ]] ||
+    fail "gpu-test-mps's containers hold GPU device nodes '$one' and '$two', expected the claim's one GPU in both"
+  echo "  gpu-test-mps: one claim, two containers of one pod on /dev/nvidia$one through MPS:"
+  expect_mps_client gpu-test-mps test-pod mps-ctr0
+  expect_mps_client gpu-test-mps test-pod mps-ctr1
+  kc delete namespace gpu-test-mps --wait=true --timeout=120s >/dev/null || fail "namespace gpu-test-mps did not go"
+
+  kc apply -f "$REPO/third_party/nvidia-dra-driver-gpu/quickstart/gpu-test5.yaml" >/dev/null
+  wait_for 90 "gpu-test5's pod Running" eval '(($(pods_in gpu-test5 Running) == 1))'
+  local ts0 ts1 mps0 mps1
+  ts0=$(gpu_device_nodes pod0 ts-ctr0 gpu-test5)
+  ts1=$(gpu_device_nodes pod0 ts-ctr1 gpu-test5)
+  mps0=$(gpu_device_nodes pod0 mps-ctr0 gpu-test5)
+  mps1=$(gpu_device_nodes pod0 mps-ctr1 gpu-test5)
+  [[ $ts0 == [01] && $ts1 == "$ts0" && $mps0 == [01] && $mps1 == "$mps0" && $ts0 != "$mps0" ]] ||
+    fail "gpu-test5's containers hold GPU device nodes ts '$ts0' '$ts1', mps '$mps0' '$mps1': expected each pair on one GPU, the pairs on two"
+  want=$([[ $ts0 == 0 ]] && echo LONG,DEFAULT || echo DEFAULT,LONG)
+  [[ $(sim_timeslices) == "$want" ]] || fail "the GPUs' time-slices are '$(sim_timeslices)', expected $want (time-sliced GPU $ts0)"
+  echo "  gpu-test5: one claim of two GPUs; ts-ctr0 and ts-ctr1 on /dev/nvidia$ts0 (time-slice LONG), the MPS pair on /dev/nvidia$mps0:"
+  expect_mps_client gpu-test5 pod0 mps-ctr0
+  expect_mps_client gpu-test5 pod0 mps-ctr1
+  kc delete namespace gpu-test5 --wait=true --timeout=120s >/dev/null || fail "namespace gpu-test5 did not go"
+  wait_for 60 "the time-slice back to DEFAULT" eval '[[ $(sim_timeslices) == DEFAULT,DEFAULT ]]'
+
   cat <<EOF | kc apply -f - >/dev/null
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
@@ -116,7 +165,8 @@ spec:
           kind: GpuConfig
           sharing: {strategy: TimeSlicing, timeSlicingConfig: {interval: Long}}
 EOF
-  local i want=DEFAULT,DEFAULT
+  local i
+  want=DEFAULT,DEFAULT
   for i in 1 2; do
     cat <<EOF | kc apply -f - >/dev/null
 apiVersion: v1
