@@ -30,28 +30,42 @@ namespace tessera::cli {
 
 namespace {
 
-// The config in `text`, read from `file`; diagnostics printed.
+constexpr config::DeviceListStrategy kListStrategies[] = {config::DeviceListStrategy::envvar,
+                                                          config::DeviceListStrategy::volume_mounts,
+                                                          config::DeviceListStrategy::cdi_annotations,
+                                                          config::DeviceListStrategy::cdi_cri};
+
+// The config in `text`, read from `file`; diagnostics printed. `list_strategy`, when given,
+// replaces its deviceListStrategy (names checked by the option).
 std::optional<config::DevicePluginConfig> parse_plugin_config(const std::string& text, const std::string& file,
-                                                              bool strict) {
+                                                              bool strict, const std::vector<std::string>& list_strategy) {
   config::Diagnostics diags;
   auto c = config::parse_device_plugin_config(text, file, diags);
   if (strict) diags = config::warnings_as_errors(diags);
   print_diagnostics(diags, std::cerr);
-  if (diags.has_errors()) return std::nullopt;
+  if (diags.has_errors() || !c) return std::nullopt;
+  if (!list_strategy.empty()) {
+    c->plugin.device_list_strategy.clear();
+    for (const auto& name : list_strategy)
+      for (auto s : kListStrategies)
+        if (config::to_string(s) == name && std::ranges::count(c->plugin.device_list_strategy, s) == 0)
+          c->plugin.device_list_strategy.push_back(s);
+  }
   return c;
 }
 
 }  // namespace
 
-std::optional<config::DevicePluginConfig> load_plugin_config(const std::string& file, bool strict) {
-  if (file.empty()) return parse_plugin_config("version: v1\n", "<defaults>", strict);
+std::optional<config::DevicePluginConfig> load_plugin_config(const std::string& file, bool strict,
+                                                             const std::vector<std::string>& list_strategy) {
+  if (file.empty()) return parse_plugin_config("version: v1\n", "<defaults>", strict, list_strategy);
   config::Diagnostics diags;
   auto text = config::read_config_file(file, diags);
   if (!text) {
     print_diagnostics(diags, std::cerr);
     return std::nullopt;
   }
-  return parse_plugin_config(*text, file, strict);
+  return parse_plugin_config(*text, file, strict, list_strategy);
 }
 
 struct PluginHost::Parts {
@@ -95,14 +109,14 @@ std::unique_ptr<PluginHost> PluginHost::start(const PluginArgs& args, const std:
 
   std::optional<config::DevicePluginConfig> config;
   if (args.config_file.empty()) {
-    config = load_plugin_config("", args.strict);
+    config = load_plugin_config("", args.strict, args.device_list_strategy);
   } else {
     config::Diagnostics diags;
     auto text = config::read_config_file(args.config_file, diags);
     print_diagnostics(diags, std::cerr);
     if (text) {
       parts.config_text = *text;
-      config = parse_plugin_config(*text, args.config_file, args.strict);
+      config = parse_plugin_config(*text, args.config_file, args.strict, args.device_list_strategy);
     }
   }
   if (!config) return nullptr;
@@ -222,8 +236,9 @@ void PluginHost::reload(const char* why) {
     return;
   }
   // The text compared is the text parsed: a file being rewritten is read once.
-  auto fresh = args_.config_file.empty() ? load_plugin_config("", args_.strict)
-                                         : parse_plugin_config(parts_->config_text, args_.config_file, args_.strict);
+  auto fresh = args_.config_file.empty()
+                   ? load_plugin_config("", args_.strict, args_.device_list_strategy)
+                   : parse_plugin_config(parts_->config_text, args_.config_file, args_.strict, args_.device_list_strategy);
   if (!fresh) {
     spdlog::error("config not reloaded: it is invalid; still serving the previous one");
     return;
@@ -313,6 +328,12 @@ void add_plugin_options(CLI::App& cmd, PluginArgs& args) {
                  "NVIDIA device-plugin config file (default: whole GPUs). Reloaded on SIGHUP and when the file\n"
                  "changes (a mounted ConfigMap's update); an invalid one is reported and the previous one kept");
   cmd.add_flag("--strict", args.strict, "Refuse a config file with warnings (as `tessera config validate --strict`)");
+  cmd.add_option("--device-list-strategy", args.device_list_strategy,
+                 "How containers are given their devices, for every config served (replaces its\n"
+                 "flags.plugin.deviceListStrategy, as NVIDIA's plugin's flag does): envvar, volume-mounts,\n"
+                 "cdi-annotations, cdi-cri (comma-separated; default: each config's own)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"envvar", "volume-mounts", "cdi-annotations", "cdi-cri"}));
   add_driver_options(cmd, args.driver);
   cmd.add_option("--kubelet-dir", args.kubelet_dir, "The kubelet's device-plugin directory")->capture_default_str();
   cmd.add_option("--health-recovery", args.recovery_seconds,

@@ -45,14 +45,19 @@ struct PluginArgs {
   // Watched for config changes even while config_file is empty (the node
   // agent's --device-plugin-configs: configs chosen there later).
   std::string config_dir;
+  // --device-list-strategy: replaces every config's flags.plugin.deviceListStrategy (NVIDIA's
+  // plugin's flag and DEVICE_LIST_STRATEGY do the same); empty: each config's own.
+  std::vector<std::string> device_list_strategy;
 };
 
 // The options both commands take (everything in PluginArgs).
 void add_plugin_options(CLI::App& cmd, PluginArgs& args);
 
 // The device-plugin config in `file` (defaults when empty); diagnostics
-// printed; nullopt when invalid.
-std::optional<config::DevicePluginConfig> load_plugin_config(const std::string& file, bool strict);
+// printed; nullopt when invalid. A non-empty `list_strategy` (--device-list-strategy's
+// names) replaces its flags.plugin.deviceListStrategy.
+std::optional<config::DevicePluginConfig> load_plugin_config(const std::string& file, bool strict,
+                                                             const std::vector<std::string>& list_strategy = {});
 
 class PluginHost {
  public:

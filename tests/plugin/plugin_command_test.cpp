@@ -742,6 +742,29 @@ TEST(PluginCommand, CdiCriHandsOutOneDefinedNamePerDevice) {
   EXPECT_EQ(plugin->wait(5000), 0) << plugin->output();
 }
 
+// --device-list-strategy replaces the config's own (envvar here), as NVIDIA's plugin's flag does:
+// the chart's way to turn CDI on for configs it does not write. A bad name is refused.
+TEST(PluginCommand, TheDeviceListStrategyOptionReplacesTheConfigs) {
+  SimNode n;
+  const std::string specs = n.dir.path() + "/cdi";
+  auto args = cdi_args(n, specs);
+  args.insert(args.end(), {"--device-list-strategy", "cdi-cri"});
+  auto plugin = start_plugin(n, "version: v1\nflags: {plugin: {deviceListStrategy: envvar}}\n", args);
+  ASSERT_TRUE(n.kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 2; }, 5s)) << plugin->output();
+  auto devices = n.kubelet.devices("nvidia.com/gpu");
+  auto a = n.kubelet.allocate("nvidia.com/gpu", {devices[0].id});
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_EQ(a->cdi_devices.size(), 1u);
+  EXPECT_TRUE(resolve_cdi(specs, a->cdi_devices[0])) << a->cdi_devices[0];
+  EXPECT_FALSE(a->envs.contains("NVIDIA_VISIBLE_DEVICES")) << "envvar is replaced, not added to";
+  plugin->signal(SIGTERM);
+  EXPECT_EQ(plugin->wait(5000), 0) << plugin->output();
+
+  auto bad = run({kBin, "plugin", "--device-list-strategy", "cdi"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--device-list-strategy"), std::string::npos) << bad.err;
+}
+
 // A MIG change: the new MIG devices' names resolve by the time the kubelet
 // sees them, with their capability nodes; the destroyed ones' names are gone.
 TEST(PluginCommand, CdiSpecsFollowTheMigLayout) {
