@@ -142,6 +142,11 @@ cases=(
   "node+cdi|-||--set mode=node --set cdi.enabled=true"
   "node+migManager+mps+metrics+cdi|-||--set mode=node --set migManager.enabled=true --set mps.enabled=true --set metrics.enabled=true --set cdi.enabled=true --set cdi.specDir=/etc/cdi --set driver.root=/run/nvidia/driver"
   "node+cdi+own-config|-||--set mode=node --set cdi.enabled=true --set-file devicePluginConfig=@/base/device-plugin-config.yaml"
+  # A ConfigMap of configs, one per kind of node: served as written, the default named; with CDI
+  # (the host's driver) every config told cdi-cri; a list strategy of the values' own.
+  "node+device-plugin-configs|-||--set mode=node --set devicePluginConfigs.name=gpu-configs --set devicePluginConfigs.default=a100 --set-json admission.shareResources=[\"nvidia.com/gpu.shared\"]"
+  "node+device-plugin-configs+host|-||--set mode=node --set driver.source=host --set devicePluginConfigs.name=gpu-configs --set-json admission.shareResources=[]"
+  "node+device-plugin-configs+strategy|-||--set mode=node --set cdi.enabled=true --set devicePluginConfigs.name=gpu-configs --set-json devicePluginConfigs.deviceListStrategy=[\"envvar\",\"cdi-annotations\"] --set admission.enabled=false"
   "node+migManager+config-maps|-||--set mode=node --set migManager.enabled=true -f %/config-maps.yaml"
   "custom|-||--set mode=node --set image.repository=registry.example.com/tessera --set image.tag=0.1.0 --set image.pullPolicy=Always --set-json imagePullSecrets=[{\"name\":\"registry\"}] --set namespace.name=gpu-system --set runtimeClassName= --set-json nodeSelector={\"example.com/gpu\":\"yes\"} --set-json tolerations=[{\"operator\":\"Exists\"}] --set priorityClassName=gpu-critical --set terminationGracePeriodSeconds=90 --set-json resources={\"limits\":{\"memory\":\"1Gi\"},\"requests\":{\"cpu\":\"100m\"}} --set logLevel=debug --set-json extraArgs=[\"--eviction-timeout\",\"600\",\"--no-node-labels\"] --set-json podAnnotations={\"example.com/team\":\"gpu\"} --set updateStrategy.type=OnDelete --set hostNetwork=true --set-json extraEnv=[{\"name\":\"HTTPS_PROXY\",\"value\":\"http://proxy:3128\"}] --set-json extraVolumes=[{\"name\":\"site\",\"configMap\":{\"name\":\"site\"}}] --set-json extraVolumeMounts=[{\"name\":\"site\",\"mountPath\":\"/etc/site\",\"readOnly\":true}] --set-json affinity={\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"example.com/accelerator\",\"operator\":\"In\",\"values\":[\"h200\"]}]}]}}} --set-json podSecurityContext={\"runAsUser\":0,\"fsGroup\":0} --set-json securityContext={\"privileged\":true,\"readOnlyRootFilesystem\":true}"
   # fullnameOverride and nameOverride: every object renamed, every reference kept.
@@ -248,7 +253,7 @@ PY
 check_admission() {
   local expected=(off)
   case $1 in
-    plugin+mps|node+mps|node+mps+metrics|node+migManager+mps+metrics+cdi|node+migManager+mps+host|plugin+mps+host+dev-root)
+    plugin+mps|node+mps|node+mps+metrics|node+migManager+mps+metrics+cdi|node+migManager+mps+host|plugin+mps+host+dev-root|node+device-plugin-configs)
       expected=(tessera-share-isolation '["Deny"]' '["tessera","kube-system"]' '["nvidia.com/gpu.shared"]' false) ;;
     plugin+time-slicing|node+migManager+config-maps)
       expected=(tessera-share-isolation '["Deny"]' '["tessera","kube-system"]' '["nvidia.com/gpu"]' false) ;;
@@ -316,6 +321,12 @@ for c in "${cases[@]}"; do
       --container-driver-root /driver-root --dev-root / || bad "$name: DRA driver" ;;
     plugin+mps+host+dev-root) python3 "$checks" cdi "$out" on /var/run/cdi /opt/nvidia '["cdi-cri"]' || bad "$name: CDI" ;;
     dra+mps|dra+mps+host|names|names+dra) ;;  # compared with kustomize's dra-mps above; the DRA driver's specs are always CDI
+    node+device-plugin-configs)
+      python3 "$checks" device-plugin-configs "$out" gpu-configs a100 - || bad "$name: device-plugin configs" ;;
+    node+device-plugin-configs+host)
+      python3 "$checks" device-plugin-configs "$out" gpu-configs - cdi-cri || bad "$name: device-plugin configs" ;;
+    node+device-plugin-configs+strategy)
+      python3 "$checks" device-plugin-configs "$out" gpu-configs - envvar,cdi-annotations || bad "$name: device-plugin configs" ;;
     *) python3 "$checks" cdi "$out" off || bad "$name: CDI" ;;
   esac
   case $name in
@@ -344,6 +355,9 @@ for c in "${cases[@]}"; do
     plugin+mps+host+dev-root)
       python3 "$checks" host-driver "$out" /opt/nvidia /usr/lib64 || bad "$name: host driver"
       python3 "$checks" driver-root "$out" /opt/nvidia /opt/nvidia-dev true /usr/lib64 || bad "$name: driver root" ;;
+    # Checked above (device-plugin-configs): check_manifests.sh's checks read the chart's own
+    # device-plugin ConfigMap, which these renders leave to the user's.
+    node+device-plugin-configs*) ;;
     # The rest go through every check of check_manifests.sh.
     *) renders+=("helm:$name=$out") ;;
   esac
@@ -358,6 +372,12 @@ refusals=(
   "has no sharing.mps|--set mps.enabled=true --set-file devicePluginConfig=@/base/device-plugin-config.yaml"
   "set mps.enabled=true|--set-file devicePluginConfig=@/overlays/mps/device-plugin-config.yaml"
   "devicePluginConfig is not a YAML map|--set devicePluginConfig=not-a-map"
+  "devicePluginConfigs needs mode=node|--set devicePluginConfigs.name=gpu-configs --set-json admission.shareResources=[]"
+  "devicePluginConfigs and devicePluginConfig both|--set mode=node --set devicePluginConfigs.name=gpu-configs --set-json admission.shareResources=[] --set-file devicePluginConfig=@/base/device-plugin-config.yaml"
+  "cannot read ConfigMap \"gpu-configs\"|--set mode=node --set devicePluginConfigs.name=gpu-configs"
+  "dra.enabled with devicePluginConfigs|--set dra.enabled=true --set devicePluginConfigs.name=gpu-configs"
+  "devicePluginConfigs.default names a config of devicePluginConfigs.name, which is not set|--set mode=node --set devicePluginConfigs.default=a100"
+  "at '/devicePluginConfigs/deviceListStrategy/0': value must be one of|--set mode=node --set devicePluginConfigs.name=gpu-configs --set-json devicePluginConfigs.deviceListStrategy=[\"cdi\"]"
   "needs metrics.service.enabled|--set metrics.enabled=true --set metrics.service.enabled=false"
   "additional properties 'migmanager' not allowed|--set migmanager.enabled=true"
   "value must be one of 'Always', 'IfNotPresent', 'Never'|--set image.pullPolicy=Sometimes"

@@ -618,6 +618,38 @@ def configs(render, values_file):
     return 1 if problems else 0
 
 
+def device_plugin_configs(render, configmap, default, strategy):
+    """devicePluginConfigs: the node agent serves the user's ConfigMap of configs, mounted where
+    --device-plugin-configs reads it, with its default and list strategy ("-": none), and the chart
+    renders no device-plugin config of its own."""
+    docs = load(render)
+    spec = daemonset(docs)["spec"]["template"]["spec"]
+    agent = tessera_container(spec)
+    cmd = agent["command"]
+    problems = []
+    if agent["name"] != "node-agent":
+        problems.append("the tessera container is %s, not node-agent" % agent["name"])
+    if "--config-file" in cmd:
+        problems.append("--config-file beside --device-plugin-configs: %s" % cmd)
+    folder = arg(cmd, "--device-plugin-configs")
+    mounts = {m["mountPath"]: m["name"] for m in agent.get("volumeMounts", [])}
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    volume = volumes.get(mounts.get(folder, ""), {})
+    if (volume.get("configMap") or {}).get("name") != configmap:
+        problems.append("--device-plugin-configs %s is not ConfigMap %s mounted: %s" % (folder, configmap, volume or mounts))
+    for flag, want in (("--device-plugin-default-config", default), ("--device-list-strategy", strategy)):
+        if arg(cmd, flag) != (None if want == "-" else want):
+            problems.append("%s is %s, not %s: %s" % (flag, arg(cmd, flag), want, cmd))
+    own = [d["metadata"]["name"] for d in docs if d["kind"] == "ConfigMap" and "device-plugin" in d["metadata"]["name"]]
+    if own:
+        problems.append("the chart renders a device-plugin ConfigMap of its own too: %s" % own)
+    for p in problems:
+        print("  device-plugin configs: " + p)
+    if not problems:
+        print("  device-plugin configs: ConfigMap %s at %s, default %s, list strategy %s" % (configmap, folder, default, strategy))
+    return 1 if problems else 0
+
+
 def main(argv):
     cmd, args = argv[1], argv[2:]
     if cmd == "compare":
@@ -642,6 +674,8 @@ def main(argv):
         return configs(*args)
     if cmd == "namespace":
         return namespace(*args)
+    if cmd == "device-plugin-configs":
+        return device_plugin_configs(*args)
     raise SystemExit("unknown check " + cmd)
 
 

@@ -118,4 +118,30 @@ scenario_node-agent() {
   [[ $(tessera_restarts node-agent) == "$restarts" ]] || fail "tessera node's container restarted with the API server"
   wait_for 30 "Node label nvidia.com/mig-3g.40gb.count gone" label_is nvidia.com/mig-3g.40gb.count ""
   echo "  API server killed and restarted: the agent applied all-1g.20gb after it, without restarting; stale labels removed"
+
+  # One device-plugin config per kind of node (the chart's devicePluginConfigs): a ConfigMap of
+  # two, the default served until the Node's nvidia.com/device-plugin.config label names the other
+  # (the 1g.20gb devices time-sliced twice), and again once the label goes. The chart tells both
+  # configs cdi-cri (the node has no NVIDIA runtime), and a pod is given its device through it.
+  kc -n tessera create configmap e2e-device-plugin-configs \
+    --from-literal=mixed=$'version: v1\nflags: {migStrategy: mixed}\n' \
+    --from-literal=shared=$'version: v1\nflags: {migStrategy: mixed}\nsharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/mig-1g.20gb, replicas: 2}\n' \
+    --dry-run=client -o yaml | kc apply -f - >/dev/null
+  deploy_agent "" -- --set devicePluginConfigs.name=e2e-device-plugin-configs --set devicePluginConfigs.default=mixed \
+    --set-json 'admission.shareResources=["nvidia.com/mig-1g.20gb"]'
+  wait_for 120 "the agent to serve all-1g.20gb again" state_is success
+  expect_resource 60 nvidia.com/mig-1g.20gb 8
+  kc label node "$NODE" --overwrite nvidia.com/device-plugin.config=shared >/dev/null
+  expect_resource 60 nvidia.com/mig-1g.20gb 16
+  pod dp-config nvidia.com/mig-1g.20gb 1 | kc apply -f - >/dev/null
+  wait_for 90 "pod dp-config Running" is_running dp-config
+  local given
+  given=$(container_spec dp-config cuda default | jq -r '[.linux.devices[]?.path | select(startswith("/dev/nvidia-caps/"))] | length')
+  ((given > 0)) || fail "pod dp-config was given no MIG capability device (cdi-cri through --device-list-strategy)"
+  remove_consumers
+  kc label node "$NODE" nvidia.com/device-plugin.config- >/dev/null
+  expect_resource 60 nvidia.com/mig-1g.20gb 8
+  kc -n tessera delete configmap e2e-device-plugin-configs >/dev/null
+  echo "  devicePluginConfigs: 8 devices under the default config, 16 replicas once the Node's label names 'shared'"
+  echo "  (a pod given its MIG device through CDI), 8 again once the label goes"
 }

@@ -322,6 +322,28 @@ config: its shares are claims, admission.resourceClaims).
 {{- fail "dra.enabled with a migConfig: the DRA driver reads none (it cuts the MIG devices the scheduler allocates)" -}}
 {{- end -}}
 {{- end -}}
+{{- with .Values.devicePluginConfigs -}}
+{{- if and .default (not .name) -}}
+{{- fail "devicePluginConfigs.default names a config of devicePluginConfigs.name, which is not set" -}}
+{{- end -}}
+{{- if and .deviceListStrategy (not .name) -}}
+{{- fail "devicePluginConfigs.deviceListStrategy applies to the configs of devicePluginConfigs.name, which is not set (a devicePluginConfig sets its own)" -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.devicePluginConfigs.name -}}
+{{- if .Values.dra.enabled -}}
+{{- fail "dra.enabled with devicePluginConfigs: the DRA driver reads no device-plugin config (claims carry their configs)" -}}
+{{- end -}}
+{{- if not (include "tessera.node" .) -}}
+{{- fail "devicePluginConfigs needs mode=node: the node agent reads the Node's nvidia.com/device-plugin.config label, the plugin mode's device plugin does not" -}}
+{{- end -}}
+{{- if include "tessera.configText" (list .Values.devicePluginConfig) -}}
+{{- fail "devicePluginConfigs and devicePluginConfig both give the device-plugin config: give one" -}}
+{{- end -}}
+{{- if and .Values.admission.enabled (kindIs "invalid" .Values.admission.shareResources) -}}
+{{- fail (printf "devicePluginConfigs: the chart cannot read ConfigMap %q to know which resources its configs share; set admission.shareResources to them ([] when none), or admission.enabled=false" .Values.devicePluginConfigs.name) -}}
+{{- end -}}
+{{- end -}}
 {{- if and (not (include "tessera.node" .)) (or .Values.migManager.enabled .Values.migMonitor.enabled) -}}
 {{- fail "migManager and migMonitor are options of mode node (in plugin mode the mig-apply init container applies migApply.configName)" -}}
 {{- end -}}
