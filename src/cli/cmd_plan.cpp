@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include "cli/progress.hpp"
 #include "cli/commands.hpp"
@@ -101,11 +102,9 @@ bool write_file(const std::filesystem::path& path, const std::string& text) {
   return bool(out);
 }
 
-// The files a plan writes into --output-dir; one a previous plan wrote and
-// this one does not (a sharing mode it no longer uses) is removed, so that
-// the directory holds this plan only. Nothing else there is touched.
-constexpr const char* kDevicePluginFiles[] = {"device-plugin-mps.yaml", "device-plugin-time-slicing.yaml"};
-
+// The files a plan writes into --output-dir; an earlier plan's device-plugin-*.yaml that this
+// one does not write (a kind of node it no longer has) is removed, so that the directory holds
+// this plan only. Nothing else there is touched.
 bool write_outputs(const PlanArgs& args, const planner::Problem& problem, const planner::Plan& plan,
                    const planner::Report& report) {
   std::error_code ec;
@@ -121,22 +120,30 @@ bool write_outputs(const PlanArgs& args, const planner::Problem& problem, const 
   if (args.out_dir.empty()) return true;
   std::filesystem::path dir(args.out_dir);
   auto nodes = planner::assign_nodes(problem, plan, args.gpus_per_node);
+  const auto configs = planner::device_plugin_configs(problem, plan, nodes);
   bool ok = write_file(dir / "plan.yaml", planner::render_plan(problem, plan, nodes)) &&
             write_file(dir / "mig-parted.yaml", planner::render_mig_parted(problem, nodes)) &&
             write_file(dir / "nodes.yaml", planner::render_node_map(problem, nodes)) &&
             write_file(dir / "deployments.yaml", planner::render_deployments(problem, plan)) &&
             write_file(dir / "report.json", report_json(report).dump(2) + "\n");
-  const std::pair<planner::Isolation, const char*> device_plugin[] = {
-      {planner::Isolation::shared, kDevicePluginFiles[0]}, {planner::Isolation::best_effort, kDevicePluginFiles[1]}};
-  for (auto [sharing, name] : device_plugin) {
-    auto text = planner::render_device_plugin(problem, plan, sharing);
-    if (!text.empty()) {
-      ok = ok && write_file(dir / name, text);
-    } else if (std::filesystem::remove(dir / name, ec)) {
-      std::cerr << "tessera plan: removed " << (dir / name).string() << ", an earlier plan's: this plan uses no "
-                << (sharing == planner::Isolation::shared ? "MPS" : "time-slicing") << "\n";
-    }
+  std::set<std::string> written;
+  for (const auto& [name, text] : configs) {
+    written.insert("device-plugin-" + name + ".yaml");
+    ok = ok && write_file(dir / ("device-plugin-" + name + ".yaml"), text);
   }
+  std::vector<std::filesystem::path> stale;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.starts_with("device-plugin-") && f.ends_with(".yaml") && !written.contains(f)) stale.push_back(e.path());
+  }
+  for (const auto& f : stale)
+    if (std::filesystem::remove(f, ec))
+      std::cerr << "tessera plan: removed " << f.string() << ", an earlier plan's: no node of this plan takes that config\n";
+  for (const auto& n : nodes)
+    for (uint32_t g : n.mixed_sharing)
+      std::cerr << "tessera plan: note: GPU " << g << " (" << n.name << ") holds time-sliced and MPS slices; a node's "
+                << "device plugin shares one way, so its config (" << n.device_plugin_config
+                << ") shares them all through MPS\n";
   return ok;
 }
 

@@ -40,7 +40,17 @@ std::vector<std::vector<uint32_t>> colocated(const Plan& plan) {
   return out;
 }
 
+// How a GPU's slices are shared: 1 some time-sliced, 2 some through MPS (3 both), 0 neither.
+int sharing_kind(const Plan& plan, uint32_t g) {
+  int kind = 0;
+  for (const auto& inst : plan.gpus[g].instances)
+    if (!inst.replicas.empty()) kind |= inst.sharing == Isolation::best_effort ? 1 : inst.sharing == Isolation::shared ? 2 : 0;
+  return kind;
+}
+
 }  // namespace
+
+int gpu_sharing_kind(const Plan& plan, uint32_t gpu) { return sharing_kind(plan, gpu); }
 
 std::string config_name(const Problem& p, int layout) {
   const auto& l = p.layouts[size_t(layout)];
@@ -55,27 +65,35 @@ std::string config_name(const Problem& p, int layout) {
 std::vector<Node> assign_nodes(const Problem& p, const Plan& plan, uint32_t gpus_per_node) {
   auto groups = colocated(plan);
   auto layout_of = [&](const std::vector<uint32_t>& g) { return plan.gpus[g.front()].layout; };
+  // A node's device plugin shares one way (one config per node): GPUs whose slices are
+  // time-sliced, shared through MPS, or neither go to nodes of their own kind.
+  auto kind_of = [&](const std::vector<uint32_t>& group) {
+    int kind = 0;
+    for (uint32_t g : group) kind |= sharing_kind(plan, g);
+    return kind;
+  };
   std::stable_sort(groups.begin(), groups.end(), [&](const auto& a, const auto& b) {
     const int ta = plan.gpus[a.front()].gpu_type, tb = plan.gpus[b.front()].gpu_type;
     return ta != tb ? ta < tb : layout_of(a) < layout_of(b);
   });
   std::vector<Node> nodes;
-  std::vector<int> node_type;  // GPU type of each node
+  std::vector<std::pair<int, int>> node_type;  // GPU type and sharing kind of each node
   for (const auto& group : groups) {
-    const int type = plan.gpus[group.front()].gpu_type;
+    const std::pair<int, int> type{plan.gpus[group.front()].gpu_type, kind_of(group)};
     Node* into = nullptr;
     for (size_t n = 0; n < nodes.size() && !into; ++n)
       if (node_type[n] == type && nodes[n].gpus.size() + group.size() <= gpus_per_node) into = &nodes[n];
     if (!into) {
       char name[32];
       std::snprintf(name, sizeof name, "node-%03zu", nodes.size());
-      nodes.push_back({name, p.gpu_types[size_t(type)].model->name, "", {}, {}});
+      nodes.push_back({name, p.gpu_types[size_t(type.first)].model->name, "", {}, {}, "", {}});
       node_type.push_back(type);
       into = &nodes.back();
     }
     for (uint32_t g : group) {
       into->gpus.push_back(g);
       into->layouts.push_back(plan.gpus[g].layout);
+      if (sharing_kind(plan, g) == 3) into->mixed_sharing.push_back(g);
     }
   }
   // Each node's config: its layout's when it has one, else one per distinct per-device cut.
@@ -87,11 +105,11 @@ std::vector<Node> assign_nodes(const Problem& p, const Plan& plan, uint32_t gpus
       node.config = config_name(p, l.front());
       continue;
     }
-    auto [it, added] = mixed.try_emplace({node_type[n], l}, "");
+    auto [it, added] = mixed.try_emplace({node_type[n].first, l}, "");
     if (added) {
       size_t same_model = 0;
-      for (const auto& [key, name] : mixed) same_model += key.first == node_type[n];
-      it->second = "tessera-" + model_key(p, node_type[n]) + "-node-" + std::to_string(same_model);
+      for (const auto& [key, name] : mixed) same_model += key.first == node_type[n].first;
+      it->second = "tessera-" + model_key(p, node_type[n].first) + "-node-" + std::to_string(same_model);
     }
     node.config = it->second;
   }
@@ -138,12 +156,19 @@ std::string render_mig_parted(const Problem& p, const std::vector<Node>& nodes) 
 
 std::string render_node_map(const Problem&, const std::vector<Node>& nodes) {
   std::ostringstream out;
-  out << "# Node -> mig-parted config: label each node nvidia.com/mig.config=<mig-config>.\n"
+  out << "# Node -> configs: label each node nvidia.com/mig.config=<mig-config> and\n"
+      << "# nvidia.com/device-plugin.config=<device-plugin-config>, the key under which\n"
+      << "# device-plugin-<device-plugin-config>.yaml is in the ConfigMap of device-plugin configs\n"
+      << "# (the chart's devicePluginConfigs.name).\n"
       << "# gpus: the plan's GPU numbers that the node's devices 0, 1, ... take.\nnodes:\n";
   for (const auto& n : nodes) {
-    out << "  - node: " << n.name << "\n    gpu: " << n.model << "\n    mig-config: " << n.config << "\n    gpus: [";
+    out << "  - node: " << n.name << "\n    gpu: " << n.model << "\n    mig-config: " << n.config
+        << "\n    device-plugin-config: " << n.device_plugin_config << "\n    gpus: [";
     for (size_t i = 0; i < n.gpus.size(); ++i) out << (i ? ", " : "") << n.gpus[i];
     out << "]\n";
+    for (uint32_t g : n.mixed_sharing)
+      out << "    # GPU " << g << " holds time-sliced and MPS slices: a node's plugin shares one way, so\n"
+          << "    # its config shares them all through MPS\n";
   }
   return out.str();
 }

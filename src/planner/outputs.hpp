@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ struct Node {
   std::string config;    // mig-parted config name
   std::vector<uint32_t> gpus;  // plan GPU indices, in device order
   std::vector<int> layouts;    // each device's layout (Problem::layouts)
+  // The device-plugin config it takes (its nvidia.com/device-plugin.config label, the key of
+  // device-plugin-<config>.yaml): set by device_plugin_configs.
+  std::string device_plugin_config;
+  // GPUs that hold both time-sliced and MPS slices: a node's plugin shares one way, so its
+  // config shares them all through MPS.
+  std::vector<uint32_t> mixed_sharing;
 };
 
 std::vector<Node> assign_nodes(const Problem& problem, const Plan& plan, uint32_t gpus_per_node = 8);
@@ -37,10 +44,16 @@ std::string render_mig_parted(const Problem& problem, const std::vector<Node>& n
 // nodes -> mig-parted config, with the plan GPUs on each.
 std::string render_node_map(const Problem& problem, const std::vector<Node>& nodes);
 
-// NVIDIA device-plugin configs (version v1): one for MPS sharing, one for
-// time-slicing; empty when the plan shares nothing that way (NVIDIA's plugin
-// takes one kind of sharing per config).
-std::string render_device_plugin(const Problem& problem, const Plan& plan, Isolation sharing);
+// NVIDIA device-plugin configs (version v1), one per kind of node (name -> text), each node's
+// set in its device_plugin_config: "dedicated" where no slice is shared, "mps" where some are
+// shared through MPS (a node's time-sliced slices then too, since its plugin shares one way),
+// "time-slicing" where some are time-sliced; "mps-2" and so on where nodes share other
+// resources the same way.
+std::map<std::string, std::string> device_plugin_configs(const Problem& problem, const Plan& plan, std::vector<Node>& nodes);
+
+// How GPU `gpu` of the plan shares its slices: 1 some time-sliced, 2 some through MPS, 3 both,
+// 0 none (which kind of node it goes to).
+int gpu_sharing_kind(const Plan& plan, uint32_t gpu);
 
 // Kubernetes Deployments, one per (service, resource), separated by "---".
 std::string render_deployments(const Problem& problem, const Plan& plan);

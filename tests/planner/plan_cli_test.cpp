@@ -45,11 +45,25 @@ TEST(PlanCli, ExampleWritesEveryOutputAndTheyValidate) {
   // What it writes passes tessera's own validators with warnings as errors.
   auto v = run({kBin, "mig", "validate", "-f", dir.path() + "/out/mig-parted.yaml", "--strict"});
   EXPECT_EQ(v.exit_code, 0) << v.err;
-  EXPECT_NE(v.out.find(": valid: 2 configs"), std::string::npos) << "9 GPUs on nodes of 8: two kinds of node\n" << v.out;
-  for (const char* f : {"device-plugin-mps.yaml", "device-plugin-time-slicing.yaml"}) {
+  EXPECT_NE(v.out.find(": valid: 3 configs"), std::string::npos)
+      << "9 GPUs on nodes of 8, GPUs that share through MPS on nodes of their own: three kinds of node\n"
+      << v.out;
+  // One device-plugin config per kind of node, named in nodes.yaml: GPU 6 holds time-sliced and
+  // MPS slices, so its node shares both through MPS; GPU 8's MPS node shares another resource;
+  // the rest share nothing.
+  for (const char* f : {"device-plugin-mps.yaml", "device-plugin-mps-2.yaml", "device-plugin-dedicated.yaml"}) {
     auto c = run({kBin, "config", "validate", "-f", dir.path() + "/out/" + f, "--strict"});
     EXPECT_EQ(c.exit_code, 0) << f << "\n" << c.err;
   }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/out/device-plugin-time-slicing.yaml"));
+  const std::string mps = slurp(dir.path() + "/out/device-plugin-mps.yaml");
+  EXPECT_NE(mps.find("    - name: nvidia.com/mig-1g.10gb\n"), std::string::npos) << "GPU 6's time-sliced 1g.10gb, through MPS\n" << mps;
+  EXPECT_NE(mps.find("    - name: nvidia.com/mig-1g.20gb\n"), std::string::npos) << mps;
+  EXPECT_NE(r.err.find("note: GPU 6 (node-000) holds time-sliced and MPS slices"), std::string::npos) << r.err;
+  const std::string map_text = slurp(dir.path() + "/out/nodes.yaml");
+  EXPECT_NE(map_text.find("    device-plugin-config: mps\n    gpus: [6]\n"), std::string::npos) << map_text;
+  EXPECT_NE(map_text.find("    device-plugin-config: dedicated\n"), std::string::npos) << map_text;
+  EXPECT_NE(map_text.find("    device-plugin-config: mps-2\n    gpus: [8]\n"), std::string::npos) << map_text;
   auto deployments = slurp(dir.path() + "/out/deployments.yaml");
   EXPECT_NE(deployments.find("nvidia.com/mig-3g.40gb.shared: 1"), std::string::npos) << deployments;
   EXPECT_NE(deployments.find("VLLM_GPU_MEMORY_UTILIZATION"), std::string::npos);
@@ -196,7 +210,7 @@ TEST(PlanCli, TheOutputDirectoryHoldsThisPlanOnly) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(slurp(out + "/plan.svg").rfind("<svg", 0), 0u);
   ASSERT_TRUE(std::filesystem::exists(out + "/device-plugin-mps.yaml"));
-  ASSERT_TRUE(std::filesystem::exists(out + "/device-plugin-time-slicing.yaml"));
+  ASSERT_TRUE(std::filesystem::exists(out + "/device-plugin-mps-2.yaml"));
   std::ofstream(out + "/mine.txt") << "the user's";
   // A plan whose services all take whole GPUs or MIG instances of their own: no sharing.
   const std::string spec = dir.path() + "/alone.yaml";
@@ -204,7 +218,8 @@ TEST(PlanCli, TheOutputDirectoryHoldsThisPlanOnly) {
   r = run({kBin, "plan", "-f", spec, "--output-dir", out, "--no-baselines"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(std::filesystem::exists(out + "/device-plugin-mps.yaml"));
-  EXPECT_FALSE(std::filesystem::exists(out + "/device-plugin-time-slicing.yaml"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/device-plugin-mps-2.yaml"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/device-plugin-dedicated.yaml"));
   EXPECT_NE(r.err.find("removed " + out + "/device-plugin-mps.yaml, an earlier plan's"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(out + "/mine.txt"), "the user's");
   EXPECT_NE(slurp(out + "/plan.yaml").find("a"), std::string::npos);
