@@ -76,8 +76,8 @@ std::vector<Share> read_shares(const std::string& root, const nvml::Session& ses
         auto got = device ? device->memory_limits(d.cgroup) : unexpected(device.error());
         if (!got) d.note = "the driver's limit cannot be read: " + got.error().message();
         else if (!*got) d.note = "the driver holds no limit for " + d.cgroup + " any more";
-        else if ((*got)->hard != d.quota)
-          d.note = "the driver's limit is " + format_bytes((*got)->hard) + ", not the quota";
+        else if ((*got)->hard != quota::driver_limit_bytes(d.quota))
+          d.note = "the driver's limit is " + format_bytes((*got)->hard) + ", not the quota (in whole MiB)";
         else d.driver = true;
       }
       share.devices.push_back(std::move(d));

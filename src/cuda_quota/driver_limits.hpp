@@ -21,6 +21,11 @@ inline constexpr const char* kDriverLimitsFileName = "driver-limits";
 inline constexpr std::size_t kCgroupPathBytes = 512;  // NUL-terminated
 inline constexpr std::size_t kDriverLimitsMaxBytes = 16384;
 
+// The limit the driver is asked to hold for a quota of `quota` bytes: the quota in whole MiB, as
+// NVIDIA's toolkit hook sets NVIDIA_GPU_MEMORY_LIMIT (which Allocate sets to quota >> 20), so that
+// where both hooks run they set one limit.
+constexpr std::uint64_t driver_limit_bytes(std::uint64_t quota) { return quota & ~((std::uint64_t{1} << 20) - 1); }
+
 struct DriverLimit {
   char uuid[kUuidBytes] = {};
   std::uint64_t bytes = 0;                // the hard limit the driver read back

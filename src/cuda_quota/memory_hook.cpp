@@ -509,17 +509,20 @@ int main(int argc, char** argv) {
           static_cast<unsigned long long>(d.quota));
       continue;
     }
+    const std::uint64_t held = driver_limit_bytes(d.quota);  // in whole MiB, as NVIDIA's hook sets it
     char failure[256];
-    if (!hold(nvml, d.uuid, cgroup, d.quota, failure, sizeof failure)) {
+    if (held == 0 || !hold(nvml, d.uuid, cgroup, held, failure, sizeof failure)) {
+      if (held == 0) std::snprintf(failure, sizeof failure, "a quota under 1 MiB is no driver limit");
       say("warn", "%s: the quota library holds %llu bytes: %s", d.uuid, static_cast<unsigned long long>(d.quota),
           failure);
       continue;
     }
     DriverLimit& entry = record.devices[record.count++];
     std::memcpy(entry.uuid, d.uuid, sizeof entry.uuid);
-    entry.bytes = d.quota;
+    entry.bytes = held;
     std::memcpy(entry.cgroup, cgroup, sizeof entry.cgroup);
-    say("info", "%s: the driver holds cgroup %s to %llu bytes", d.uuid, cgroup, static_cast<unsigned long long>(d.quota));
+    say("info", "%s: the driver holds cgroup %s to %llu bytes (the quota, %llu bytes, in whole MiB)", d.uuid, cgroup,
+        static_cast<unsigned long long>(held), static_cast<unsigned long long>(d.quota));
   }
   if (have_nvml) nvml.shutdown();
   // A record that cannot be written misreports the backend; the limits hold.

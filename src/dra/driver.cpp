@@ -1079,6 +1079,10 @@ PrepareOutcome Driver::prepare_one(const ClaimRef& ref, std::unique_lock<std::mu
         cd.edits.mounts.push_back({root + "/" TESSERA_PRELOAD_FILE_NAME, TESSERA_CONTAINER_PRELOAD_FILE, true});
       if (options_.quota.preload != sharing::Preload::file)
         cd.edits.env.push_back("LD_PRELOAD=" TESSERA_CONTAINER_LIBRARY_PATH);
+      // NVIDIA's toolkit's own hook, where the node has it, sets the same limit; it caps every
+      // GPU of the container, so only where the claim's devices are all shares.
+      if (auto mib = sharing::nvidia_memory_limit_mib(shares); mib && shares.size() == cdi_devices.size())
+        cd.edits.env.push_back(std::string(sharing::kNvidiaMemoryLimitEnv) + "=" + std::to_string(*mib));
       // The driver backend: the runtime's hook has the driver hold the
       // container's cgroup to the quota where it can (whole GPUs, R615+).
       if (options_.quota.memory_hook.enabled())

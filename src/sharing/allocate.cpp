@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/text.hpp"
+#include "cuda_quota/driver_limits.hpp"
 #include "cuda_quota/env.h"
 
 namespace tessera::sharing {
@@ -130,6 +131,17 @@ std::vector<MpsDaemon> mps_daemons(const std::string& mps_root, std::span<const 
   return out;
 }
 
+std::optional<uint64_t> nvidia_memory_limit_mib(std::span<const QuotaDevice> devices) {
+  std::optional<uint64_t> mib;
+  for (const auto& d : devices) {
+    const uint64_t whole = quota::driver_limit_bytes(d.quota) >> 20;  // as tessera-memory-hook floors it
+    if (d.uuid.starts_with("MIG-") || (mib && *mib != whole)) return std::nullopt;
+    mib = whole;
+  }
+  if (mib == 0u) return std::nullopt;
+  return mib;
+}
+
 Result<ContainerAllocation> allocate(const Resource& resource, std::span<const std::string> ids,
                                      const AllocateSettings& settings, const DriverFiles* driver) {
   if (ids.empty()) return fail(Errc::invalid_argument, resource.name + ": the request names no device");
@@ -210,8 +222,12 @@ Result<ContainerAllocation> allocate(const Resource& resource, std::span<const s
     }
   }
   if (shared) {
-    for (size_t k = 0; k < visible.size(); ++k)
+    std::vector<QuotaDevice> held;
+    for (size_t k = 0; k < visible.size(); ++k) {
       out.envs[TESSERA_ENV_MEMORY_LIMIT_PREFIX + std::to_string(k)] = std::to_string(quota[k]);
+      held.push_back({uuids[k], quota[k], memory[k], 0});
+    }
+    if (auto mib = nvidia_memory_limit_mib(held)) out.envs[kNvidiaMemoryLimitEnv] = std::to_string(*mib);
   }
   if (mps) {
     // A client talks to one control daemon, and there is one per device.

@@ -32,6 +32,17 @@ struct QuotaDevice {
   uint64_t context = 0; // a first context's charge where it cannot be measured (QuotaLibrarySettings)
 };
 
+// NVIDIA's per-container memory limit, for its container toolkit (1.20.1 and newer): a
+// createRuntime hook, `nvidia-ctk hook apply-cuda-memory-limits`, reads NVIDIA_GPU_MEMORY_LIMIT
+// (whole MiB) from the container's environment and has the driver cap the container's cgroup on
+// each of its GPUs. The value for a container holding `devices`: their quota in whole MiB, floored
+// as tessera-memory-hook floors it, so that where both hooks run they set one limit; nullopt where
+// one value cannot say it (a MIG device, which the driver does not cap; quotas that differ; one
+// under 1 MiB). NVIDIA_GPU_MEMORY_REQUEST (its soft limit, which the driver reserves in every
+// ancestor cgroup) is never set.
+inline constexpr const char* kNvidiaMemoryLimitEnv = "NVIDIA_GPU_MEMORY_LIMIT";
+std::optional<uint64_t> nvidia_memory_limit_mib(std::span<const QuotaDevice> devices);
+
 struct ContainerAllocation {
   std::map<std::string, std::string> envs;
   std::vector<Mount> mounts;

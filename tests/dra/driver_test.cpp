@@ -752,6 +752,10 @@ TEST(DraDriver, MemorySharesOfAWholeGpuGetTheirOwnQuotaFiles) {
   EXPECT_TRUE(mounts.contains("/run/tessera/limits")) << spec.dump(2);
   EXPECT_TRUE(mounts.contains("/run/tessera/ledger/ledger")) << spec.dump(2);
   EXPECT_FALSE(spec["devices"][0]["containerEdits"].contains("hooks")) << "no memory hook configured";
+  // NVIDIA's toolkit's hook, where the node has one, reads the same quota in whole MiB.
+  std::set<std::string> env;
+  for (const auto& e : spec["devices"][0]["containerEdits"]["env"]) env.insert(e);
+  EXPECT_TRUE(env.contains("NVIDIA_GPU_MEMORY_LIMIT=30720")) << spec.dump(2);
   // A share larger than the device is refused.
   n.add("33333333-3333-3333-3333-333333333333", "huge", {{"gpu-1", "200Gi"}});
   auto huge = n.prepare("33333333-3333-3333-3333-333333333333", "huge");

@@ -74,13 +74,14 @@ struct Container {
 
 std::string uuid_of(const nvml::Session& s, uint32_t index) { return OK(OK(s.device(index)).uuid()); }
 
-// The driver holds each whole GPU of the share to its quota, read back, and
-// the record says so; the hook leaves the cgroup's other GPUs alone.
+// The driver holds each whole GPU of the share to its quota in whole MiB (as NVIDIA's own
+// hook sets NVIDIA_GPU_MEMORY_LIMIT, so both set one limit), read back, and the record says
+// so; the hook leaves the cgroup's other GPUs alone.
 TEST(MemoryHook, TheDriverHoldsTheContainersCgroupToEachWholeGpusQuota) {
   SimNode node("H100-SXM5-80GB", 3, {"--driver-version", "615.71.09"});
   auto session = node.open();
   Container c;
-  c.set_limits({{uuid_of(session, 0), 10 * kGiB}, {uuid_of(session, 2), 20 * kGiB}});
+  c.set_limits({{uuid_of(session, 0), 10 * kGiB + 12345}, {uuid_of(session, 2), 20 * kGiB}});
   const auto r = c.hook(node);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (auto [index, bytes] : {std::pair{0u, 10 * kGiB}, {2u, 20 * kGiB}}) {

@@ -262,7 +262,7 @@ TEST(Plugin, QuotaLibraryOffCreatesNothing) {
   ASSERT_TRUE(kubelet.wait_for("nvidia.com/gpu", [](const auto& d) { return d.size() == 8; }, 5s));
   auto a = kubelet.allocate("nvidia.com/gpu", {"GPU-0000::0"});
   ASSERT_TRUE(a) << a.error().message;
-  EXPECT_EQ(a->envs.size(), 2u);  // NVIDIA_VISIBLE_DEVICES and the limit
+  EXPECT_EQ(a->envs.size(), 3u);  // NVIDIA_VISIBLE_DEVICES, the limit and NVIDIA's limit variable
   EXPECT_TRUE(a->mounts.empty());
   EXPECT_FALSE(std::filesystem::exists(host.path() + "/ledgers"));
 }

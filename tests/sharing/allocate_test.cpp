@@ -64,6 +64,10 @@ sharing:
   ASSERT_TRUE(b);
   EXPECT_EQ(b->envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-0000");
   EXPECT_EQ(b->envs.at("TESSERA_DEVICE_MEMORY_LIMIT_0"), std::to_string(40ull << 30));
+  // NVIDIA's toolkit's hook reads the same quota in whole MiB.
+  EXPECT_EQ(a->envs.at("NVIDIA_GPU_MEMORY_LIMIT"), std::to_string(20ull << 10));
+  EXPECT_EQ(b->envs.at("NVIDIA_GPU_MEMORY_LIMIT"), std::to_string(40ull << 10));
+  EXPECT_FALSE(a->envs.contains("NVIDIA_GPU_MEMORY_REQUEST")) << "a soft limit is reserved in every ancestor cgroup";
 }
 
 // Four MPS shares of each 3g.40gb MIG device.
@@ -141,6 +145,7 @@ TEST(Allocate, QuotaLoadsTheLibraryWithItsLedger) {
   auto key = ledger_key("nvidia.com/gpu", ids);
   EXPECT_EQ(a->envs, (std::map<std::string, std::string>{
                          {"NVIDIA_VISIBLE_DEVICES", "GPU-0000"},
+                         {"NVIDIA_GPU_MEMORY_LIMIT", std::to_string(20ull << 10)},
                          {"TESSERA_DEVICE_MEMORY_LIMIT_0", std::to_string(20ull << 30)},
                          {"TESSERA_DEVICE_UUID_0", "GPU-0000"},
                          {"TESSERA_LIMITS_FILE", "/run/tessera/limits"},
@@ -276,6 +281,7 @@ TEST(Allocate, InjectionOffLeavesOnlyTheLimits) {
   ASSERT_TRUE(a);
   EXPECT_EQ(a->envs, (std::map<std::string, std::string>{
                          {"NVIDIA_VISIBLE_DEVICES", "GPU-0000"},
+                         {"NVIDIA_GPU_MEMORY_LIMIT", std::to_string(20ull << 10)},
                          {"TESSERA_DEVICE_MEMORY_LIMIT_0", std::to_string(20ull << 30)},
                      }));
   EXPECT_TRUE(a->mounts.empty());
@@ -468,6 +474,32 @@ TEST(Allocate, PassDeviceSpecsHandsOutTheDeviceNodes) {
   EXPECT_NE(other.error().message.find("gpu1/mig/gi3/ci0/access"), std::string::npos) << other.error().message;
   // Without the node's files, a clear error rather than nodes guessed.
   EXPECT_FALSE(allocate(gpus, std::vector<std::string>{"GPU-0000"}, s));
+}
+
+// NVIDIA_GPU_MEMORY_LIMIT is one value for every GPU of the container: given where it says the
+// quota exactly (whole GPUs, one quota, whole MiB floored), never for MIG devices (the driver
+// caps none) or quotas that differ.
+TEST(Allocate, NvidiasLimitVariableIsGivenWhereOneValueSaysTheQuota) {
+  using Q = std::vector<QuotaDevice>;
+  EXPECT_EQ(nvidia_memory_limit_mib(Q{{"GPU-a", (10ull << 30) + 12345, 0, 0}}), 10u << 10) << "floored to whole MiB";
+  EXPECT_EQ(nvidia_memory_limit_mib(Q{{"GPU-a", 10ull << 30, 0, 0}, {"GPU-b", 10ull << 30, 0, 0}}), 10u << 10);
+  EXPECT_EQ(nvidia_memory_limit_mib(Q{{"GPU-a", 10ull << 30, 0, 0}, {"GPU-b", 20ull << 30, 0, 0}}), std::nullopt);
+  EXPECT_EQ(nvidia_memory_limit_mib(Q{{"MIG-a", 10ull << 30, 0, 0}}), std::nullopt);
+  EXPECT_EQ(nvidia_memory_limit_mib(Q{{"GPU-a", 1000, 0, 0}}), std::nullopt) << "under 1 MiB";
+  EXPECT_EQ(nvidia_memory_limit_mib(Q{}), std::nullopt);
+  // Through Allocate: a MIG replica's container gets none, nor does one of several quotas.
+  auto mig = only("version: v1\nflags: {migStrategy: mixed}\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/mig-1g.20gb, replicas: 2}]\n",
+                  "nvidia.com/mig-1g.20gb");
+  std::vector<std::string> one{"MIG-a::0"};
+  auto m = allocate(mig, one, {});
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(m->envs.contains("TESSERA_DEVICE_MEMORY_LIMIT_0"));
+  EXPECT_FALSE(m->envs.contains("NVIDIA_GPU_MEMORY_LIMIT"));
+  auto ts = only(kTimeSliced4, "nvidia.com/gpu");
+  std::vector<std::string> uneven{"GPU-1111::0", "GPU-0000::1", "GPU-0000::3"};
+  auto u = allocate(ts, uneven, {});
+  ASSERT_TRUE(u);
+  EXPECT_FALSE(u->envs.contains("NVIDIA_GPU_MEMORY_LIMIT")) << "20 GiB on one GPU, 40 GiB on the other";
 }
 
 TEST(PreferredAllocation, NvlinkPairsFirst) {

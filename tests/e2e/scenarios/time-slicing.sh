@@ -2,7 +2,8 @@
 # nvidia.com/gpu: 8; three pods get replicas <uuid>::<n> (as pod-resources
 # lists them) of a GPU of the node, its device nodes (tessera's CDI spec) and
 # TESSERA_DEVICE_MEMORY_LIMIT_0 = a quarter of the memory the driver says is
-# usable (80 GiB less what it reserves).
+# usable (80 GiB less what it reserves), and NVIDIA_GPU_MEMORY_LIMIT the same
+# in whole MiB (what NVIDIA's toolkit hook reads from the runtime spec).
 scenario_time-slicing() {
   remove_consumers
   deploy_overlay time-slicing
@@ -24,6 +25,9 @@ scenario_time-slicing() {
     [[ $uuid == GPU-* ]] && grep -qxF "$uuid" <<<"$gpus" || fail "ts-$i: its device '$ids' (pod-resources) is not a replica of a GPU of the node"
     why=$(container_has_devices "ts-$i" "$ids") || fail "ts-$i: $why"
     [[ $limit == "$quarter" ]] || fail "ts-$i: TESSERA_DEVICE_MEMORY_LIMIT_0='$limit', expected $quarter (a quarter of the usable memory)"
+    # NVIDIA's toolkit hook reads its variable from this same runtime spec: the quota in whole MiB.
+    [[ $(env_var "$env" NVIDIA_GPU_MEMORY_LIMIT) == $((quarter >> 20)) ]] ||
+      fail "ts-$i: NVIDIA_GPU_MEMORY_LIMIT='$(env_var "$env" NVIDIA_GPU_MEMORY_LIMIT)', expected $((quarter >> 20)) (the quota in whole MiB)"
     [[ $ids =~ ^"$uuid"::[0-9]+$ ]] || fail "ts-$i: pod-resources lists '$ids', expected one replica $uuid::<n>"
     echo "  ts-$i: device $ids, its nodes $(cdi_device_nodes "$ids" | paste -sd' ' -), TESSERA_DEVICE_MEMORY_LIMIT_0=$limit"
   done
