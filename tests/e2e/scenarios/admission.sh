@@ -5,7 +5,8 @@
 # replica with no seccomp profile and no allowPrivilegeEscalation is refused
 # by the API server, which names the policy and RuntimeDefault; the same pod
 # with RuntimeDefault and allowPrivilegeEscalation: false runs, its runtime
-# spec carrying the seccomp filter and no_new_privs; a pod without a GPU and
+# spec carrying the seccomp filter and no_new_privs; the confined pod setting
+# NVIDIA_GPU_MEMORY_LIMIT itself is refused; a pod without a GPU and
 # with neither setting is admitted (the policy leaves it alone), and so is the
 # unconfined share pod in tessera's own namespace, which the binding leaves
 # out. The API server takes a new policy in asynchronously: the refusal is
@@ -53,6 +54,15 @@ scenario_admission() {
     fail "adm-confined's runtime spec: noNewPrivileges $(jq -c '.process.noNewPrivileges' <<<"$spec"), seccomp $(jq -c '.linux.seccomp | if . then {defaultAction, rules: (.syscalls | length)} else null end' <<<"$spec")"
   echo "  confined share pod admitted and Running on $(held_devices adm-confined): noNewPrivileges, seccomp default action $(jq -r '.linux.seccomp.defaultAction' <<<"$spec") with $(jq '.linux.seccomp.syscalls | length' <<<"$spec") rules"
   kc delete pod adm-confined --wait=true --timeout=60s >/dev/null
+
+  # (b2) Confined, but setting NVIDIA's limit variable itself (NVIDIA's toolkit would cap the GPU
+  # at the pod's value, not the share's): refused, naming the container (server dry run).
+  if pod adm-limit nvidia.com/gpu 1 | sed 's|^    resources: |    env: [{name: NVIDIA_GPU_MEMORY_LIMIT, value: "81920"}]\n    resources: |' |
+    kc apply --dry-run=server -f - >"$out" 2>&1; then
+    fail "a share pod setting NVIDIA_GPU_MEMORY_LIMIT itself was admitted: $(cat "$out")"
+  fi
+  grep -qF "NVIDIA_GPU_MEMORY_* in env: cuda" "$out" || fail "the refusal does not name NVIDIA_GPU_MEMORY_* and the container cuda: $(cat "$out")"
+  echo "  share pod setting NVIDIA_GPU_MEMORY_LIMIT itself: refused"
 
   # (c) No GPU, no seccomp profile, no allowPrivilegeEscalation: not the policy's.
   pod adm-cpu cpu 10m | unconfined | kc apply -f - >"$out" 2>&1 ||
