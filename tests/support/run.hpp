@@ -20,6 +20,15 @@ struct RunResult {
 // have tracked. Without sanitizers it means nothing.
 inline constexpr const char* kLateSanitizerEnv = "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0";
 
+// How much slower the build under test runs than the product as shipped: the sanitizer build's
+// instrumentation (every load and store checked) makes a latency that a test bounds several
+// times longer, while the bound itself is the dev and release builds' claim.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr int kSlowdown = 3;
+#else
+inline constexpr int kSlowdown = 1;
+#endif
+
 // Runs `argv` (argv[0] is a path) with optional standard input and extra
 // environment entries ("NAME=value").
 RunResult run(const std::vector<std::string>& argv, const std::string& input = "",
