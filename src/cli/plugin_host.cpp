@@ -30,11 +30,6 @@ namespace tessera::cli {
 
 namespace {
 
-constexpr config::DeviceListStrategy kListStrategies[] = {config::DeviceListStrategy::envvar,
-                                                          config::DeviceListStrategy::volume_mounts,
-                                                          config::DeviceListStrategy::cdi_annotations,
-                                                          config::DeviceListStrategy::cdi_cri};
-
 // The config in `text`, read from `file`; diagnostics printed. `list_strategy`, when given,
 // replaces its deviceListStrategy (names checked by the option).
 std::optional<config::DevicePluginConfig> parse_plugin_config(const std::string& text, const std::string& file,
@@ -47,9 +42,8 @@ std::optional<config::DevicePluginConfig> parse_plugin_config(const std::string&
   if (!list_strategy.empty()) {
     c->plugin.device_list_strategy.clear();
     for (const auto& name : list_strategy)
-      for (auto s : kListStrategies)
-        if (config::to_string(s) == name && std::ranges::count(c->plugin.device_list_strategy, s) == 0)
-          c->plugin.device_list_strategy.push_back(s);
+      if (auto s = config::device_list_strategy_named(name); s && std::ranges::count(c->plugin.device_list_strategy, *s) == 0)
+        c->plugin.device_list_strategy.push_back(*s);
   }
   return c;
 }
@@ -333,7 +327,7 @@ void add_plugin_options(CLI::App& cmd, PluginArgs& args) {
                  "flags.plugin.deviceListStrategy, as NVIDIA's plugin's flag does): envvar, volume-mounts,\n"
                  "cdi-annotations, cdi-cri (comma-separated; default: each config's own)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"envvar", "volume-mounts", "cdi-annotations", "cdi-cri"}));
+      ->check(CLI::IsMember(config::device_list_strategy_names()));
   add_driver_options(cmd, args.driver);
   cmd.add_option("--kubelet-dir", args.kubelet_dir, "The kubelet's device-plugin directory")->capture_default_str();
   cmd.add_option("--health-recovery", args.recovery_seconds,

@@ -402,6 +402,16 @@ std::string_view to_string(DeviceListStrategy s) {
     if (c.value == s) return c.name;
   return "?";
 }
+std::optional<DeviceListStrategy> device_list_strategy_named(std::string_view name) {
+  for (const auto& c : kListStrategies)
+    if (c.name == name) return c.value;
+  return std::nullopt;
+}
+std::vector<std::string> device_list_strategy_names() {
+  std::vector<std::string> out;
+  for (const auto& c : kListStrategies) out.emplace_back(c.name);
+  return out;
+}
 std::string_view to_string(DeviceIdStrategy s) {
   for (const auto& c : kIdStrategies)
     if (c.value == s) return c.name;

@@ -27,6 +27,10 @@ enum class SharedAllocationPolicy { distributed, packed };
 std::string_view to_string(MigStrategy s);
 std::string_view to_string(DeviceListStrategy s);
 std::string_view to_string(DeviceIdStrategy s);
+// The strategy `name` names as a config writes it ("cdi-cri"); nullopt for another name.
+std::optional<DeviceListStrategy> device_list_strategy_named(std::string_view name);
+// Every strategy's name, in the order NVIDIA's plugin documents them.
+std::vector<std::string> device_list_strategy_names();
 
 // Which devices a replicated resource covers: all, the first N, or a list of
 // GPU indices, "gpu:mig" indices, GPU-/MIG- UUIDs.

@@ -50,8 +50,6 @@ int sharing_kind(const Plan& plan, uint32_t g) {
 
 }  // namespace
 
-int gpu_sharing_kind(const Plan& plan, uint32_t gpu) { return sharing_kind(plan, gpu); }
-
 std::string config_name(const Problem& p, int layout) {
   const auto& l = p.layouts[size_t(layout)];
   return "tessera-" + model_key(p, l.gpu_type) + "-" + l.name;

@@ -51,10 +51,6 @@ std::string render_node_map(const Problem& problem, const std::vector<Node>& nod
 // resources the same way.
 std::map<std::string, std::string> device_plugin_configs(const Problem& problem, const Plan& plan, std::vector<Node>& nodes);
 
-// How GPU `gpu` of the plan shares its slices: 1 some time-sliced, 2 some through MPS, 3 both,
-// 0 none (which kind of node it goes to).
-int gpu_sharing_kind(const Plan& plan, uint32_t gpu);
-
 // Kubernetes Deployments, one per (service, resource), separated by "---".
 std::string render_deployments(const Problem& problem, const Plan& plan);
 
