@@ -6,7 +6,7 @@
 # by the API server, which names the policy and RuntimeDefault; the same pod
 # with RuntimeDefault and allowPrivilegeEscalation: false runs, its runtime
 # spec carrying the seccomp filter and no_new_privs; the confined pod setting
-# NVIDIA_GPU_MEMORY_LIMIT itself is refused; a pod without a GPU and
+# NVIDIA_GPU_MEMORY_LIMIT itself, or through envFrom with no prefix, is refused; a pod without a GPU and
 # with neither setting is admitted (the policy leaves it alone), and so is the
 # unconfined share pod in tessera's own namespace, which the binding leaves
 # out. The API server takes a new policy in asynchronously: the refusal is
@@ -61,8 +61,22 @@ scenario_admission() {
     kc apply --dry-run=server -f - >"$out" 2>&1; then
     fail "a share pod setting NVIDIA_GPU_MEMORY_LIMIT itself was admitted: $(cat "$out")"
   fi
-  grep -qF "NVIDIA_GPU_MEMORY_* in env: cuda" "$out" || fail "the refusal does not name NVIDIA_GPU_MEMORY_* and the container cuda: $(cat "$out")"
+  grep -qF "NVIDIA_GPU_MEMORY_* in env, or envFrom with no prefix ruling it out: cuda" "$out" || fail "the refusal does not name NVIDIA_GPU_MEMORY_* and the container cuda: $(cat "$out")"
   echo "  share pod setting NVIDIA_GPU_MEMORY_LIMIT itself: refused"
+
+  # (b3) The same through envFrom: a ConfigMap's keys are not in the pod, so a source whose prefix
+  # could make the name is refused (server dry run); (b4) one whose prefix rules it out is admitted.
+  envfrom() { sed "s|^    resources: |    envFrom: [{configMapRef: {name: app-settings}$1}]\n    resources: |"; }
+  if pod adm-envfrom nvidia.com/gpu 1 | envfrom "" | kc apply --dry-run=server -f - >"$out" 2>&1; then
+    fail "a share pod taking a ConfigMap's keys through envFrom with no prefix was admitted: $(cat "$out")"
+  fi
+  grep -qF "envFrom with no prefix ruling it out: cuda" "$out" || fail "the refusal does not name envFrom and the container cuda: $(cat "$out")"
+  if pod adm-envfrom nvidia.com/gpu 1 | envfrom ", prefix: NVIDIA_" | kc apply --dry-run=server -f - >"$out" 2>&1; then
+    fail "a share pod taking a ConfigMap's keys through envFrom with prefix NVIDIA_ was admitted: $(cat "$out")"
+  fi
+  pod adm-envfrom nvidia.com/gpu 1 | envfrom ", prefix: APP_" | kc apply --dry-run=server -f - >"$out" 2>&1 ||
+    fail "a share pod taking a ConfigMap's keys through envFrom with prefix APP_ was refused: $(cat "$out")"
+  echo "  share pod with envFrom and no prefix, or prefix NVIDIA_: refused; with prefix APP_: admitted (server dry runs)"
 
   # (c) No GPU, no seccomp profile, no allowPrivilegeEscalation: not the policy's.
   pod adm-cpu cpu 10m | unconfined | kc apply -f - >"$out" 2>&1 ||
