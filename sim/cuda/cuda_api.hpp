@@ -499,6 +499,9 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, vo
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev);         // 11020
 CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev);                    // 11020
 CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool);                     // 11020
+CUresult cuMemGetDefaultMemPool(CUmemoryPool* pool_out, CUmemLocation* location, CUmemAllocationType type);  // 13000
+CUresult cuMemGetMemPool(CUmemoryPool* pool, CUmemLocation* location, CUmemAllocationType type);  // 13000
+CUresult cuMemSetMemPool(CUmemLocation* location, CUmemAllocationType type, CUmemoryPool pool);   // 13000
 CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps);    // 11020
 CUresult cuMemPoolDestroy(CUmemoryPool pool);                                     // 11020
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, std::size_t minBytesToKeep);          // 11020

@@ -97,6 +97,69 @@ TESSERA_CUDA_SIM_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool p
   });
 }
 
+// CUDA 13's location-keyed forms ([CH] cuMemGetDefaultMemPool,
+// cuMemGetMemPool, cuMemSetMemPool): for a device location and a pinned
+// allocation type they are the device forms above ("the equivalent of
+// calling cuDeviceSetMemPool with the location id as the device"); a type
+// other than PINNED or MANAGED, or a location the type does not take, is
+// INVALID_VALUE. sim: host and managed pools are not modelled (not device
+// memory the quota holds): NOT_SUPPORTED.
+namespace {
+CUresult device_location(Driver& d, const CUmemLocation* location, CUmemAllocationType type, CUdevice& dev) {
+  if (!location) return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_MEM_ALLOCATION_TYPE_PINNED && type != CU_MEM_ALLOCATION_TYPE_MANAGED) return CUDA_ERROR_INVALID_VALUE;
+  switch (location->type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+      if (!valid_device(d, location->id)) return CUDA_ERROR_INVALID_VALUE;
+      if (type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_NOT_SUPPORTED;
+      dev = location->id;
+      return CUDA_SUCCESS;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+      return CUDA_ERROR_NOT_SUPPORTED;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+}  // namespace
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool* pool_out, CUmemLocation* location,
+                                                        CUmemAllocationType type) {
+  TESSERA_CUDA_SIM_COUNT();
+  return initialized([&](Driver& d) {
+    CUdevice dev = 0;
+    if (!pool_out) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = device_location(d, location, type, dev); r != CUDA_SUCCESS) return r;
+    *pool_out = reinterpret_cast<CUmemoryPool>(d.default_pool(dev));
+    return CUDA_SUCCESS;
+  });
+}
+
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemGetMemPool(CUmemoryPool* pool, CUmemLocation* location, CUmemAllocationType type) {
+  TESSERA_CUDA_SIM_COUNT();
+  return initialized([&](Driver& d) {
+    CUdevice dev = 0;
+    if (!pool) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = device_location(d, location, type, dev); r != CUDA_SUCCESS) return r;
+    *pool = reinterpret_cast<CUmemoryPool>(d.current_pool(dev));
+    return CUDA_SUCCESS;
+  });
+}
+
+// [CH] "the location parameter should be the same as the location of the
+// pool": INVALID_VALUE otherwise.
+TESSERA_CUDA_SIM_EXPORT CUresult cuMemSetMemPool(CUmemLocation* location, CUmemAllocationType type, CUmemoryPool pool) {
+  TESSERA_CUDA_SIM_COUNT();
+  return initialized([&](Driver& d) {
+    CUdevice dev = 0;
+    if (CUresult r = device_location(d, location, type, dev); r != CUDA_SUCCESS) return r;
+    Pool* p = d.usable_pool(pool);
+    if (!p || p->device != dev) return CUDA_ERROR_INVALID_VALUE;
+    d.set_current_pool(dev, p);
+    return CUDA_SUCCESS;
+  });
+}
+
 // [CH] a pinned pool; HOST_NUMA_CURRENT is INVALID_VALUE. sim: only device
 // pools are modelled (host pools are not device memory): HOST and HOST_NUMA
 // are NOT_SUPPORTED; a device location with a bad ordinal is INVALID_VALUE.

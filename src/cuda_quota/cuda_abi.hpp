@@ -195,6 +195,7 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps);
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, std::size_t minBytesToKeep);
 CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool);
+CUresult cuMemSetMemPool(CUmemLocation* location, int type, CUmemoryPool pool);  // [CH] 13.0; type: CUmemAllocationType
 CUresult cuMemPoolDestroy(CUmemoryPool pool);
 CUresult cuModuleLoad(CUmodule* module, const char* fname);
 CUresult cuModuleLoadData(CUmodule* module, const void* image);

@@ -55,6 +55,7 @@
   X(cuMemPoolCreate, "cuMemPoolCreate", 11020, false)              \
   X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, false)              \
   X(cuDeviceSetMemPool, "cuDeviceSetMemPool", 11020, false)        \
+  X(cuMemSetMemPool, "cuMemSetMemPool", 13000, false)              \
   X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, false)            \
   X(cuModuleLoad, "cuModuleLoad", 2000, false)                     \
   X(cuModuleLoadData, "cuModuleLoadData", 2000, false)             \

@@ -1687,6 +1687,18 @@ EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   return r;
 }
 
+// CUDA 13's cuMemSetMemPool is cuDeviceSetMemPool for a device location and
+// a pinned pool ([CH]): serialised the same way, whatever it names (a call
+// the driver refuses changes nothing).
+EXPORT CUresult cuMemSetMemPool(CUmemLocation* location, int type, CUmemoryPool pool) {
+  auto driver = REAL(cuMemSetMemPool);
+  if (!driver) return missing();
+  pthread_mutex_lock(&g_pool_mu);
+  const CUresult r = driver(location, type, pool);
+  pthread_mutex_unlock(&g_pool_mu);
+  return r;
+}
+
 EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, std::size_t minBytesToKeep) {
   return forward(REAL(cuMemPoolTrimTo), [&] {
     if (enabled()) refresh_pools(-1);

@@ -345,14 +345,23 @@ int main(int argc, char** argv) {
       r = get<CUresult (*)(CUdeviceptr*, std::size_t, Handle, Handle)>("cuMemAllocFromPoolAsync", 11020)(
           &p, num(args, 1), reinterpret_cast<Handle>(handle(num(args, 2))), nullptr);
       std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(p) : SIZE_MAX);
-    } else if (op == "pool-race") {
+    } else if (op == "pool-race" || op == "pool-race-location") {
       PoolProps props{};
       props.alloc_type = 1;      // [CH] CU_MEM_ALLOCATION_TYPE_PINNED
       props.location = {1, 0};  // [CH] CU_MEM_LOCATION_TYPE_DEVICE, device 0
       Handle fallback = nullptr, other = nullptr;
       r = get<CUresult (*)(Handle*, int)>("cuDeviceGetDefaultMemPool", 11020)(&fallback, 0);
       if (r == 0) r = get<CUresult (*)(Handle*, const PoolProps*)>("cuMemPoolCreate", 11020)(&other, &props);
-      const auto set = get<CUresult (*)(int, Handle)>("cuDeviceSetMemPool", 11020);
+      // pool-race-location: CUDA 13's cuMemSetMemPool, the same switch by location and type.
+      const auto set_device = get<CUresult (*)(int, Handle)>("cuDeviceSetMemPool", 11020);
+      struct Location {
+        int type, id;
+      };
+      const auto set_location = get<CUresult (*)(Location*, int, Handle)>("cuMemSetMemPool", 13000);
+      const auto set = [&](int device, Handle pool) {
+        Location where{1, device};  // [CH] CU_MEM_LOCATION_TYPE_DEVICE; CU_MEM_ALLOCATION_TYPE_PINNED is 1
+        return op == "pool-race" ? set_device(device, pool) : set_location(&where, 1, pool);
+      };
       const auto alloc = get<CUresult (*)(CUdeviceptr*, std::size_t, Handle)>("cuMemAllocAsync", 11020);
       std::atomic<bool> stop{false};
       std::thread switcher([&] {

@@ -622,19 +622,22 @@ TEST(CudaQuota, ARefusedStepIsReleasedFromAPoolThatKeepsEverything) {
   }
 }
 
-// A second thread switches the device's current pool (cuDeviceSetMemPool)
-// between the default pool and another while this one allocates: every
-// allocation is charged to the pool the driver took it from, so the device
-// holds no more than the quota however the switches fall.
+// A second thread switches the device's current pool (cuDeviceSetMemPool,
+// or CUDA 13's cuMemSetMemPool by location and type) between the default
+// pool and another while this one allocates: every allocation is charged to
+// the pool the driver took it from, so the device holds no more than the
+// quota however the switches fall.
 TEST(CudaQuota, SwitchingTheCurrentPoolWhileAllocatingTakesNothingPastTheQuota) {
-  Container c(256 * kMiB);
-  c.set("TESSERA_SIM_CUDA_POOL_STEP=32M");
-  const auto r = c.client({"init", "pool-race:3000", "usage"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(code(r, "pool-race:3000"), kOk);
-  EXPECT_LE(value(r, "pool-race:3000", 0), 256u) << "1 MiB each: no more than the quota's worth succeed";
-  EXPECT_GT(value(r, "pool-race:3000", 1), 0u) << "the rest are refused";
-  EXPECT_LE(value(r, "usage", 0), 256 * kMiB) << "the device holds no more than the quota\n" << r.out << r.err;
+  for (const std::string op : {"pool-race:3000", "pool-race-location:3000"}) {
+    Container c(256 * kMiB);
+    c.set("TESSERA_SIM_CUDA_POOL_STEP=32M");
+    const auto r = c.client({"init", op, "usage"});
+    ASSERT_EQ(r.exit_code, 0) << op << "\n" << r.err;
+    EXPECT_EQ(code(r, op), kOk) << op;
+    EXPECT_LE(value(r, op, 0), 256u) << op << ": 1 MiB each: no more than the quota's worth succeed";
+    EXPECT_GT(value(r, op, 1), 0u) << op << ": the rest are refused";
+    EXPECT_LE(value(r, "usage", 0), 256 * kMiB) << op << ": the device holds no more than the quota\n" << r.out << r.err;
+  }
 }
 
 // The pool's own room needs no charge: a full quota does not refuse an

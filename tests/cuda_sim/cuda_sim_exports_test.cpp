@@ -104,7 +104,7 @@ const char* const kCudaHNames[] = {
     "cuMemAddressFree", "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemRetainAllocationHandle",
     "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle", "cuLibraryLoadData", "cuLibraryLoadFromFile",
     "cuLibraryUnload", "cuLibraryGetKernel", "cuDeviceGetDefaultMemPool", "cuDeviceGetMemPool",
-    "cuDeviceSetMemPool", "cuMemPoolCreate", "cuMemPoolDestroy", "cuMemPoolTrimTo", "cuMemPoolSetAttribute",
+    "cuDeviceSetMemPool", "cuMemGetDefaultMemPool", "cuMemGetMemPool", "cuMemSetMemPool", "cuMemPoolCreate", "cuMemPoolDestroy", "cuMemPoolTrimTo", "cuMemPoolSetAttribute",
     "cuMemPoolGetAttribute", "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync",
     "cuMemAllocFromPoolAsync_ptsz", "cuMemFreeAsync", "cuMemFreeAsync_ptsz", "cuGetErrorName", "cuGetErrorString",
     "cuGetProcAddress", "cuGetProcAddress_v2",

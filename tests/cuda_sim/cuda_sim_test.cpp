@@ -110,6 +110,9 @@ struct Api {
   TESSERA_API(cuDeviceGetDefaultMemPool)
   TESSERA_API(cuDeviceGetMemPool)
   TESSERA_API(cuDeviceSetMemPool)
+  TESSERA_API(cuMemGetDefaultMemPool)
+  TESSERA_API(cuMemGetMemPool)
+  TESSERA_API(cuMemSetMemPool)
   TESSERA_API(cuMemPoolCreate)
   TESSERA_API(cuMemPoolDestroy)
   TESSERA_API(cuMemPoolTrimTo)
@@ -888,6 +891,9 @@ TEST(CudaSimProcAddress, EachBaseNameGivesTheNewestVariantAtOrBeforeTheVersion) 
       {"cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool", 11020, 13000, nullptr, 0},
       {"cuDeviceGetMemPool", "cuDeviceGetMemPool", 11020, 13000, nullptr, 0},
       {"cuDeviceSetMemPool", "cuDeviceSetMemPool", 11020, 13000, nullptr, 0},
+      {"cuMemGetDefaultMemPool", "cuMemGetDefaultMemPool", 13000, 13000, nullptr, 0},
+      {"cuMemGetMemPool", "cuMemGetMemPool", 13000, 13000, nullptr, 0},
+      {"cuMemSetMemPool", "cuMemSetMemPool", 13000, 13000, nullptr, 0},
       {"cuMemPoolCreate", "cuMemPoolCreate", 11020, 13000, nullptr, 0},
       {"cuMemPoolDestroy", "cuMemPoolDestroy", 11020, 13000, nullptr, 0},
       {"cuMemPoolTrimTo", "cuMemPoolTrimTo", 11020, 13000, nullptr, 0},
@@ -1641,6 +1647,22 @@ TEST(CudaSimPool, CreatedPoolsCurrentPoolsAndDestroyWithOutstandingAllocations) 
     CUmemoryPool current = nullptr;
     ASSERT_EQ(a.cuDeviceGetMemPool(&current, 1), CUDA_SUCCESS);
     EXPECT_EQ(current, mine);
+    // CUDA 13's location-keyed forms: the same current pool for a device location and a pinned type.
+    CUmemLocation one{CU_MEM_LOCATION_TYPE_DEVICE, 1}, zero{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    CUmemLocation host{CU_MEM_LOCATION_TYPE_HOST, 0}, nine{CU_MEM_LOCATION_TYPE_DEVICE, 9};
+    ASSERT_EQ(a.cuMemGetMemPool(&current, &one, CU_MEM_ALLOCATION_TYPE_PINNED), CUDA_SUCCESS);
+    EXPECT_EQ(current, mine);
+    ASSERT_EQ(a.cuMemGetDefaultMemPool(&current, &one, CU_MEM_ALLOCATION_TYPE_PINNED), CUDA_SUCCESS);
+    EXPECT_EQ(current, default_pool(1));
+    EXPECT_EQ(a.cuMemSetMemPool(&zero, CU_MEM_ALLOCATION_TYPE_PINNED, mine), CUDA_ERROR_INVALID_VALUE);  // [CH] the pool's location
+    EXPECT_EQ(a.cuMemSetMemPool(&nine, CU_MEM_ALLOCATION_TYPE_PINNED, mine), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemSetMemPool(&one, CU_MEM_ALLOCATION_TYPE_INVALID, mine), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemSetMemPool(nullptr, CU_MEM_ALLOCATION_TYPE_PINNED, mine), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemGetMemPool(&current, &host, CU_MEM_ALLOCATION_TYPE_PINNED), CUDA_ERROR_NOT_SUPPORTED);  // sim: no host pools
+    ASSERT_EQ(a.cuMemSetMemPool(&one, CU_MEM_ALLOCATION_TYPE_PINNED, default_pool(1)), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuDeviceGetMemPool(&current, 1), CUDA_SUCCESS);
+    EXPECT_EQ(current, default_pool(1)) << "cuMemSetMemPool sets what cuDeviceGetMemPool reads";
+    ASSERT_EQ(a.cuMemSetMemPool(&one, CU_MEM_ALLOCATION_TYPE_PINNED, mine), CUDA_SUCCESS);
     // From a device-1 pool on a stream of device 0 ([CH]: allowed).
     CUdeviceptr p = 0, q = 0;
     ASSERT_EQ(a.cuMemAllocFromPoolAsync(&p, 3 * kMiB, mine, nullptr), CUDA_SUCCESS);
