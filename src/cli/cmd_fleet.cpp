@@ -44,6 +44,7 @@ struct ClusterArgs {
   std::string ns;
   std::string mig_configmap = "tessera-mig-config";
   std::string mig_configmap_key = "config.yaml";
+  std::vector<std::string> dra_drivers{fleet::kGpuDraDriver};
 };
 
 struct FleetPlanArgs {
@@ -96,6 +97,11 @@ void add_cluster_options(CLI::App& cmd, ClusterArgs& a) {
   cmd.add_option("--namespace", a.ns, "Namespace of the ConfigMaps (default: $POD_NAMESPACE, else tessera)");
   cmd.add_option("--mig-configmap", a.mig_configmap, "The node agents' mig-parted ConfigMap")->capture_default_str();
   cmd.add_option("--mig-configmap-key", a.mig_configmap_key, "Its key holding the mig-parted file")->capture_default_str();
+  cmd.add_option("--dra-driver", a.dra_drivers,
+                 "A DRA driver whose ResourceClaims hold GPUs (repeat for more; a node where they hold any is kept as it is).\n"
+                 "Give tessera's own when `tessera dra --driver-name` renamed it")
+      ->capture_default_str()
+      ->type_name("NAME");
 }
 
 // --max-wave-nodes: a number of nodes (0: no limit) or a share of the fleet's GPU nodes, "10%".
@@ -202,7 +208,7 @@ int run_fleet_plan(const FleetPlanArgs& args) {
     print_diagnostics(diags, std::cerr);
     return kExitInvalid;
   }
-  auto snap = fleet::parse_snapshot(list, source);
+  auto snap = fleet::parse_snapshot(list, source, args.cluster.dra_drivers);
   if (!snap) {
     std::cerr << cmd << ": " << snap.error().message << '\n';
     return kExitInvalid;
@@ -359,6 +365,7 @@ int run_fleet_run(const FleetRunArgs& args) {
   fleet::ControllerOptions options;
   options.mig_configmap = args.cluster.mig_configmap;
   options.mig_configmap_key = args.cluster.mig_configmap_key;
+  options.dra_drivers = args.cluster.dra_drivers;
   options.pending_after = millis(args.pending_after);
   options.poll = millis(args.poll);
   options.config_propagation = millis(args.config_propagation);

@@ -29,7 +29,7 @@ Controller::Controller(FleetApi& api, ControllerOptions options) : api_(api), op
 Result<Controller::Facts> Controller::read_facts() {
   auto list = api_.snapshot();
   if (!list) return unexpected(list.error());
-  auto snap = parse_snapshot(*list, "the cluster");
+  auto snap = parse_snapshot(*list, "the cluster", options_.dra_drivers);
   if (!snap) return unexpected(snap.error());
   auto cm = api_.get_configmap(options_.mig_configmap);
   if (!cm) return unexpected(cm.error());

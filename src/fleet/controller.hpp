@@ -54,6 +54,7 @@ class FleetApi {
 struct ControllerOptions {
   std::string mig_configmap = "tessera-mig-config";  // the mig-parted ConfigMap the node agents read
   std::string mig_configmap_key = "config.yaml";
+  std::vector<std::string> dra_drivers;  // whose ResourceClaims hold GPUs (empty: kGpuDraDriver)
   std::chrono::milliseconds pending_after{std::chrono::seconds(60)};
   std::chrono::milliseconds poll{std::chrono::seconds(5)};
   // After new configs go into the mig-parted ConfigMap: time for the kubelets to update the mounted file.

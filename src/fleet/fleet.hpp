@@ -95,13 +95,14 @@ struct SnapNode {
   // status.allocatable's device resources (nvidia.com/gpu, nvidia.com/mig-1g.10gb, ...): what the
   // device plugin serves now, healthy devices only (-1: unreadable). nullopt without status.allocatable.
   std::optional<std::map<std::string, int64_t>> devices;
-  // Devices that ResourceClaims allocated here through a GPU DRA driver (kGpuDraDriver):
-  // "claim namespace/name: device", one per result. The device plugin's allocatable cannot tell
+  // Devices that ResourceClaims allocated here through a GPU DRA driver (parse_snapshot's
+  // dra_drivers): "ResourceClaim namespace/name holds 'device' of driver", one per result. The device plugin's allocatable cannot tell
   // them from free ones, so a node holding any is kept as it is.
   std::vector<std::string> dra_devices;
 };
 
-// The DRA driver whose ResourceClaims hold GPUs: NVIDIA's, and tessera's under its default name.
+// The DRA driver whose ResourceClaims hold GPUs by default: NVIDIA's, and tessera's under its
+// default name (`tessera dra --driver-name`).
 inline constexpr const char* kGpuDraDriver = "gpu.nvidia.com";
 
 struct SnapPod {
@@ -163,8 +164,12 @@ struct Snapshot {
 // Errors name the object: a document that is not a List, a pod asking for
 // two GPU resources, a count that is not a whole number. `source` names the
 // input in messages.
-[[nodiscard]] Result<Snapshot> parse_snapshot(const nlohmann::json& list, const std::string& source);
-[[nodiscard]] Result<Snapshot> parse_snapshot_text(const std::string& text, const std::string& source);
+// `dra_drivers`: the DRA drivers whose ResourceClaims hold GPUs (empty: kGpuDraDriver); another
+// driver's devices (a NIC's) are not GPUs.
+[[nodiscard]] Result<Snapshot> parse_snapshot(const nlohmann::json& list, const std::string& source,
+                                              const std::vector<std::string>& dra_drivers = {});
+[[nodiscard]] Result<Snapshot> parse_snapshot_text(const std::string& text, const std::string& source,
+                                                   const std::vector<std::string>& dra_drivers = {});
 // Whether parse_snapshot may read a Node's or Pod's field at `path` (object keys from the item
 // down, array levels adding no step: {"spec", "containers", "resources", "limits"}). Fields a
 // cluster is full of (managedFields, images, env, volumes, other annotations, requests of other

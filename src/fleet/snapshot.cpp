@@ -278,6 +278,7 @@ namespace {
 // metadata.name), else its pool (a node-local driver names its pool after its node). A claim not
 // allocated holds nothing; one whose node cannot be told is said in `warnings`.
 std::vector<std::pair<std::string, std::string>> claimed_devices(const json& item, const std::string& id,
+                                                                 const std::vector<std::string>& drivers,
                                                                  std::vector<std::string>& warnings) {
   std::vector<std::pair<std::string, std::string>> out;
   const json& alloc = at(at(item, "status"), "allocation");
@@ -295,14 +296,15 @@ std::vector<std::pair<std::string, std::string>> claimed_devices(const json& ite
     return out;
   }
   for (const auto& r : results) {
-    if (str_at(r, "driver") != kGpuDraDriver) continue;
+    const std::string driver = str_at(r, "driver");
+    if (std::find(drivers.begin(), drivers.end(), driver) == drivers.end()) continue;
     const std::string where = node.empty() ? str_at(r, "pool") : node;
     if (where.empty()) {
       warnings.push_back("ResourceClaim " + id + ": device " + quote(str_at(r, "device")) +
-                         " of " + kGpuDraDriver + " names neither a node nor a pool; the node it holds is not known");
+                         " of " + driver + " names neither a node nor a pool; the node it holds is not known");
       continue;
     }
-    out.emplace_back(where, str_at(r, "device"));
+    out.emplace_back(where, quote(str_at(r, "device")) + " of " + driver);
   }
   return out;
 }
@@ -469,14 +471,16 @@ bool snapshot_field_wanted(std::span<const std::string> path) {
   return true;
 }
 
-Result<Snapshot> parse_snapshot_text(const std::string& text, const std::string& source) {
+Result<Snapshot> parse_snapshot_text(const std::string& text, const std::string& source,
+                                     const std::vector<std::string>& dra_drivers) {
   json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded())
     return fail(Errc::parse, source + ": not JSON (expected the output of `kubectl get nodes,pods -A -o json`)");
-  return parse_snapshot(doc, source);
+  return parse_snapshot(doc, source, dra_drivers);
 }
 
-Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
+Result<Snapshot> parse_snapshot(const json& list, const std::string& source, const std::vector<std::string>& dra_drivers) {
+  const std::vector<std::string> gpu_drivers = dra_drivers.empty() ? std::vector<std::string>{kGpuDraDriver} : dra_drivers;
   std::string kind = str_at(list, "kind");
   if (!list.is_object() || (kind != "List" && kind != "NodeList" && kind != "PodList") || !at(list, "items").is_array())
     return fail(Errc::parse, source + ": not a Kubernetes List (kind " + (kind.empty() ? "missing" : quote(kind)) +
@@ -503,8 +507,8 @@ Result<Snapshot> parse_snapshot(const json& list, const std::string& source) {
     }
     if (item_kind == "ResourceClaim") {
       const std::string ns = str_at(meta, "namespace").empty() ? std::string("default") : str_at(meta, "namespace");
-      for (auto& [node, device] : claimed_devices(item, ns + "/" + name, snap.warnings))
-        claims[node].push_back("ResourceClaim " + ns + "/" + name + " holds " + quote(device));
+      for (auto& [node, device] : claimed_devices(item, ns + "/" + name, gpu_drivers, snap.warnings))
+        claims[node].push_back("ResourceClaim " + ns + "/" + name + " holds " + device);
       continue;
     }
     if (item_kind == "PodDisruptionBudget") {
@@ -1074,7 +1078,7 @@ Result<Problem> build_problem(const Snapshot& snap, const config::MigPartedConfi
     // GPUs that DRA claims hold: the device plugin's count cannot tell them from free ones.
     if (!sn.dra_devices.empty() && !n.frozen) {
       n.frozen = true;
-      p.warnings.push_back("Node " + sn.name + ": " + sn.dra_devices.front() + " through " + kGpuDraDriver +
+      p.warnings.push_back("Node " + sn.name + ": " + sn.dra_devices.front() +
                            (sn.dra_devices.size() > 1 ? " (and " + std::to_string(sn.dra_devices.size() - 1) + " more)" : "") +
                            "; which GPUs DRA holds is not told apart from free ones: the node is kept as it is and "
                            "takes no new pod in this plan");

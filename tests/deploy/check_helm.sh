@@ -151,6 +151,8 @@ cases=(
   "custom|-||--set mode=node --set image.repository=registry.example.com/tessera --set image.tag=0.1.0 --set image.pullPolicy=Always --set-json imagePullSecrets=[{\"name\":\"registry\"}] --set namespace.name=gpu-system --set runtimeClassName= --set-json nodeSelector={\"example.com/gpu\":\"yes\"} --set-json tolerations=[{\"operator\":\"Exists\"}] --set priorityClassName=gpu-critical --set terminationGracePeriodSeconds=90 --set-json resources={\"limits\":{\"memory\":\"1Gi\"},\"requests\":{\"cpu\":\"100m\"}} --set logLevel=debug --set-json extraArgs=[\"--eviction-timeout\",\"600\",\"--no-node-labels\"] --set-json podAnnotations={\"example.com/team\":\"gpu\"} --set updateStrategy.type=OnDelete --set hostNetwork=true --set-json extraEnv=[{\"name\":\"HTTPS_PROXY\",\"value\":\"http://proxy:3128\"}] --set-json extraVolumes=[{\"name\":\"site\",\"configMap\":{\"name\":\"site\"}}] --set-json extraVolumeMounts=[{\"name\":\"site\",\"mountPath\":\"/etc/site\",\"readOnly\":true}] --set-json affinity={\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"example.com/accelerator\",\"operator\":\"In\",\"values\":[\"h200\"]}]}]}}} --set-json podSecurityContext={\"runAsUser\":0,\"fsGroup\":0} --set-json securityContext={\"privileged\":true,\"readOnlyRootFilesystem\":true}"
   # fullnameOverride and nameOverride: every object renamed, every reference kept.
   "names|-||--set mode=node --set migManager.enabled=true --set metrics.enabled=true --set mps.enabled=true --set fleet.enabled=true --set fullnameOverride=gpu-share --set nameOverride=gs"
+  # The fleet controller told of a renamed DRA driver (its claims hold GPUs).
+  "fleet+dra-driver|-||--set fleet.enabled=true --set dra.driverName=gpu.example.com"
   "names+dra|-||--set dra.enabled=true --set mps.enabled=true --set fullnameOverride=gpu-share --set nameOverride=gs"
   "release-namespace|-||--set namespace.create=false --set namespace.name= --namespace gpu-tenant"
   "dra|overlays/dra||--set dra.enabled=true"
@@ -332,6 +334,9 @@ for c in "${cases[@]}"; do
   case $name in
     custom) python3 "$checks" custom "$out" || bad "$name: values not applied" ;;
     names|names+dra) python3 "$checks" names "$out" gpu-share gs || bad "$name: names" ;;
+    fleet+dra-driver)
+      python3 "$checks" fleet-dra-drivers "$out" gpu.nvidia.com gpu.example.com || bad "$name: fleet's DRA drivers"
+      renders+=("helm:$name=$out") ;;
     node+migManager+config-maps)
       python3 "$checks" configs "$out" "$work/config-maps.yaml" || bad "$name: configs"
       renders+=("helm:$name=$out") ;;

@@ -650,6 +650,19 @@ def device_plugin_configs(render, configmap, default, strategy):
     return 1 if problems else 0
 
 
+def fleet_dra_drivers(render, *expected):
+    """The fleet controller's --dra-driver values, in order (none: no such flag)."""
+    docs = load(render)
+    fleet = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("fleet"))
+    cmd = next(c for c in fleet["spec"]["template"]["spec"]["containers"] if c["name"] == "fleet")["command"]
+    got = tuple(cmd[i + 1] for i, a in enumerate(cmd[:-1]) if a == "--dra-driver")
+    if got != expected:
+        print("  fleet: --dra-driver %s, expected %s: %s" % (list(got), list(expected), cmd))
+        return 1
+    print("  fleet: --dra-driver %s" % (list(got) or "not passed"))
+    return 0
+
+
 def main(argv):
     cmd, args = argv[1], argv[2:]
     if cmd == "compare":
@@ -676,6 +689,8 @@ def main(argv):
         return namespace(*args)
     if cmd == "device-plugin-configs":
         return device_plugin_configs(*args)
+    if cmd == "fleet-dra-drivers":
+        return fleet_dra_drivers(*args)
     raise SystemExit("unknown check " + cmd)
 
 

@@ -361,9 +361,9 @@ TEST(FleetModel, ANodeWithGpusHeldByResourceClaimsIsKeptAsItIs) {
   const std::string kept = "; which GPUs DRA holds is not told apart from free ones: the node is kept as it is and takes no new "
                            "pod in this plan\n";
   EXPECT_EQ(plan_for({claim("c", "gpu.nvidia.com", "a")}),
-            std::pair(std::string("b"), "Node a: ResourceClaim ml/c holds 'gpu-0' through gpu.nvidia.com" + kept));
+            std::pair(std::string("b"), "Node a: ResourceClaim ml/c holds 'gpu-0' of gpu.nvidia.com" + kept));
   EXPECT_EQ(plan_for({claim("c", "gpu.nvidia.com", "b"), claim("d", "gpu.nvidia.com", "b")}),
-            std::pair(std::string("a"), "Node b: ResourceClaim ml/c holds 'gpu-0' through gpu.nvidia.com (and 1 more)" + kept));
+            std::pair(std::string("a"), "Node b: ResourceClaim ml/c holds 'gpu-0' of gpu.nvidia.com (and 1 more)" + kept));
   EXPECT_EQ(plan_for({claim("c", "gpu.nvidia.com", "a"), claim("d", "gpu.nvidia.com", "b")}).first, "-");
   // Another driver's devices (a NIC's) and a claim not allocated hold no GPU.
   EXPECT_EQ(plan_for({claim("n", "net.example.com", "a"), claim("n2", "net.example.com", "b"), claim("w", "", "")}).second, "");
@@ -375,6 +375,22 @@ TEST(FleetModel, ANodeWithGpusHeldByResourceClaimsIsKeptAsItIs) {
   unreadable["status"]["allocation"]["devices"]["results"] = "gpu-0";
   EXPECT_EQ(plan_for({unreadable}).second,
             "ResourceClaim ml/c: status.allocation.devices.results is not a list; the GPUs it may hold are not known\n");
+  // tessera's DRA driver renamed (`tessera dra --driver-name gpu.example.com`): its claims hold GPUs
+  // once named, and then NVIDIA's name no longer counts unless named too.
+  const std::vector<json> renamed = {node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"),
+                                     node("b", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled"), pod("p", "1g.10gb", 1),
+                                     claim("c", "gpu.example.com", "a")};
+  auto held_nodes = [&](const std::vector<std::string>& drivers) {
+    auto snap = parse_snapshot(list(renamed), "test", drivers);
+    EXPECT_TRUE(snap.has_value());
+    std::string held;
+    for (const auto& n : snap->nodes)
+      if (!n.dra_devices.empty()) held += n.name + ": " + n.dra_devices.front() + "\n";
+    return held;
+  };
+  EXPECT_EQ(held_nodes({}), "") << "by default only gpu.nvidia.com holds GPUs";
+  EXPECT_EQ(held_nodes({"gpu.example.com"}), "a: ResourceClaim ml/c holds 'gpu-0' of gpu.example.com\n");
+  EXPECT_EQ(held_nodes({"gpu.nvidia.com", "gpu.example.com"}), "a: ResourceClaim ml/c holds 'gpu-0' of gpu.example.com\n");
   // A claim is a fact the plan depends on: its hash changes with it.
   auto hash = [&](std::vector<json> items) { return parse_snapshot(list(items), "test")->hash; };
   const json a = node("a", "NVIDIA-A100-SXM4-80GB", 1, "all-disabled");
