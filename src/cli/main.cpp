@@ -55,26 +55,33 @@ const CLI::Option* find_option(const CLI::App* cmd, const std::string& word) {
 // What CLI11 answers too briefly ("A subcommand is required", "--file is
 // required", "The following arguments were not expected"), said with the
 // word at fault and the nearest names, at every level: an unknown option of
-// the command reached, a word that names none of its subcommands, or no
-// subcommand at all (its help then, on stderr). True when it said something.
+// the command reached, a word that names none of its subcommands, a word a
+// command without positional arguments does not take (a file given without
+// --file), or no subcommand at all (its help then, on stderr). True when it
+// said something.
 bool explain_usage_error(CLI::App& app, const std::vector<std::string>& words) {
   CLI::App* cmd = &app;
   std::string path = "tessera";
-  std::string stray;
+  std::string stray, extra;
   std::vector<std::string> unknown;
+  bool values = false;  // after an option that takes several values: words are its values
   for (size_t i = 1; i < words.size(); ++i) {
     const std::string& w = words[i];
     if (w == "--") break;
     if (w.size() > 1 && w[0] == '-') {
+      values = false;
       const CLI::Option* opt = find_option(cmd, w);
       if (!opt) {
         unknown.push_back(w.substr(0, w.find('=')));
         continue;
       }
-      if (opt->get_type_size() != 0 && w.find('=') == std::string::npos && w != "--help" && w != "-h") ++i;  // its value
+      if (opt->get_expected_max() > 0 && w.find('=') == std::string::npos && w != "--help" && w != "-h") {
+        ++i;  // its value
+        values = opt->get_expected_max() > 1;
+      }
       continue;
     }
-    if (!stray.empty()) continue;
+    if (values || !stray.empty()) continue;
     CLI::App* sub = nullptr;
     for (auto* s : cmd->get_subcommands([](CLI::App*) { return true; }))
       if (s->get_name() == w) sub = s;
@@ -83,6 +90,8 @@ bool explain_usage_error(CLI::App& app, const std::vector<std::string>& words) {
       path += " " + w;
     } else if (!cmd->get_subcommands([](CLI::App*) { return true; }).empty()) {
       stray = w;
+    } else if (extra.empty() && std::ranges::none_of(cmd->get_options(), [](const CLI::Option* o) { return !o->nonpositional(); })) {
+      extra = w;
     }
   }
   if (!unknown.empty()) {
@@ -101,6 +110,13 @@ bool explain_usage_error(CLI::App& app, const std::vector<std::string>& words) {
   if (!stray.empty()) {
     std::cerr << path << ": unknown command '" << tessera::escape_control(stray) << "' (nearest: "
               << tessera::join(tessera::nearest(stray, subs, 3)) << "); run `" << path << " --help` for the list\n";
+    return true;
+  }
+  if (!extra.empty()) {
+    std::cerr << path << ": unexpected argument '" << tessera::escape_control(extra) << "'";
+    if (find_option(cmd, "--file"))
+      std::cerr << " (a file is given with --file: `" << path << " --file " << tessera::escape_control(extra) << "`)";
+    std::cerr << "; run `" << path << " --help` for its options\n";
     return true;
   }
   if (!subs.empty() && cmd->get_subcommands().empty()) {

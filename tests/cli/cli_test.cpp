@@ -204,6 +204,9 @@ TEST(Cli, TyposAtEveryLevelAreNamedWithTheNearest) {
            {{"fleet", "pln"}, "tessera fleet: unknown command 'pln' (nearest: plan"},
            {{"plan", "--gpus", "3"}, "tessera plan: unknown option '--gpus' (nearest: --gpus-per-node, --gpu"},
            {{"mig", "validate", "--fle", "x.yaml"}, "tessera mig validate: unknown option '--fle' (nearest: --file"},
+           {{"config", "validate", "x.yaml"},
+            "tessera config validate: unexpected argument 'x.yaml' (a file is given with --file: `tessera config validate --file x.yaml`)"},
+           {{"catalog", "--layouts", "extra"}, "tessera catalog: unexpected argument 'extra'; run `tessera catalog --help`"},
            {{"--log-level", "debug", "mig", "valdate"}, "tessera mig: unknown command 'valdate' (nearest: validate"},
            {{"mig"}, "tessera mig: a command is needed: validate, plan, apply"},
            {{}, "tessera: a command is needed: catalog, mig, config"}}) {
