@@ -218,6 +218,19 @@ CUresult Driver::init() {
       return CUDA_ERROR_UNKNOWN;
     }
   }
+  // A module load's time (a real driver's reads and uploads the image: milliseconds), spent before
+  // its memory is taken, with the driver free for other threads' calls meanwhile.
+  load_us_ = 0;
+  if (const char* text = std::getenv("TESSERA_SIM_CUDA_LOAD_US")) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(text, &end, 10);
+    if (!*text || *end || errno || v > 10'000'000 || text[0] == '-') {
+      std::fprintf(stderr, "tessera cuda sim: TESSERA_SIM_CUDA_LOAD_US: '%.60s' is not a whole number of microseconds up to 10000000\n", text);
+      return CUDA_ERROR_UNKNOWN;
+    }
+    load_us_ = v;
+  }
   if (pool_step_ % kGranule != 0) {
     std::fprintf(stderr, "tessera cuda sim: TESSERA_SIM_CUDA_POOL_STEP must be a multiple of 2 MiB\n");
     return CUDA_ERROR_UNKNOWN;

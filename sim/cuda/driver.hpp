@@ -256,6 +256,7 @@ class Driver {
   CUresult graph_trim(CUdevice dev);
   GraphPool& graph_pool(CUdevice dev) { return graph_pools_[static_cast<std::size_t>(dev)]; }
   std::uint64_t pool_step() const { return pool_step_; }
+  std::uint64_t load_us() const { return load_us_; }
 
   void reset_after_fork();
 
@@ -277,6 +278,7 @@ class Driver {
   std::uint64_t pool_step_ = kGranule;  // TESSERA_SIM_CUDA_POOL_STEP: a pool grows and shrinks by this
   std::uint64_t context_bytes_ = 0;     // TESSERA_SIM_CUDA_CONTEXT_BYTES: each context's own memory
   std::uint64_t module_bytes_ = 0;      // TESSERA_SIM_CUDA_MODULE_BYTES: each module's memory
+  std::uint64_t load_us_ = 0;           // TESSERA_SIM_CUDA_LOAD_US: how long a module load takes, in µs
   std::vector<std::unique_ptr<Stream>> streams_;  // never freed: a stale handle never aliases a new one
   std::set<Stream*> live_streams_;
   std::map<std::uintptr_t, Module> modules_;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <ctime>
 
 #include "entry.hpp"
 
@@ -282,7 +283,21 @@ CUresult pop_current(CUcontext* pctx) {
 // sim: a module is any image (the driver would parse it); it holds
 // TESSERA_SIM_CUDA_MODULE_BYTES of the current context's device until it is
 // unloaded or its context destroyed.
+// TESSERA_SIM_CUDA_LOAD_US: a load's time, spent before its memory is taken
+// and outside the driver's lock (other threads' calls go on meanwhile).
+void take_load_time() {
+  std::uint64_t us = 0;
+  if (initialized([&](Driver& d) {
+        us = d.load_us();
+        return CUDA_SUCCESS;
+      }) != CUDA_SUCCESS || us == 0)
+    return;
+  const timespec pause{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
+  nanosleep(&pause, nullptr);
+}
+
 CUresult load(CUmodule* module, bool has_image) {
+  if (module && has_image) take_load_time();
   return initialized([&](Driver& d) {
     if (!module || !has_image) return CUDA_ERROR_INVALID_VALUE;
     Context* c = d.current();
@@ -427,6 +442,7 @@ namespace {
 CUresult library_load(CUlibrary* library, bool have_code, CUjit_option* jitOptions, void** jitOptionsValues,
                       unsigned numJitOptions, CUlibraryOption* libraryOptions, void** libraryOptionValues,
                       unsigned numLibraryOptions) {
+  if (library && have_code) take_load_time();
   return initialized([&](Driver& d) {
     if (!library || !have_code) return CUDA_ERROR_INVALID_VALUE;
     if ((numJitOptions && (!jitOptions || !jitOptionsValues)) ||

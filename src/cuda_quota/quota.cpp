@@ -837,6 +837,16 @@ void reclaim_context(CUcontext ctx) {
   }
 }
 
+void context_bytes(CUcontext ctx, std::uint64_t (&out)[kMaxDevices]) {
+  TableLock lock;
+  for (std::size_t i = 0; i < g_table.capacity; ++i) {
+    const Record& r = g_table.slots[i];
+    if (!empty(r) && r.kind == Kind::context_bound && r.ctx == ctx && r.index >= 0 &&
+        static_cast<std::size_t>(r.index) < kMaxDevices)
+      out[r.index] += r.bytes;
+  }
+}
+
 void note_primary(CUdevice ordinal, CUcontext ctx) {
   if (ordinal < 0 || ordinal >= kMaxOrdinals) return;
   pthread_mutex_lock(&g_primary_mu);

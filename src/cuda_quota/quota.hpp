@@ -99,6 +99,8 @@ bool find(Space space, std::uint64_t key, Record& out);
 bool update(const Record& r);  // overwrite an existing record
 // Removes and uncharges every context-bound record of `ctx`.
 void reclaim_context(CUcontext ctx);
+// Adds the bytes of every context-bound record of `ctx` to `out`, by ledger device.
+void context_bytes(CUcontext ctx, std::uint64_t (&out)[kMaxDevices]);
 // Removes every record for which `pick` is true, returning them in `out` (up to `capacity`).
 std::size_t take_if(bool (*pick)(const Record&, const void*), const void* arg, Record* out, std::size_t capacity);
 

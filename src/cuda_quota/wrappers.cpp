@@ -45,6 +45,61 @@ CUresult forward(F driver, After&& after, Args... args) {
   return r;
 }
 
+// Frees under way, for the measurements (design §7, "measured"): the bytes
+// this process's frees of known size have started, and finished, handing
+// back to the driver on each ledger device. A measurement of the driver's
+// free memory across a load or a context's creation adds back what was
+// started by its end and not finished by its start: a free by another thread
+// in between can make it charge more (returned with what it charged), never
+// less than the driver took.
+std::atomic<std::uint64_t> g_releases_started[kMaxDevices];
+std::atomic<std::uint64_t> g_releases_finished[kMaxDevices];
+
+bool ledger_index(int index) { return index >= 0 && static_cast<std::size_t>(index) < kMaxDevices; }
+
+void release_started(int index, std::uint64_t bytes) {
+  if (bytes && ledger_index(index)) g_releases_started[index].fetch_add(bytes);
+}
+void release_finished(int index, std::uint64_t bytes) {
+  if (bytes && ledger_index(index)) g_releases_finished[index].fetch_add(bytes);
+}
+
+// One free's bytes, under way while it lives (around the driver's call).
+class Releasing {
+ public:
+  Releasing(int index, std::uint64_t bytes) : index_(index), bytes_(bytes) { release_started(index_, bytes_); }
+  ~Releasing() { release_finished(index_, bytes_); }
+  Releasing(const Releasing&) = delete;
+  Releasing& operator=(const Releasing&) = delete;
+
+ private:
+  int index_;
+  std::uint64_t bytes_;
+};
+
+// A measurement on ledger device `index`, opened before its first read of the
+// driver's free memory.
+class Measurement {
+ public:
+  explicit Measurement(int index = -1) : index_(index), finished_(ledger_index(index) ? g_releases_finished[index].load() : 0) {}
+  // What the driver took between free memory `before` and `after` (read in
+  // that order, both after this was made): the drop, plus what this
+  // process's frees may have handed back meanwhile.
+  std::uint64_t taken(std::uint64_t before, std::uint64_t after) const {
+    const std::uint64_t back = ledger_index(index_) ? g_releases_started[index_].load() - finished_ : 0;
+    return before + back > after ? before + back - after : 0;
+  }
+
+ private:
+  int index_;
+  std::uint64_t finished_;
+};
+
+// A forked child has only the forking thread: none of its parent's frees is under way.
+void releases_after_fork_child() {
+  for (std::size_t i = 0; i < kMaxDevices; ++i) g_releases_finished[i].store(g_releases_started[i].load());
+}
+
 // The device a wrapper charges: the current context's. `known` false means
 // "forward uncharged" (library off or not ready; the driver answers).
 Device charged_device(CUdevice& ordinal, CUcontext& ctx) {
@@ -412,6 +467,7 @@ void pools_after_fork_child() {
   for (auto& p : g_pools) p = Pool{};
   for (auto& c : g_graph_charged) c = 0;
   g_graphs.store(false, std::memory_order_relaxed);
+  releases_after_fork_child();
 }
 
 __attribute__((constructor)) void register_pools_fork_handler() { pthread_atfork(nullptr, nullptr, pools_after_fork_child); }
@@ -605,6 +661,7 @@ template <class Call>
 CUresult free_pointer(CUdeviceptr p, Call&& call) {
   Record rec;
   const bool ours = enabled() && take(Space::pointer, p, rec);
+  Releasing releasing(ours && rec.kind != Kind::pool ? rec.index : -1, rec.bytes);
   const CUresult r = call();
   if (!ours) {
     // Perhaps a graph's allocation: one its exec no longer holds is released now.
@@ -684,6 +741,7 @@ template <class Call>
 CUresult destroy_array(std::uint64_t key, Call&& call) {
   Record rec;
   const bool ours = enabled() && take(Space::array, key, rec);
+  Releasing releasing(ours ? rec.index : -1, rec.bytes);
   const CUresult r = call();
   if (!ours) return r;
   if (r != CUDA_SUCCESS) insert(rec);
@@ -814,13 +872,14 @@ bool probe_context(int index, CUdevice ordinal, CUcontext ctx, std::uint64_t& by
   const auto destroy = REAL(cuCtxDestroy_v2);
   std::uint64_t before = 0, after = 0;
   const std::uint64_t charged = usage(index);
+  const Measurement measurement(index);
   if (!create || !destroy || !free_through(ctx, false, before)) return false;
   CUcontext scratch = nullptr;
   if (create(&scratch, 0, ordinal) != CUDA_SUCCESS) return false;
   const bool ok = free_through(ctx, false, after);
   destroy(scratch);  // [CH] a destroyed current context is popped: the caller's stack is as it was
   if (!ok || usage(index) != charged) return false;
-  bytes = before > after ? before - after : 0;
+  bytes = measurement.taken(before, after);
   return true;
 }
 
@@ -881,6 +940,7 @@ CUresult create_context(CUdevice ordinal, bool primary, CUcontext* pctx, Call&& 
     return CUDA_ERROR_NOT_PERMITTED;
   }
   std::uint64_t before = 0;
+  const Measurement measurement(dev.index);
   const bool measured = dev.index >= 0 && free_on(ordinal, before);
   const CUresult r = call();
   if (r != CUDA_SUCCESS) return r;
@@ -892,7 +952,7 @@ CUresult create_context(CUdevice ordinal, bool primary, CUcontext* pctx, Call&& 
   if (!measured) {
     bytes = first_context_bytes(dev.index, ordinal, ctx);
   } else if (free_through(ctx, !primary, after)) {
-    bytes = before > after ? before - after : 0;
+    bytes = measurement.taken(before, after);
   }
   if (bytes == 0) return r;
   if (!charge(dev, bytes, bytes)) {
@@ -923,10 +983,12 @@ CUresult load_code(Space space, Handle* out, Unload unload, Call&& call) {
   CUcontext ctx = nullptr;
   const Device dev = charged_device(ordinal, ctx);
   std::uint64_t before = 0, after = 0;
+  const Measurement measurement(dev.index);
   if (!dev.known || !out || !free_through(ctx, true, before)) return call();
   const CUresult r = call();
-  if (r != CUDA_SUCCESS || !free_through(ctx, true, after) || after >= before) return r;
-  const std::uint64_t bytes = before - after;
+  if (r != CUDA_SUCCESS || !free_through(ctx, true, after)) return r;
+  const std::uint64_t bytes = measurement.taken(before, after);
+  if (bytes == 0) return r;
   if (!charge(dev, bytes, bytes)) {
     if (unload) unload(*out);
     *out = nullptr;
@@ -964,13 +1026,17 @@ CUresult load_library(CUlibrary* library, Call&& call) {
   const int n = device_count() < kMax ? device_count() : kMax;
   std::uint64_t before[kMaxDevices] = {}, drop[kMaxDevices] = {};
   bool seen[kMaxDevices] = {}, any = false;
-  for (int i = 0; i < n; ++i) any = (seen[i] = free_on(ordinal_of(i), before[i])) || any;
+  Measurement measurement[kMaxDevices];
+  for (int i = 0; i < n; ++i) {
+    measurement[i] = Measurement(i);
+    any = (seen[i] = free_on(ordinal_of(i), before[i])) || any;
+  }
   if (!any) return call();
   const CUresult r = call();
   if (r != CUDA_SUCCESS) return r;
   for (int i = 0; i < n; ++i) {
     std::uint64_t after = 0;
-    if (seen[i] && free_on(ordinal_of(i), after) && after < before[i]) drop[i] = before[i] - after;
+    if (seen[i] && free_on(ordinal_of(i), after)) drop[i] = measurement[i].taken(before[i], after);
   }
   for (int i = 0; i < n; ++i) {
     if (drop[i] == 0 || charge(Device{true, i, 0}, drop[i], drop[i])) continue;
@@ -999,10 +1065,12 @@ CUresult unload_library(CUlibrary library) {
   Record recs[kMaxDevices];
   bool held[kMaxDevices] = {};
   constexpr int kMax = static_cast<int>(kMaxDevices);
-  for (int i = 0; i < kMax; ++i) held[i] = take(Space::library, library_key(library, i), recs[i]);
+  for (int i = 0; i < kMax; ++i)
+    if ((held[i] = take(Space::library, library_key(library, i), recs[i]))) release_started(i, recs[i].bytes);
   const CUresult r = driver(library);
   for (int i = 0; i < kMax; ++i) {
     if (!held[i]) continue;
+    release_finished(i, recs[i].bytes);
     if (r != CUDA_SUCCESS) insert(recs[i]);
     else uncharge(recs[i].index, recs[i].bytes);
   }
@@ -1015,6 +1083,7 @@ CUresult unload_code(Space space, CUresult (*driver)(Handle), Handle h) {
   if (!driver) return missing();
   Record rec;
   const bool ours = enabled() && take(space, reinterpret_cast<std::uint64_t>(h), rec);
+  Releasing releasing(ours ? rec.index : -1, rec.bytes);
   const CUresult r = driver(h);
   if (!ours) return r;
   if (r != CUDA_SUCCESS) insert(rec);
@@ -1104,6 +1173,24 @@ void report_nvml(nvmlDevice_t device, Memory* memory) {
   memory->used = used;
   memory->free = room < memory->free ? room : memory->free;
   if constexpr (requires { memory->reserved; }) memory->reserved = 0;
+}
+
+// What a context's destruction hands back (its own memory, its modules' and
+// its context-bound allocations') is under way around the driver's call.
+template <class Destroy>
+CUresult destroy_context(Destroy driver, CUcontext ctx) {
+  if (!driver) return missing();
+  std::uint64_t bytes[kMaxDevices] = {};
+  const bool on = enabled();
+  if (on) context_bytes(ctx, bytes);
+  for (std::size_t i = 0; i < kMaxDevices; ++i) release_started(static_cast<int>(i), bytes[i]);
+  const CUresult r = driver(ctx);
+  if (r == CUDA_SUCCESS) {
+    forget_context(ctx);
+    if (on) reclaim_context(ctx);
+  }
+  for (std::size_t i = 0; i < kMaxDevices; ++i) release_finished(static_cast<int>(i), bytes[i]);
+  return r;
 }
 
 }  // namespace
@@ -1233,19 +1320,9 @@ EXPORT CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
   return forward(REAL(cuDeviceTotalMem), [&] { report_total(bytes, dev); }, bytes, dev);
 }
 
-EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
-  return forward(REAL(cuCtxDestroy_v2), [&] {
-    forget_context(ctx);
-    if (enabled()) reclaim_context(ctx);
-  }, ctx);
-}
+EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) { return destroy_context(REAL(cuCtxDestroy_v2), ctx); }
 
-EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
-  return forward(REAL(cuCtxDestroy), [&] {
-    forget_context(ctx);
-    if (enabled()) reclaim_context(ctx);
-  }, ctx);
-}
+EXPORT CUresult cuCtxDestroy(CUcontext ctx) { return destroy_context(REAL(cuCtxDestroy), ctx); }
 
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   auto driver = REAL(cuDevicePrimaryCtxRetain);
@@ -1476,10 +1553,16 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t si
   return charge_and_call(dev, size, size, rec, call, [&] { return *handle; });
 }
 
+// The last reference of an unmapped allocation frees it in the driver's call.
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-  return forward(REAL(cuMemRelease), [&] {
-    if (enabled()) vmm_drop(handle, true);
-  }, handle);
+  auto driver = REAL(cuMemRelease);
+  if (!driver) return missing();
+  Record rec;
+  const bool last = enabled() && vmm_allocation(handle, rec) && rec.refs <= 1 && rec.maps == 0;
+  Releasing releasing(last ? rec.index : -1, rec.bytes);
+  const CUresult r = driver(handle);
+  if (r == CUDA_SUCCESS && enabled()) vmm_drop(handle, true);
+  return r;
 }
 
 EXPORT CUresult cuMemMap(CUdeviceptr ptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle handle,

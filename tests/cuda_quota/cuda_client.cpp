@@ -278,6 +278,34 @@ int main(int argc, char** argv) {
       static const char kImage[] = "//\n// tessera test image\n.version 8.0\n";
       r = get<CUresult (*)(Handle*, const void*)>("cuModuleLoadData", 2000)(&m, kImage);
       std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(reinterpret_cast<u64>(m)) : SIZE_MAX);
+    } else if (op == "module-race") {
+      // module-race:N:BYTES: N allocations of BYTES made, then freed one by one by a second
+      // thread (about every 100 µs) while this one loads N modules, each kept: prints the
+      // allocations made, the loads done and the loads refused.
+      static const char kImage[] = "//\n// tessera test image\n.version 8.0\n";
+      const auto load = get<CUresult (*)(Handle*, const void*)>("cuModuleLoadData", 2000);
+      const auto get_current = get<CUresult (*)(Handle*)>("cuCtxGetCurrent", 4000);
+      Handle ctx = nullptr;
+      r = get_current(&ctx);
+      std::vector<CUdeviceptr> chunks;
+      for (u64 i = 0; r == 0 && i < num(args, 1); ++i) {
+        CUdeviceptr p = 0;
+        if (alloc(&p, num(args, 2)) == 0) chunks.push_back(p);
+      }
+      std::thread freer([&] {
+        set_current(ctx);
+        for (CUdeviceptr p : chunks) {
+          mem_free(p);
+          usleep(100);
+        }
+      });
+      u64 done = 0, refused = 0;
+      for (u64 i = 0; r == 0 && i < num(args, 1); ++i) {
+        Handle m = nullptr;
+        (load(&m, kImage) == 0 ? done : refused) += 1;
+      }
+      freer.join();
+      std::printf("%s %d %zu %llu %llu\n", step.c_str(), r, chunks.size(), done, refused);
     } else if (op == "module-unload") {
       r = get<CUresult (*)(Handle)>("cuModuleUnload", 2000)(reinterpret_cast<Handle>(handle(num(args, 1))));
       std::printf("%s %d\n", step.c_str(), r);

@@ -774,6 +774,29 @@ TEST(CudaQuota, EveryContextAndModuleIsMeasuredFromTheDriversFreeMemory) {
   EXPECT_EQ(value(r, "usage", 0), 300 * kMiB) << "the primary context is all the device holds";
 }
 
+// A module load is measured as the drop of the driver's free memory across
+// it; another thread's frees meanwhile would hide the module (the drop
+// smaller by what they gave back). Here 64 allocations of 16 MiB are freed
+// one by one while 64 modules of 16 MiB load, each taking 300 µs: every
+// module is charged, however the frees fall, so the container is charged at
+// least what the driver holds and cannot go past its quota.
+TEST(CudaQuota, AnotherThreadsFreesDuringAModuleLoadDoNotHideIt) {
+  Container c(2 * kGiB);
+  c.set("TESSERA_SIM_CUDA_MODULE_BYTES=16M");
+  c.set("TESSERA_SIM_CUDA_LOAD_US=300");
+  const std::string race = "module-race:64:" + bytes(16 * kMiB);
+  const auto r = c.client({"init", race, "info", "usage", "alloc:" + bytes(1 * kGiB + 32 * kMiB)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(code(r, race), kOk) << r.out;
+  EXPECT_EQ(value(r, race, 0), 64u) << "the allocations to free";
+  EXPECT_EQ(value(r, race, 1), 64u) << "every module fits the quota";
+  const std::uint64_t held = value(r, "usage", 0);
+  const std::uint64_t charged = 2 * kGiB - value(r, "info", 0);
+  EXPECT_EQ(held, 64 * 16 * kMiB) << "the modules, the allocations freed";
+  EXPECT_GE(charged, held) << "a module the frees hid is held but not charged\n" << r.out;
+  EXPECT_EQ(code(r, "alloc:" + bytes(1 * kGiB + 32 * kMiB)), kOutOfMemory) << "1 GiB of modules leaves less than this";
+}
+
 // The probe: a 2 GiB quota on a simulated A100 with 512 MiB contexts.
 // The first context is in the quota's view; a second process of the container
 // is charged the figure the first measured (its own scratch context is not

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -2003,6 +2005,39 @@ TEST(CudaSimPool, GrowsAndShrinksInTheConfiguredStep) {
     in_child({}, [bad] {
       setenv("TESSERA_SIM_CUDA_POOL_STEP", bad, 1);
       EXPECT_EQ(api().cuInit(0), CUDA_ERROR_UNKNOWN) << bad;  // not a multiple of 2 MiB, or not a size
+    });
+}
+
+// TESSERA_SIM_CUDA_LOAD_US: a module load takes that long, and other
+// threads' calls go on meanwhile (the driver is not held).
+TEST(CudaSimContext, AModuleLoadTakesItsTimeWithoutHoldingTheDriver) {
+  in_child({devices2().c_str()}, [] {
+    setenv("TESSERA_SIM_CUDA_LOAD_US", "200000", 1);
+    const Api& a = api();
+    ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    CUcontext c = context(0);
+    std::atomic<bool> loaded{false};
+    std::atomic<int> calls_meanwhile{0};
+    std::thread other([&] {
+      ASSERT_EQ(a.cuCtxSetCurrent(c), CUDA_SUCCESS);
+      while (!loaded.load()) {
+        CUdeviceptr p = 0;
+        if (a.cuMemAlloc_v2(&p, kMiB) == CUDA_SUCCESS && a.cuMemFree_v2(p) == CUDA_SUCCESS) ++calls_meanwhile;
+      }
+    });
+    const auto start = std::chrono::steady_clock::now();
+    CUmodule m = nullptr;
+    EXPECT_EQ(a.cuModuleLoadData(&m, "image"), CUDA_SUCCESS);
+    const auto took = std::chrono::steady_clock::now() - start;
+    loaded = true;
+    other.join();
+    EXPECT_GE(took, std::chrono::milliseconds(200));
+    EXPECT_GT(calls_meanwhile.load(), 0) << "the driver was held for the load's time";
+  });
+  for (const char* bad : {"x", "-1", "", "10000001", "1.5"})
+    in_child({}, [bad] {
+      setenv("TESSERA_SIM_CUDA_LOAD_US", bad, 1);
+      EXPECT_EQ(api().cuInit(0), CUDA_ERROR_UNKNOWN) << "'" << bad << "'";
     });
 }
 
