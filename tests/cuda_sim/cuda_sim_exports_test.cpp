@@ -7,6 +7,7 @@
 // its own TESSERA_SIM_CUDA_DEVICES.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <link.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -396,6 +397,26 @@ TEST(CudaSimExports, TheOlderNamesAnswerWithTheirOwnAbi) {
       EXPECT_EQ(count, want) << fn;
     }
   });
+}
+
+// As NVIDIA's driver names itself (DT_SONAME libcuda.so.1): ldconfig then
+// links libcuda.so.1 to the versioned file a driver install leaves.
+TEST(CudaSimExports, TheLibraryNamesItselfLibcudaSo1) {
+  link_map* map = nullptr;
+  ASSERT_EQ(dlinfo(library(), RTLD_DI_LINKMAP, &map), 0) << dlerror();
+  const char* strtab = nullptr;
+  std::uint64_t soname = 0;
+  bool named = false;
+  for (const ElfW(Dyn)* d = map->l_ld; d->d_tag != DT_NULL; ++d) {
+    if (d->d_tag == DT_STRTAB) strtab = reinterpret_cast<const char*>(d->d_un.d_ptr);
+    if (d->d_tag == DT_SONAME) {
+      soname = d->d_un.d_val;
+      named = true;
+    }
+  }
+  ASSERT_TRUE(named) << "no DT_SONAME";
+  ASSERT_NE(strtab, nullptr);
+  EXPECT_STREQ(strtab + soname, "libcuda.so.1");
 }
 
 TEST(CudaSimExports, AnUnknownModelRefusesInit) {
