@@ -29,7 +29,8 @@ Result<void> only_fields(const json& object, const std::string& where, std::init
 
 // A quantity: a string ("10Gi") or a number of bytes.
 Result<uint64_t> read_quantity(const json& v, const std::string& where) {
-  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_unsigned() && v.get<uint64_t>() > 0) return v.get<uint64_t>();
+  if (v.is_number_integer()) return unexpected(config_error(where, "must be more than 0"));
   if (!v.is_string()) return unexpected(config_error(where, "must be a quantity such as \"10Gi\""));
   auto bytes = parse_bytes(v.get<std::string>());
   if (!bytes) return unexpected(config_error(where, bytes.error().message));

@@ -73,6 +73,7 @@ declare -A files=(
   [prometheusrule.yaml]=overlays/metrics/component/prometheusrule.yaml
   [node-scope.yaml]=overlays/gpu-node/node-scope.yaml
   [slice-scope.yaml]=overlays/dra/slice-scope.yaml
+  [dra-config-policy.yaml]=overlays/dra/config-policy.yaml
 )
 for f in "$chart"/files/*; do
   name=${f##*/}
@@ -202,7 +203,14 @@ kinds = sorted("%s/%s" % (d["kind"], d["metadata"]["name"]) for d in docs if not
 want("objects", kinds, sorted(["Namespace/tessera", "ServiceAccount/tessera", "ClusterRole/tessera-dra-driver",
      "ClusterRoleBinding/tessera-dra-driver", "ValidatingAdmissionPolicy/tessera-dra-driver-own-node",
      "ValidatingAdmissionPolicyBinding/tessera-dra-driver-own-node",
+     "ValidatingAdmissionPolicy/tessera-dra-configs", "ValidatingAdmissionPolicyBinding/tessera-dra-configs",
      "DaemonSet/tessera", "DeviceClass/gpu.nvidia.com", "DeviceClass/mig.nvidia.com"]))
+# The opaque-config policy checks configs for the driver's own name, and says so.
+policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == "tessera-dra-configs")
+params = next(v["expression"] for v in policy["spec"]["variables"] if v["name"] == "params")
+want("tessera-dra-configs' driver", re.findall(r"c\.opaque\.driver == '([^']*)'", params), [driver_name])
+want("tessera-dra-configs' messages", sorted({m["message"].split(":")[0] for m in policy["spec"]["validations"]}),
+     ["opaque config for " + driver_name])
 ds = next(d for d in docs if d["kind"] == "DaemonSet")
 spec = ds["spec"]["template"]["spec"]
 want("containers", [c["name"] for c in spec["containers"]], ["dra-driver"])

@@ -505,6 +505,10 @@ def names(render, fullname, name):
             if not all(s.startswith(("%s:" % pol["metadata"]["name"], "'%s:" % pol["metadata"]["name"]))
                        for v in pol["spec"]["validations"] for s in (v["message"], v["messageExpression"])):
                 problems.append("%s: its messages do not start with its own name" % ident(pol))
+        elif pol["metadata"]["name"].endswith("-dra-configs"):
+            # It reads claims, whoever writes them: it names no service account.
+            if users:
+                problems.append("%s names the service accounts %s" % (ident(pol), sorted(users)))
         elif not users or not users <= sas:
             problems.append("%s names the service accounts %s, rendered: %s" % (ident(pol), sorted(users), sorted(sas)))
     for b in by.get("ValidatingAdmissionPolicyBinding", {}).values():

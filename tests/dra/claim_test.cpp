@@ -115,6 +115,7 @@ TEST(DraClaim, EveryMalformedConfigNamesItsFieldAndChangesNothing) {
       {mig_config({{"strategy", "MPS"}, {"mpsConfig", {{"defaultActiveThreadPercentage", "50"}}}}), "from 1 to 100"},
       {mig_config({{"strategy", "MPS"}, {"mpsConfig", {{"defaultPinnedDeviceMemoryLimit", "-1Gi"}}}}), "negative"},
       {mig_config({{"strategy", "MPS"}, {"mpsConfig", {{"defaultPinnedDeviceMemoryLimit", "0"}}}}), "more than 0"},
+      {mig_config({{"strategy", "MPS"}, {"mpsConfig", {{"defaultPinnedDeviceMemoryLimit", 0}}}}), "more than 0"},
       {mig_config({{"strategy", "MPS"}, {"mpsConfig", {{"defaultPinnedDeviceMemoryLimit", "10 parsecs"}}}}), "unknown unit"},
       {mig_config({{"strategy", "MPS"}, {"mpsConfig", {{"defaultPerDevicePinnedMemoryLimit", "all"}}}}), "must map a device"},
       {mig_config({{"strategy", "MPS"}, {"mpsConfig", {{"multiUser", "yes"}}}}), "true or false"},

@@ -27,8 +27,48 @@
 #    the daemon.
 #    These two run NVIDIA's nbody image as published: the tier imports a
 #    stand-in under its name (lib/images.sh; not NVIDIA's program).
+#  - the chart's tessera-dra-configs policy: claims with a bad opaque config
+#    refused when written, each saying what is wrong; good ones admitted.
 #  - the two together (the tier's own claim): gpu-test3's shared claim with
 #    gpu-test6's config, interval Long: two pods Running on one GPU set LONG.
+# config_claim NAME PARAMETERS: a claim of a whole GPU with that opaque config for gpu.nvidia.com.
+config_claim() {
+  cat <<EOF
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: $1, namespace: default}
+spec:
+  devices:
+    requests:
+    - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}
+    config:
+    - {requests: [gpu], opaque: {driver: gpu.nvidia.com, parameters: $2}}
+EOF
+}
+# The chart's tessera-dra-configs policy (dra.configPolicy, on by default): a claim whose opaque
+# config the driver would refuse at prepare is refused when written, saying what is wrong; a good
+# one, and one for another driver, are admitted (server dry runs; the API server takes a new
+# policy in asynchronously: the first refusal is waited for).
+check_config_policy() {
+  local out=$E2E_STATE/logs/dra-config-refusal.log api='apiVersion: resource.nvidia.com/v1beta1'
+  refused() { ! config_claim "$1" "$2" | kc apply --dry-run=server -f - >"$out" 2>&1 && grep -qF "$3" "$out"; }
+  wait_for 60 "the API server to enforce tessera-dra-configs" \
+    refused bad-kind "{$api, kind: GpuConfg}" "kind must be GpuConfig or MigDeviceConfig"
+  local bad name params says
+  for bad in "bad-pct|{$api, kind: GpuConfig, sharing: {strategy: MPS, mpsConfig: {defaultActiveThreadPercentage: 0}}}|defaultActiveThreadPercentage must be an integer from 1 to 100" \
+    "bad-interval|{$api, kind: GpuConfig, sharing: {strategy: TimeSlicing, timeSlicingConfig: {interval: Longest}}}|its interval is Default, Short, Medium or Long" \
+    "bad-field|{$api, kind: GpuConfig, sharng: {strategy: MPS}}|its fields are apiVersion, kind and sharing" \
+    "bad-limit|{$api, kind: GpuConfig, sharing: {strategy: MPS, mpsConfig: {defaultPinnedDeviceMemoryLimit: 10Gigs}}}|pinned memory limits are quantities above 0"; do
+    IFS='|' read -r name params says <<<"$bad"
+    refused "$name" "$params" "$says" || fail "claim $name ($params) was not refused with '$says': $(cat "$out")"
+  done
+  config_claim good "{$api, kind: GpuConfig, sharing: {strategy: MPS, mpsConfig: {defaultActiveThreadPercentage: 50, defaultPinnedDeviceMemoryLimit: 10Gi}}}" |
+    kc apply --dry-run=server -f - >"$out" 2>&1 || fail "a claim with a good MPS config was refused: $(cat "$out")"
+  config_claim other '{kind: Anything}' | sed 's/driver: gpu.nvidia.com/driver: net.example.com/' |
+    kc apply --dry-run=server -f - >"$out" 2>&1 || fail "a claim with another driver's config was refused: $(cat "$out")"
+  echo "  opaque configs at admission: a bad kind, thread percentage, interval, field and memory limit refused, each named; a good MPS config and another driver's admitted"
+}
+
 quickstart_claims() {
   sed "s|image: ubuntu:22.04|image: $E2E_SHELL_IMAGE|" "$REPO/third_party/nvidia-dra-driver-gpu/quickstart/$1.yaml"
 }
@@ -59,6 +99,7 @@ scenario_dra-quickstart() {
   DRA_MIG=off deploy_dra
   wait_for 120 "tessera dra to publish whole GPUs" eval '(($(dra_slices "$NODE") == 2))'
   [[ $(sim_timeslices) == DEFAULT,DEFAULT ]] || fail "the GPUs' time-slices are '$(sim_timeslices)' before any claim"
+  check_config_policy
 
   local one two device want
   quickstart_claims gpu-test1 | kc apply -f - >/dev/null
