@@ -507,3 +507,26 @@ nodeAffinity:
 {{- end -}}
 {{- join ", " $parts -}}
 {{- end -}}
+
+{{- /*
+dict "root" $ "file" NAME "from" PATH "replace" (list OLD NEW ...): files/NAME, the kustomize
+manifests' own deploy/PATH copied byte for byte (check_helm.sh), read as it is with each OLD
+replaced by the NEW after it, one document per object with the chart's labels added.
+*/}}
+{{- define "tessera.manifestFile" -}}
+{{- $text := .root.Files.Get (printf "files/%s" .file) -}}
+{{- $pairs := .replace -}}
+{{- range $i, $old := $pairs -}}
+{{- if eq (mod $i 2) 0 }}{{ $text = replace $old (index $pairs (add1 $i)) $text }}{{ end -}}
+{{- end -}}
+{{- $root := .root -}}
+{{- $from := .from -}}
+{{- $file := .file -}}
+{{- range $part := splitList "\n---\n" $text }}
+{{- $doc := fromYaml $part }}
+{{- if or (hasKey $doc "Error") (not (hasKey $doc "kind")) }}{{ fail (printf "files/%s is not deploy/%s" $file $from) }}{{ end }}
+{{- $_ := set $doc.metadata "labels" (merge (include "tessera.helmLabels" $root | fromYaml) ($doc.metadata.labels | default dict)) }}
+---
+{{ toYaml $doc }}
+{{- end }}
+{{- end -}}
