@@ -226,7 +226,10 @@ CUresult Driver::init() {
     errno = 0;
     const unsigned long long v = std::strtoull(text, &end, 10);
     if (!*text || *end || errno || v > 10'000'000 || text[0] == '-') {
-      std::fprintf(stderr, "tessera cuda sim: TESSERA_SIM_CUDA_LOAD_US: '%.60s' is not a whole number of microseconds up to 10000000\n", text);
+      std::fprintf(stderr,
+                   "tessera cuda sim: TESSERA_SIM_CUDA_LOAD_US: '%.60s' is not a whole number of microseconds up to "
+                   "10000000\n",
+                   text);
       return CUDA_ERROR_UNKNOWN;
     }
     load_us_ = v;

@@ -96,8 +96,9 @@ struct SnapNode {
   // device plugin serves now, healthy devices only (-1: unreadable). nullopt without status.allocatable.
   std::optional<std::map<std::string, int64_t>> devices;
   // Devices that ResourceClaims allocated here through a GPU DRA driver (parse_snapshot's
-  // dra_drivers): "ResourceClaim namespace/name holds 'device' of driver", one per result. The device plugin's allocatable cannot tell
-  // them from free ones, so a node holding any is kept as it is.
+  // dra_drivers): "ResourceClaim namespace/name holds 'device' of driver", one per result. The
+  // device plugin's allocatable cannot tell them from free ones, so a node holding any is kept as
+  // it is.
   std::vector<std::string> dra_devices;
 };
 
