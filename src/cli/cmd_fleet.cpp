@@ -32,6 +32,7 @@
 #include "fleet/controller.hpp"
 #include "fleet/fleet.hpp"
 #include "kube/client.hpp"
+#include "kube/list_watch.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -81,6 +82,7 @@ Result<std::unique_ptr<kube::Client>> connect(const ClusterArgs& a) {
 // rather than plan evictions the API refuses); the ResourceClaims, whose GPUs the device plugin's
 // count shows as free (none where the API server serves no DRA).
 kube::ApiResult<json> list_snapshot(kube::Client& client) {
+  // kube::ListWatch (`fleet run`) keeps the same collections: see watched_collections.
   auto list = client.list_nodes_and_pods(fleet::slim_snapshot_item, 500, fleet::snapshot_field_wanted);
   if (!list) return list;
   for (auto more : {&kube::Client::list_pod_disruption_budgets, &kube::Client::list_resource_claims}) {
@@ -89,6 +91,26 @@ kube::ApiResult<json> list_snapshot(kube::Client& client) {
     for (auto& b : (*items)["items"]) (*list)["items"].push_back(std::move(b));
   }
   return list;
+}
+
+// What `fleet run` keeps by list-and-watch: the collections list_snapshot reads, alike.
+std::vector<kube::WatchedCollection> watched_collections() {
+  auto collection = [](const char* path, const char* kind, const char* api_version) {
+    kube::WatchedCollection c;
+    c.path = path;
+    c.kind = kind;
+    c.api_version = api_version;
+    return c;
+  };
+  std::vector<kube::WatchedCollection> c{collection("/api/v1/nodes", "Node", "v1"), collection("/api/v1/pods", "Pod", "v1"),
+                                         collection("/apis/policy/v1/poddisruptionbudgets", "PodDisruptionBudget", "policy/v1"),
+                                         collection("/apis/resource.k8s.io/v1/resourceclaims", "ResourceClaim", "resource.k8s.io/v1")};
+  for (size_t i = 0; i < 2; ++i) {
+    c[i].keep = fleet::slim_snapshot_item;
+    c[i].wanted = fleet::snapshot_field_wanted;
+  }
+  c[3].optional = true;  // an API server without DRA: no claims
+  return c;
 }
 
 void add_cluster_options(CLI::App& cmd, ClusterArgs& a) {
@@ -245,16 +267,29 @@ int run_fleet_plan(const FleetPlanArgs& args) {
 
 // ---- tessera fleet run ------------------------------------------------------
 
+// The cluster as `fleet run` reads it: through a list-and-watch cache (the default), or a whole
+// list at every poll (--no-watch).
 class KubeFleetApi : public fleet::FleetApi {
  public:
-  KubeFleetApi(std::unique_ptr<kube::Client> client, std::string ns) : client_(std::move(client)), ns_(std::move(ns)) {}
-  Result<json> snapshot() override {
+  KubeFleetApi(std::unique_ptr<kube::Client> client, std::string ns, std::unique_ptr<kube::ListWatch> watched)
+      : client_(std::move(client)), ns_(std::move(ns)), watched_(std::move(watched)) {}
+  Result<std::shared_ptr<const json>> snapshot() override {
     const auto start = std::chrono::steady_clock::now();
+    if (watched_) {
+      // The first list of a big cluster takes seconds; a stop is served by the watchdog meanwhile.
+      auto cached = watched_->snapshot(std::chrono::seconds(60));
+      if (!cached) return fail(Errc::io, cached.error().message);
+      return std::move(*cached);
+    }
     auto list = list_snapshot(*client_);
     if (!list) return fail(Errc::io, list.error().message);
     spdlog::debug("listed nodes and GPU pods: {} items in {} ms", (*list)["items"].size(),
                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
-    return std::move(*list);
+    return std::make_shared<const json>(std::move(*list));
+  }
+  // Ends the watches (their calls return at once).
+  void stop_watching() {
+    if (watched_) watched_->stop();
   }
   Result<std::optional<fleet::ConfigMapView>> get_configmap(const std::string& name) override {
     auto cm = client_->get_configmap(ns_, name);
@@ -311,6 +346,7 @@ class KubeFleetApi : public fleet::FleetApi {
   std::unique_ptr<kube::Client> client_;
   std::string ns_;
   std::string uid_;
+  std::unique_ptr<kube::ListWatch> watched_;
 };
 
 struct FleetRunArgs {
@@ -327,6 +363,7 @@ struct FleetRunArgs {
   bool dry_run = false;
   bool plan_now = false;
   bool exit_when_done = false;
+  bool no_watch = false;
   std::string metrics_listen;
 };
 
@@ -361,7 +398,16 @@ int run_fleet_run(const FleetRunArgs& args) {
     return kExitInvalid;
   }
   const std::string ns = namespace_of(args.cluster);
-  KubeFleetApi api(std::move(*client), ns);
+  std::unique_ptr<kube::ListWatch> watched;
+  if (!args.no_watch) {
+    auto own = connect(args.cluster);  // its own client: stopping the watches stops its calls only
+    if (!own) {
+      std::cerr << cmd << ": " << own.error().message << '\n';
+      return kExitInvalid;
+    }
+    watched = std::make_unique<kube::ListWatch>(std::move(*own), watched_collections());
+  }
+  KubeFleetApi api(std::move(*client), ns, std::move(watched));
   fleet::ControllerOptions options;
   options.mig_configmap = args.cluster.mig_configmap;
   options.mig_configmap_key = args.cluster.mig_configmap_key;
@@ -423,6 +469,7 @@ int run_fleet_run(const FleetRunArgs& args) {
     }
     while (!g_stop && fleet::Clock::now() < next) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  api.stop_watching();  // while the watchdog still bounds how long a stop takes
   finished = true;
   watchdog.join();
   server = nullptr;
@@ -506,6 +553,9 @@ void add_fleet_command(CLI::App& app, int& exit_code) {
   run->add_flag("--dry-run", ra->dry_run, "Plan and publish, never change a Node or the mig-parted ConfigMap");
   run->add_flag("--plan-now", ra->plan_now, "Plan at start, whatever is pending");
   run->add_flag("--exit-when-done", ra->exit_when_done, "Exit once a plan is applied or its rollout failed");
+  run->add_flag("--no-watch", ra->no_watch,
+                "List the whole cluster at every poll instead of keeping it by list-and-watch\n"
+                "(for a proxy that does not pass watches; costs the API server a full list each poll)");
   run->add_option("--metrics-listen", ra->metrics_listen, "Serve /metrics and /healthz on HOST:PORT");
   run->callback([ra, &exit_code] { exit_code = run_fleet_run(*ra); });
 }

@@ -29,12 +29,20 @@ Controller::Controller(FleetApi& api, ControllerOptions options) : api_(api), op
 Result<Controller::Facts> Controller::read_facts() {
   auto list = api_.snapshot();
   if (!list) return unexpected(list.error());
-  auto snap = parse_snapshot(*list, "the cluster", options_.dra_drivers);
-  if (!snap) return unexpected(snap.error());
+  if (*list != last_list_.lock() || !last_snapshot_) {
+    // A list the API hands again unchanged (the same pointer) is not read again. Only a weak
+    // reference is kept: the API's cache holds the List while it is current, and nobody holds an
+    // old one (a freed List's address may come back for another).
+    last_snapshot_.reset();
+    auto snap = parse_snapshot(**list, "the cluster", options_.dra_drivers);
+    if (!snap) return unexpected(snap.error());
+    last_snapshot_ = std::make_shared<const Snapshot>(std::move(*snap));
+    last_list_ = *list;
+  }
   auto cm = api_.get_configmap(options_.mig_configmap);
   if (!cm) return unexpected(cm.error());
   Facts f;
-  f.snapshot = std::move(*snap);
+  f.snapshot = last_snapshot_;
   if (!*cm) return fail(Errc::not_found, "no ConfigMap " + options_.mig_configmap + " (the node agents' mig-parted file)");
   auto it = (*cm)->data.find(options_.mig_configmap_key);
   if (it == (*cm)->data.end())
@@ -156,7 +164,7 @@ void Controller::watch(Clock::time_point now) {
   }
   std::set<std::string> pending;
   metrics_.pending_gpu_pods = metrics_.pending_gpu_devices = 0;
-  for (const auto& pod : facts->snapshot.pods)
+  for (const auto& pod : facts->snapshot->pods)
     if (pod.node.empty()) {
       pending.insert(pod.id);
       ++metrics_.pending_gpu_pods;
@@ -167,7 +175,7 @@ void Controller::watch(Clock::time_point now) {
   bool overdue = false;
   for (const auto& [id, since] : pending_since_) overdue = overdue || now - since >= options_.pending_after;
   if (phase_ == ControllerPhase::failed && !requested_) return;
-  if (requested_ || (overdue && facts->snapshot.hash != last_planned_snapshot_)) {
+  if (requested_ || (overdue && facts->snapshot->hash != last_planned_snapshot_)) {
     std::string why = requested_ ? "on request" : std::to_string(pending.size()) + " GPU pod(s) pending";
     requested_ = false;
     propose(now, why);
@@ -180,17 +188,17 @@ void Controller::propose(Clock::time_point now, const std::string& why, bool app
     error_ = facts.error().message;
     return;
   }
-  auto problem = build_problem(facts->snapshot, facts->configs);
+  auto problem = build_problem(*facts->snapshot, facts->configs);
   if (!problem) {
     error_ = problem.error().message;
     (void)api_.event("Warning", "FleetPlanFailed", "cannot plan: " + excerpt(error_, 900));
-    last_planned_snapshot_ = facts->snapshot.hash;
+    last_planned_snapshot_ = facts->snapshot->hash;
     return;
   }
   FleetPlan plan = plan_fleet(*problem, options_.plan);
   ++metrics_.plans_made;
   metrics_.plan_status = plan.status;
-  last_planned_snapshot_ = facts->snapshot.hash;
+  last_planned_snapshot_ = facts->snapshot->hash;
   if (auto ok = check_fleet_plan(*problem, plan, options_.plan); !ok) {
     error_ = "the plan breaks a rule (a bug in tessera): " + ok.error().message;
     (void)api_.event("Warning", "FleetPlanFailed", error_);
@@ -202,7 +210,7 @@ void Controller::propose(Clock::time_point now, const std::string& why, bool app
   if (plan.rollout.empty() && phase_ == ControllerPhase::done) return;
   load_plan(plan_json(*problem, plan));
   // The plan stands on the snapshot and on the mig-parted file's text: a change to either makes it stale.
-  snapshot_hash_ = facts->snapshot.hash + "/" + hash_text(facts->mig_text);
+  snapshot_hash_ = facts->snapshot->hash + "/" + hash_text(facts->mig_text);
   hash_ = hash_text(plan_json_.dump() + "\n" + snapshot_hash_);
   generated_ = json::object();
   for (const auto& cfg : plan.generated.configs) generated_[cfg.name] = plan_json_["mig-parted"]["mig-configs"][cfg.name];
@@ -272,7 +280,7 @@ void Controller::start_rollout(Clock::time_point now) {
     error_ = facts.error().message;
     return;
   }
-  if (facts->snapshot.hash + "/" + hash_text(facts->mig_text) != snapshot_hash_) {
+  if (facts->snapshot->hash + "/" + hash_text(facts->mig_text) != snapshot_hash_) {
     (void)api_.event("Warning", "FleetPlanStale",
                      "plan " + hash_ + " was approved, but the cluster changed since it was made; it is refused and planned again");
     publish_status("refused: the cluster changed after plan " + hash_ + " was made; planning again");
@@ -292,7 +300,7 @@ void Controller::start_rollout(Clock::time_point now) {
   // Configs tessera generated that no node's label and not this plan names go (the file would
   // only grow, plan after plan); the plan's new ones are added.
   std::set<std::string> keep;
-  for (const auto& n : facts->snapshot.nodes)
+  for (const auto& n : facts->snapshot->nodes)
     if (auto it = n.labels.find(kMigConfigLabel); it != n.labels.end()) keep.insert(it->second);
   for (const auto& [node, cfg] : node_config_) keep.insert(cfg);
   auto pruned = prune_mig_configs(facts->mig_text, keep);
@@ -361,7 +369,7 @@ void Controller::roll(Clock::time_point now) {
     return;
   }
   std::map<std::string, std::string> state;
-  for (const auto& item : (*list)["items"])
+  for (const auto& item : (**list)["items"])
     if (item.value("kind", "") == "Node") {
       const auto& labels = item["metadata"].value("labels", json::object());
       state[item["metadata"].value("name", "")] = labels.value(kMigStateLabel, "");
@@ -398,7 +406,7 @@ void Controller::fail_rollout(const std::string& why, const std::string& reason)
 std::optional<std::string> Controller::wave_mismatch(const Facts& facts, const std::vector<std::string>& wave,
                                                      int64_t& evictions) {
   evictions = 0;
-  auto problem = build_problem(facts.snapshot, facts.configs);
+  auto problem = build_problem(*facts.snapshot, facts.configs);
   if (!problem) return "the cluster no longer reads as a fleet: " + excerpt(problem.error().message, 300);
   std::map<std::string, const json*> planned;
   for (const auto& n : plan_json_["nodes"]) planned[n.value("name", "")] = &n;

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -38,8 +39,10 @@ struct ConfigMapView {
 class FleetApi {
  public:
   virtual ~FleetApi() = default;
-  // Nodes and Pods, as one List (what `kubectl get nodes,pods -A -o json` prints).
-  virtual Result<nlohmann::json> snapshot() = 0;
+  // Nodes and Pods (and the budgets and claims the snapshot reads), as one List (what `kubectl
+  // get nodes,pods -A -o json` prints). The same pointer again means nothing changed (a cache
+  // kept by watches hands its List again), and the controller does not read it again.
+  virtual Result<std::shared_ptr<const nlohmann::json>> snapshot() = 0;
   // nullopt: no such ConfigMap.
   virtual Result<std::optional<ConfigMapView>> get_configmap(const std::string& name) = 0;
   // Creates it, or replaces its data and sets these annotations (others kept).
@@ -95,7 +98,7 @@ class Controller {
 
  private:
   struct Facts {
-    Snapshot snapshot;
+    std::shared_ptr<const Snapshot> snapshot;
     config::MigPartedConfig configs;
     std::string mig_text;
   };
@@ -132,6 +135,8 @@ class Controller {
   Clock::time_point wave_deadline_{};
   Clock::time_point propagated_at_{};
   std::string last_planned_snapshot_;
+  std::weak_ptr<const nlohmann::json> last_list_;  // the List last read, and what it read as
+  std::shared_ptr<const Snapshot> last_snapshot_;
   bool resumed_ = false;
   int64_t evicted_ = 0;  // pods the waves so far evicted (counted when each wave starts)
   std::string replan_seen_;

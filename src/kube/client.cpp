@@ -248,6 +248,11 @@ void ignore_sigpipe_by_default() {
 
 }  // namespace
 
+namespace {
+// One watch event's line as JSON, its object's fields filtered by `wanted` (all when empty).
+json parse_event(std::string_view line, const FieldFilter& wanted);
+}  // namespace
+
 struct Client::Impl {
   Credentials creds;
   ClientOptions opts;
@@ -285,8 +290,11 @@ struct Client::Impl {
 
   enum class WatchEnd { ended, no_stream, failed };
   WatchEnd watch_once(const Call& call, std::chrono::milliseconds read_timeout,
-                      const std::function<bool(const NodeEvent&)>& on_event, std::string& last, Answer& answer,
-                      ApiError& error);
+                      const std::function<bool(const WatchEvent&)>& on_event, const FieldFilter& wanted,
+                      std::string& last, Answer& answer, ApiError& error);
+  // Watches `query_start` (a path whose query goes on: it ends with '?' or '&') from `resource_version`.
+  ApiResult<std::string> watch(const std::string& query_start, const std::string& resource_version, int timeout_seconds,
+                               const std::function<bool(const WatchEvent&)>& on_event, const FieldFilter& wanted);
 };
 
 expected<std::string, std::string> Client::Impl::bearer_token() {
@@ -470,8 +478,9 @@ ApiResult<json> Client::Impl::perform_json(const Call& call) {
 }
 
 Client::Impl::WatchEnd Client::Impl::watch_once(const Call& call, std::chrono::milliseconds read_timeout,
-                                                const std::function<bool(const NodeEvent&)>& on_event,
-                                                std::string& last, Answer& answer, ApiError& error) {
+                                                const std::function<bool(const WatchEvent&)>& on_event,
+                                                const FieldFilter& wanted, std::string& last, Answer& answer,
+                                                ApiError& error) {
   auto started = Clock::now();
   httplib::Request req;
   req.method = call.method;
@@ -503,7 +512,7 @@ Client::Impl::WatchEnd Client::Impl::watch_once(const Call& call, std::chrono::m
   // One line of the stream: a watch event. False ends the watch.
   auto handle_line = [&](std::string_view line) -> bool {
     if (trim(line).empty()) return true;
-    json event = json::parse(line, nullptr, false);
+    json event = parse_event(line, wanted);
     if (!event.is_object() || !event.contains("type") || !event["type"].is_string()) {
       error = ApiError{0, "", describe(call) + ": a watch event that is not JSON: " + quote(line, kMessageChars)};
       failed = true;
@@ -532,8 +541,8 @@ Client::Impl::WatchEnd Client::Impl::watch_once(const Call& call, std::chrono::m
       std::string rv = string_at(object["metadata"], "resourceVersion");
       if (!rv.empty()) last = rv;
     }
-    NodeEvent node_event{type, &object};
-    if (!on_event(node_event)) {
+    WatchEvent watch_event{type, &object};
+    if (!on_event(watch_event)) {
       caller_done = true;
       return false;
     }
@@ -660,34 +669,45 @@ ApiResult<json> Client::patch_node_labels(const std::string& name,
 ApiResult<std::string> Client::watch_node(const std::string& name, const std::string& resource_version,
                                           const std::function<bool(const NodeEvent&)>& on_event,
                                           int timeout_seconds) {
-  Impl& m = *impl_;
+  return impl_->watch("/api/v1/nodes?fieldSelector=" + escape("metadata.name=" + name) + "&", resource_version,
+                      timeout_seconds, on_event, {});
+}
+
+ApiResult<std::string> Client::watch(const std::string& path, const std::string& resource_version,
+                                     const std::function<bool(const WatchEvent&)>& on_event, int timeout_seconds,
+                                     const FieldFilter& wanted) {
+  return impl_->watch(path + "?", resource_version, timeout_seconds, on_event, wanted);
+}
+
+ApiResult<std::string> Client::Impl::watch(const std::string& query_start, const std::string& resource_version,
+                                           int timeout_seconds, const std::function<bool(const WatchEvent&)>& on_event,
+                                           const FieldFilter& wanted) {
   timeout_seconds = std::max(1, timeout_seconds);
   Call call{"GET",
-            "/api/v1/nodes?fieldSelector=" + escape("metadata.name=" + name) +
-                "&watch=true&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(timeout_seconds) +
+            query_start + "watch=true&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(timeout_seconds) +
                 (resource_version.empty() ? "" : "&resourceVersion=" + escape(resource_version)),
             "", "", true};
   // The server ends the watch after timeoutSeconds; reading waits that long and a request's time more.
-  auto read_timeout = std::chrono::milliseconds(std::chrono::seconds(timeout_seconds)) + m.opts.request_timeout;
+  auto read_timeout = std::chrono::milliseconds(std::chrono::seconds(timeout_seconds)) + opts.request_timeout;
   std::string last = resource_version;
-  int attempts = std::max(1, m.opts.max_attempts);
+  int attempts = std::max(1, opts.max_attempts);
   for (int attempt = 1;; ++attempt) {
     Answer answer;
     ApiError error;
-    switch (m.watch_once(call, read_timeout, on_event, last, answer, error)) {
-      case Impl::WatchEnd::ended:
+    switch (watch_once(call, read_timeout, on_event, wanted, last, answer, error)) {
+      case WatchEnd::ended:
         return last;
-      case Impl::WatchEnd::failed:
+      case WatchEnd::failed:
         return unexpected(error);
-      case Impl::WatchEnd::no_stream:
+      case WatchEnd::no_stream:
         break;
     }
     if (attempt >= attempts || !retryable(call, answer)) return unexpected(to_error(call, answer, attempt));
-    auto delay = backoff(m.opts, attempt, answer);
+    auto delay = backoff(opts, attempt, answer);
     spdlog::warn("kube: {}: {}; try {} of {} in {} ms", describe(call), summary(answer), attempt + 1, attempts,
                  delay.count());
-    std::unique_lock lock(m.watch_mu);
-    if (m.watch_cv.wait_for(lock, delay, [&] { return m.stopped.load(); })) return last;
+    std::unique_lock lock(watch_mu);
+    if (watch_cv.wait_for(lock, delay, [&] { return stopped.load(); })) return last;
   }
 }
 
@@ -809,7 +829,11 @@ namespace {
 class FilteredDom {
  public:
   using string_t = json::string_t;
-  FilteredDom(json& root, const FieldFilter& wanted) : root_(root), wanted_(wanted) {}
+  // The item's fields are filtered: inside the root's `container` key, `depth` containers down
+  // (a List's items: "items", 3: the List, its array, the item; a watch event's object:
+  // "object", 2).
+  FilteredDom(json& root, const FieldFilter& wanted, const char* container = "items", size_t depth = 3)
+      : root_(root), wanted_(wanted), container_(container), depth_(depth) {}
 
   bool null() { return value(nullptr); }
   bool boolean(bool v) { return value(v); }
@@ -834,7 +858,7 @@ class FilteredDom {
     if (skipping_ > 0) return true;
     keys_.back() = k;
     // Inside an item: the List object, its items array and the item are open.
-    if (stack_.size() >= 3 && keys_.front() == "items" && !wanted_(std::span<const std::string>(keys_).subspan(1))) {
+    if (stack_.size() >= depth_ && keys_.front() == container_ && !wanted_(std::span<const std::string>(keys_).subspan(1))) {
       skip_next_ = true;
       return true;
     }
@@ -886,6 +910,8 @@ class FilteredDom {
 
   json& root_;
   const FieldFilter& wanted_;
+  const char* container_;
+  size_t depth_;
   std::vector<json*> stack_;       // the open containers being built
   std::vector<bool> objects_;      // whether each is an object
   std::vector<std::string> keys_;  // each open object's current key
@@ -903,6 +929,22 @@ json parse_list(std::string_view text, const FieldFilter& wanted) {
   if (!json::sax_parse(text, &dom, json::input_format_t::json)) return json(json::value_t::discarded);
   return root;
 }
+
+namespace {
+
+json parse_event(std::string_view line, const FieldFilter& wanted) {
+  if (!wanted) return json::parse(line, nullptr, false);
+  // The resume needs the object's resourceVersion, whatever the caller keeps.
+  FieldFilter keep_version = [&wanted](std::span<const std::string> path) {
+    return (path.size() == 2 && path[0] == "metadata" && path[1] == "resourceVersion") || wanted(path);
+  };
+  json root;
+  FilteredDom dom(root, keep_version, "object", 2);
+  if (!json::sax_parse(line, &dom, json::input_format_t::json)) return json(json::value_t::discarded);
+  return root;
+}
+
+}  // namespace
 
 namespace {
 
@@ -935,38 +977,50 @@ ApiResult<json> Client::list_nodes() { return request("GET", "/api/v1/nodes"); }
 
 ApiResult<json> Client::list_pods() { return request("GET", "/api/v1/pods"); }
 
+ApiResult<json> Client::list_all(const std::string& path, const std::string& kind, const std::string& api_version,
+                                 const std::function<bool(json&)>& keep, size_t page, const FieldFilter& wanted) {
+  json items = json::array();
+  std::string token, version;
+  int restarts = 0;
+  for (;;) {
+    if (impl_->stopped) return unexpected(ApiError{0, "", "GET " + path + ": stopped"});
+    std::string url = path + "?limit=" + std::to_string(std::max<size_t>(1, page));
+    if (!token.empty()) url += "&continue=" + escape(token);
+    const Call call{"GET", url, {}, {}, true};
+    auto answer = impl_->perform(call);
+    auto list = answer ? answer_json(call, *answer, wanted) : ApiResult<json>(unexpected(answer.error()));
+    if (!list && list.error().status == 410 && restarts < 3) {
+      // The continue token expired (the list took longer than the server keeps it): from the start.
+      ++restarts;
+      items = json::array();
+      token.clear();
+      continue;
+    }
+    if (!list) return unexpected(list.error());
+    if (list->is_object() && list->contains("items") && (*list)["items"].is_array())
+      for (auto& item : (*list)["items"]) {
+        // A typed list's items carry no kind; kubectl's List has it on each.
+        if (item.is_object()) {
+          if (!item.contains("kind")) item["kind"] = kind;
+          if (!item.contains("apiVersion")) item["apiVersion"] = api_version;
+        }
+        if (!keep || keep(item)) items.push_back(std::move(item));
+      }
+    const json* meta = list->is_object() && list->contains("metadata") ? &(*list)["metadata"] : nullptr;
+    // Every page of a list is read at its first page's resourceVersion.
+    if (token.empty() && meta) version = string_at(*meta, "resourceVersion");
+    token = meta ? string_at(*meta, "continue") : std::string();
+    if (token.empty()) break;
+  }
+  return json{{"apiVersion", "v1"}, {"kind", "List"}, {"metadata", {{"resourceVersion", version}}}, {"items", std::move(items)}};
+}
+
 ApiResult<json> Client::list_nodes_and_pods(const std::function<bool(json&)>& keep, size_t page, const FieldFilter& wanted) {
   json items = json::array();
   for (const auto& [path, kind] : {std::pair{"/api/v1/nodes", "Node"}, std::pair{"/api/v1/pods", "Pod"}}) {
-    const size_t first = items.size();
-    std::string token;
-    int restarts = 0;
-    for (;;) {
-      std::string url = std::string(path) + "?limit=" + std::to_string(std::max<size_t>(1, page));
-      if (!token.empty()) url += "&continue=" + escape(token);
-      const Call call{"GET", url, {}, {}, true};
-      auto answer = impl_->perform(call);
-      auto list = answer ? answer_json(call, *answer, wanted) : ApiResult<json>(unexpected(answer.error()));
-      if (!list && list.error().status == 410 && restarts < 3) {
-        // The continue token expired (the list took longer than the server keeps it): from the start.
-        ++restarts;
-        items.erase(items.begin() + std::ptrdiff_t(first), items.end());
-        token.clear();
-        continue;
-      }
-      if (!list) return unexpected(list.error());
-      if (list->is_object() && list->contains("items") && (*list)["items"].is_array())
-        for (auto& item : (*list)["items"]) {
-          // A typed list's items carry no kind; kubectl's List has it on each.
-          if (item.is_object()) {
-            if (!item.contains("kind")) item["kind"] = kind;
-            if (!item.contains("apiVersion")) item["apiVersion"] = "v1";
-          }
-          if (!keep || keep(item)) items.push_back(std::move(item));
-        }
-      token = list->is_object() && list->contains("metadata") ? string_at((*list)["metadata"], "continue") : std::string();
-      if (token.empty()) break;
-    }
+    auto list = list_all(path, kind, "v1", keep, page, wanted);
+    if (!list) return list;
+    for (auto& item : (*list)["items"]) items.push_back(std::move(item));
   }
   return json{{"apiVersion", "v1"}, {"kind", "List"}, {"metadata", {{"resourceVersion", ""}}}, {"items", std::move(items)}};
 }

@@ -84,11 +84,12 @@ using FieldFilter = std::function<bool(std::span<const std::string> path)>;
 // them kept when `wanted` is empty). Discarded (is_discarded()) when the text is not JSON.
 nlohmann::json parse_list(std::string_view text, const FieldFilter& wanted);
 
-// One watch event on a Node.
-struct NodeEvent {
+// One watch event.
+struct WatchEvent {
   std::string type;      // ADDED, MODIFIED, DELETED, or BOOKMARK
-  nlohmann::json* object = nullptr;  // the Node; valid during the callback only
+  nlohmann::json* object = nullptr;  // the object; valid during the callback only
 };
+using NodeEvent = WatchEvent;
 
 // Every call may come from any thread; each request opens its own connection
 // (a watch holds one until it ends), so a watch never delays the other calls.
@@ -127,6 +128,12 @@ class Client {
   // timeout does, returning the last resourceVersion.
   ApiResult<std::string> watch_node(const std::string& name, const std::string& resource_version,
                                     const std::function<bool(const NodeEvent&)>& on_event, int timeout_seconds = 300);
+  // Watches any collection: `path` is its list's path (/api/v1/pods); the same rules as
+  // watch_node. `wanted`, when given, sees each event object's field paths as
+  // list_nodes_and_pods's does (metadata.resourceVersion is always built, for the resume).
+  ApiResult<std::string> watch(const std::string& path, const std::string& resource_version,
+                               const std::function<bool(const WatchEvent&)>& on_event, int timeout_seconds = 300,
+                               const FieldFilter& wanted = {});
   // Ends a watch in progress from another thread (it returns soon after).
   // How: an atomic flag, checked when the answer's headers arrive and with
   // each piece of the stream, and httplib::ClientImpl::stop() on the watch's
@@ -180,6 +187,12 @@ class Client {
   // a tree of allocations.
   ApiResult<nlohmann::json> list_nodes_and_pods(const std::function<bool(nlohmann::json&)>& keep = {}, size_t page = 500,
                                                 const FieldFilter& wanted = {});
+  // One collection in pages of `page` items, as list_nodes_and_pods reads each: a List whose
+  // metadata.resourceVersion is the list's (a watch from it misses nothing), each item with
+  // `kind` and `api_version` where it has none.
+  ApiResult<nlohmann::json> list_all(const std::string& path, const std::string& kind, const std::string& api_version,
+                                     const std::function<bool(nlohmann::json&)>& keep = {}, size_t page = 500,
+                                     const FieldFilter& wanted = {});
   // Every PodDisruptionBudget (policy/v1) of the cluster, each item with its kind.
   ApiResult<nlohmann::json> list_pod_disruption_budgets();
   // Every ResourceClaim (resource.k8s.io/v1) of the cluster, each item with its kind; an empty

@@ -115,10 +115,20 @@ unsigned long long FakeApiServer::bump(json& object) {
   return rv_;
 }
 
-void FakeApiServer::record(const std::string& type, const json& node) {
-  json event = {{"type", type}, {"object", node}};
-  history_.push_back(HistoryEntry{rv_, node["metadata"]["name"].get<std::string>(), event.dump() + "\n"});
+void FakeApiServer::record(const std::string& type, const json& object) {
+  json event = {{"type", type}, {"object", object}};
+  history_.push_back(HistoryEntry{rv_, object["kind"].get<std::string>(), object["metadata"]["name"].get<std::string>(),
+                                  event.dump() + "\n"});
   changed_.notify_all();
+}
+
+json FakeApiServer::budget_object(const std::string& ns, const std::string& name) const {
+  auto allowed = budgets_.find(name);
+  return {{"kind", "PodDisruptionBudget"},
+          {"apiVersion", "policy/v1"},
+          {"metadata", {{"name", name}, {"namespace", ns}, {"resourceVersion", std::to_string(rv_)}}},
+          {"spec", {{"selector", {{"matchLabels", {{"budget", name}}}}}}},
+          {"status", {{"disruptionsAllowed", allowed == budgets_.end() ? 0 : allowed->second}}}};
 }
 
 json FakeApiServer::add_node(const std::string& name, const json& labels) {
@@ -169,8 +179,35 @@ void FakeApiServer::add_pod(const std::string& ns, const std::string& name, cons
               {"metadata", {{"name", name}, {"namespace", ns}, {"uid", "uid-" + ns + "-" + name}}},
               {"spec", {{"nodeName", node}}}};
   if (!budget.empty()) pod["metadata"]["labels"] = {{"budget", budget}};  // what its budget selects
+  bool new_budget = !budget.empty();
+  for (const auto& [key, p] : pods_)
+    if (p.budget == budget && p.object["metadata"]["namespace"] == ns) new_budget = false;
   bump(pod);
   pods_[ns + "/" + name] = Pod{pod, budget};
+  record("ADDED", pod);
+  if (new_budget) {
+    ++rv_;
+    record("ADDED", budget_object(ns, budget));
+  }
+}
+
+void FakeApiServer::set_pod_label(const std::string& ns, const std::string& name, const std::string& key,
+                                  const std::optional<std::string>& value) {
+  std::lock_guard lock(mu_);
+  json& pod = pods_.at(ns + "/" + name).object;
+  pod.merge_patch(json{{"metadata", {{"labels", {{key, value ? json(*value) : json(nullptr)}}}}}});
+  bump(pod);
+  record("MODIFIED", pod);
+}
+
+void FakeApiServer::delete_pod(const std::string& ns, const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(ns + "/" + name);
+  if (it == pods_.end()) return;
+  json pod = it->second.object;
+  pods_.erase(it);
+  bump(pod);
+  record("DELETED", pod);
 }
 
 bool FakeApiServer::has_pod(const std::string& ns, const std::string& name) const {
@@ -181,6 +218,13 @@ bool FakeApiServer::has_pod(const std::string& ns, const std::string& name) cons
 void FakeApiServer::set_budget(const std::string& name, int disruptions_allowed) {
   std::lock_guard lock(mu_);
   budgets_[name] = disruptions_allowed;
+  std::set<std::string> namespaces;
+  for (const auto& [key, pod] : pods_)
+    if (pod.budget == name) namespaces.insert(pod.object["metadata"]["namespace"].get<std::string>());
+  for (const auto& ns : namespaces) {
+    ++rv_;
+    record("MODIFIED", budget_object(ns, name));
+  }
 }
 
 int FakeApiServer::evictions_requested(const std::string& api_version) const {
@@ -308,7 +352,7 @@ void FakeApiServer::routes() {
   });
 
   server_->Get("/api/v1/nodes", [this](const httplib::Request& req, httplib::Response& res) {
-    if (req.get_param_value("watch") == "true") return watch(req, res);
+    if (req.get_param_value("watch") == "true") return watch(req, res, "Node");
     std::lock_guard lock(mu_);
     json items = json::array();
     for (const auto& [name, node] : nodes_) items.push_back(node);
@@ -357,6 +401,7 @@ void FakeApiServer::routes() {
   });
 
   server_->Get("/api/v1/pods", [this](const httplib::Request& req, httplib::Response& res) {
+    if (req.get_param_value("watch") == "true") return watch(req, res, "Pod");
     std::lock_guard lock(mu_);
     std::string selector = req.get_param_value("fieldSelector");
     std::string node;
@@ -371,17 +416,18 @@ void FakeApiServer::routes() {
 
   // A PodDisruptionBudget per budget and namespace of its pods: selector
   // budget=<name>, status.disruptionsAllowed as set.
-  server_->Get("/apis/policy/v1/poddisruptionbudgets", [this](const httplib::Request&, httplib::Response& res) {
+  server_->Get("/apis/policy/v1/poddisruptionbudgets", [this](const httplib::Request& req, httplib::Response& res) {
+    if (req.get_param_value("watch") == "true") return watch(req, res, "PodDisruptionBudget");
     std::lock_guard lock(mu_);
     std::set<std::pair<std::string, std::string>> made;
     json items = json::array();
     for (const auto& [key, pod] : pods_) {
       const std::string ns = pod.object["metadata"]["namespace"];
       if (pod.budget.empty() || !made.insert({ns, pod.budget}).second) continue;
-      auto allowed = budgets_.find(pod.budget);
-      items.push_back({{"metadata", {{"name", pod.budget}, {"namespace", ns}}},
-                       {"spec", {{"selector", {{"matchLabels", {{"budget", pod.budget}}}}}}},
-                       {"status", {{"disruptionsAllowed", allowed == budgets_.end() ? 0 : allowed->second}}}});
+      json budget = budget_object(ns, pod.budget);
+      budget.erase("kind");  // a typed list's items carry no kind
+      budget.erase("apiVersion");
+      items.push_back(std::move(budget));
     }
     answer(res, 200, {{"kind", "PodDisruptionBudgetList"}, {"apiVersion", "policy/v1"},
                       {"metadata", {{"resourceVersion", std::to_string(rv_)}}}, {"items", items}});
@@ -437,8 +483,10 @@ void FakeApiServer::routes() {
       }
       --allowed;
     }
+    json gone = it->second.object;
     pods_.erase(it);
-    ++rv_;
+    bump(gone);
+    record("DELETED", gone);
     answer(res, 201, status_object(201, "", ""));
   });
 
@@ -594,7 +642,7 @@ void FakeApiServer::routes() {
   });
 }
 
-void FakeApiServer::watch(const httplib::Request& req, httplib::Response& res) {
+void FakeApiServer::watch(const httplib::Request& req, httplib::Response& res, const std::string& kind) {
   std::string selector = req.get_param_value("fieldSelector");
   std::string name = selector.starts_with("metadata.name=") ? selector.substr(14) : std::string();
   std::string rv_text = req.get_param_value("resourceVersion");
@@ -613,8 +661,14 @@ void FakeApiServer::watch(const httplib::Request& req, httplib::Response& res) {
     if (rv_text.empty() || rv_text == "0") {
       // From "now": the current object as ADDED first.
       state->cursor = rv_;
-      auto it = nodes_.find(name);
-      if (it != nodes_.end()) state->pending = json({{"type", "ADDED"}, {"object", it->second}}).dump() + "\n";
+      auto added = [&](const json& object) {
+        if (name.empty() || object["metadata"]["name"] == name)
+          state->pending += json({{"type", "ADDED"}, {"object", object}}).dump() + "\n";
+      };
+      if (kind == "Node")
+        for (const auto& [n, node] : nodes_) added(node);
+      if (kind == "Pod")
+        for (const auto& [key, pod] : pods_) added(pod.object);
     } else {
       unsigned long long from = std::stoull(rv_text);
       if (from < oldest_rv_) {
@@ -631,7 +685,7 @@ void FakeApiServer::watch(const httplib::Request& req, httplib::Response& res) {
     res.set_content("", "application/json");
     return;
   }
-  res.set_chunked_content_provider("application/json", [this, state, name, bookmarks](size_t, httplib::DataSink& sink) {
+  res.set_chunked_content_provider("application/json", [this, state, name, kind, bookmarks](size_t, httplib::DataSink& sink) {
     std::string out;
     bool finished = false;
     {
@@ -639,15 +693,22 @@ void FakeApiServer::watch(const httplib::Request& req, httplib::Response& res) {
       out = std::move(state->pending);
       state->pending.clear();
       if (out.empty()) changed_.wait_for(lock, 20ms);
+      if (state->cursor < oldest_rv_) {
+        // Compacted past what this watch sent: the API server ends such a watch with 410.
+        out += json({{"type", "ERROR"}, {"object", status_object(410, "Expired", "too old resource version")}}).dump() + "\n";
+        if (!sink.write(out.data(), out.size())) return false;
+        sink.done();
+        return true;
+      }
       for (const auto& entry : history_) {
         if (entry.rv <= state->cursor) continue;
-        if (entry.node == name) out += entry.line;
+        if (entry.kind == kind && (name.empty() || entry.name == name)) out += entry.line;
         state->cursor = entry.rv;
       }
       finished = closing_ || std::chrono::steady_clock::now() >= state->deadline;
       if (finished && bookmarks && !closing_) {
         json bookmark = {{"type", "BOOKMARK"},
-                         {"object", {{"kind", "Node"}, {"apiVersion", "v1"},
+                         {"object", {{"kind", kind}, {"apiVersion", "v1"},
                                      {"metadata", {{"resourceVersion", std::to_string(rv_)}}}}}};
         out += bookmark.dump() + "\n";
       }

@@ -82,6 +82,9 @@ class FakeApiServer {
 
   // Pods and the budgets that guard them (disruptions allowed, as a PodDisruptionBudget's status says).
   void add_pod(const std::string& ns, const std::string& name, const std::string& node, const std::string& budget = "");
+  // Someone else labels a pod (nullopt removes the label), or deletes it.
+  void set_pod_label(const std::string& ns, const std::string& name, const std::string& key, const std::optional<std::string>& value);
+  void delete_pod(const std::string& ns, const std::string& name);
   bool has_pod(const std::string& ns, const std::string& name) const;
   void set_budget(const std::string& name, int disruptions_allowed);
   // Eviction requests seen, by the apiVersion of their body.
@@ -118,7 +121,8 @@ class FakeApiServer {
   };
   struct HistoryEntry {
     unsigned long long rv = 0;
-    std::string node;
+    std::string kind;  // Node, Pod or PodDisruptionBudget
+    std::string name;
     std::string line;  // the watch event, one JSON line
   };
 
@@ -128,8 +132,11 @@ class FakeApiServer {
   void routes();
   void keep_body(const httplib::Request& req);  // into the request seen last with this method and path
   unsigned long long bump(nlohmann::json& object);  // next resourceVersion, written into object's metadata
-  void record(const std::string& type, const nlohmann::json& node);
-  void watch(const httplib::Request& req, httplib::Response& res);
+  void record(const std::string& type, const nlohmann::json& object);
+  // The budget `name` of namespace `ns` as a PodDisruptionBudget.
+  nlohmann::json budget_object(const std::string& ns, const std::string& name) const;
+  // A watch of one kind's collection (of one object with fieldSelector metadata.name=).
+  void watch(const httplib::Request& req, httplib::Response& res, const std::string& kind);
 
   FakeOptions options_;
   std::unique_ptr<httplib::Server> server_;

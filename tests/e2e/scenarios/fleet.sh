@@ -221,6 +221,13 @@ EOF
   [[ $(plan_field status) == "done: plan $hash applied in 1 wave(s)" ]] || fail "the rollout ended '$(plan_field status)'"
   echo "  approved: $NODE -> $config (success), fleet-big Running; evicted [$small] as planned, kept the guarded ${guarded%% *}"
   echo "  Events: $events; status: $(plan_field status)"
+  # The controller kept the cluster by list-and-watch: pods listed once (again only after a 410 or
+  # a failed watch), not at each of its one-second polls.
+  local log lists
+  log=$(kc -n tessera logs deploy/tessera-fleet 2>&1)
+  lists=$(grep -c '/api/v1/pods: listed .* watching from there' <<<"$log" || true)
+  ((lists >= 1 && lists <= 2)) || fail "the fleet controller listed pods $lists times (want once, by list-and-watch); its log: $(head -c 800 <<<"$log")"
+  echo "  the controller listed pods $lists time(s) and followed them by watch over the scenario"
   kc label node "$NODE" e2e-fleet-stale- >/dev/null
   fleet_cleanup
 }
