@@ -221,6 +221,48 @@ std::uint64_t Ledger::usage(std::uint32_t device) const {
   return load(header_->charged[device]);
 }
 
+namespace {
+
+std::uint64_t whole_mib(std::uint64_t bytes) { return (bytes >> 20) + ((bytes & ((1ULL << 20) - 1)) != 0); }
+
+}  // namespace
+
+bool Ledger::release_begin(std::uint32_t device, std::uint64_t bytes) {
+  const int index = slot();
+  if (header_ == nullptr || !usable_ || index < 0 || device >= device_count_) return false;
+  const std::uint64_t mib = whole_mib(bytes);
+  // Under way first, then begun: a measurement reads begun, then what is under way, and so sees
+  // each free in one of them (design §7, "measured").
+  std::atomic_ref<std::uint32_t>(slot_at(static_cast<std::size_t>(index)).releasing_mib[device])
+      .fetch_add(static_cast<std::uint32_t>(mib));
+  std::atomic_ref<std::uint64_t>(header_->releases_begun_mib[device]).fetch_add(mib);
+  return true;
+}
+
+void Ledger::release_end(std::uint32_t device, std::uint64_t bytes) {
+  const int index = slot();
+  if (header_ == nullptr || index < 0 || device >= device_count_) return;
+  std::atomic_ref<std::uint32_t> under_way(slot_at(static_cast<std::size_t>(index)).releasing_mib[device]);
+  const auto mib = static_cast<std::uint32_t>(whole_mib(bytes));
+  // Never below zero (a reap in between cannot happen to a live slot, but a file is shared).
+  std::uint32_t now = under_way.load();
+  while (!under_way.compare_exchange_weak(now, now - (mib < now ? mib : now))) {
+  }
+}
+
+Ledger::Releases Ledger::releases(std::uint32_t device) const {
+  Releases r;
+  if (header_ == nullptr || device >= device_count_) return r;
+  r.begun = std::atomic_ref<std::uint64_t>(header_->releases_begun_mib[device]).load() << 20;
+  std::uint64_t mib = 0;
+  for (std::size_t i = 0; i < kSlotCount; ++i) {
+    Slot& s = slot_at(i);
+    if (slot_state(s) == layout::kSlotLive) mib += std::atomic_ref<std::uint32_t>(s.releasing_mib[device]).load();
+  }
+  r.under_way = mib << 20;
+  return r;
+}
+
 Ledger::ContextSize Ledger::context_size(std::uint32_t device, std::uint64_t& bytes, std::uint64_t stale_ms) {
   if (header_ == nullptr || device >= device_count_) return ContextSize::unavailable;
   std::atomic_ref<std::uint64_t> word(header_->context_bytes[device]);
@@ -622,6 +664,7 @@ void Ledger::reap() {
       const std::uint64_t total = load(header_->charged[d]);
       store(header_->charged[d], total - (mine < total ? mine : total));
       s.charged[d] = 0;
+      std::atomic_ref<std::uint32_t>(s.releasing_mib[d]).store(0);  // its frees under way died with it
     }
     s.pid = 0;
     std::atomic_ref<std::uint32_t>(s.state).store(layout::kSlotFree, std::memory_order_release);
@@ -789,6 +832,7 @@ void Ledger::close() {
       const std::uint64_t total = load(header_->charged[d]);
       store(header_->charged[d], total - (s.charged[d] < total ? s.charged[d] : total));
       s.charged[d] = 0;
+      std::atomic_ref<std::uint32_t>(s.releasing_mib[d]).store(0);
     }
     s.pid = 0;
     std::atomic_ref<std::uint32_t>(s.state).store(layout::kSlotFree, std::memory_order_release);

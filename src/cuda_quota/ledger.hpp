@@ -90,6 +90,13 @@ struct Header {
   // written and claimed atomically, without the mutex. Zero in a file an
   // older library made, which reads as "not yet".
   alignas(64) std::uint64_t context_bytes[kMaxDevices];
+  // Frees of known size the container's processes began on each device, in
+  // MiB (each rounded up), since the file was made; with the slots'
+  // `releasing` (those under way) a measurement across a module load or a
+  // context's creation adds back what another process freed meanwhile
+  // (design §7, "measured"). Added to atomically, without the mutex. Zero in
+  // a file an older library made.
+  alignas(64) std::uint64_t releases_begun_mib[kMaxDevices];
 };
 
 inline constexpr std::uint64_t kContextMeasured = 1ULL << 63;
@@ -103,7 +110,11 @@ struct alignas(64) Slot {
   std::int32_t pid;     // getpid() of the claimer: alive while its lock is held, or while this process runs
   std::uint64_t claimed_ns;  // CLOCK_BOOTTIME when claimed (a pid reused later started after it)
   std::uint64_t charged[kMaxDevices];
-  std::uint8_t reserved[kSlotBytes - 16 - 8 * kMaxDevices];
+  // MiB of this process's frees under way on each device (begun, not yet
+  // ended); written atomically by its process, and zeroed by whoever reaps or
+  // frees the slot (a process that died mid-free leaves nothing under way).
+  std::uint32_t releasing_mib[kMaxDevices];
+  std::uint8_t reserved[kSlotBytes - 16 - 8 * kMaxDevices - 4 * kMaxDevices];
 };
 
 static_assert(sizeof(Header) <= kHeaderBytes);
@@ -245,6 +256,23 @@ class Ledger {
   void note_context_size(std::uint32_t device, std::uint64_t bytes);
   void abandon_context_probe(std::uint32_t device);
   Audit audit(std::uint32_t device);
+
+  // A free of `bytes` by this process on `device`, for the container's
+  // measurements: begun before the driver's call, ended after it (counted in
+  // whole MiB, rounded up). False, and nothing recorded, when this process has
+  // no slot or the device is out of range: the caller counts it itself.
+  bool release_begin(std::uint32_t device, std::uint64_t bytes);
+  void release_end(std::uint32_t device, std::uint64_t bytes);
+  // The container's frees on `device`: bytes begun since the file was made,
+  // and bytes under way now (live slots only). A measurement reads both
+  // before its first read of the driver's free memory and `begun` after its
+  // second: what another process freed meanwhile is at most
+  // begun(after) - begun(before) + under_way(before).
+  struct Releases {
+    std::uint64_t begun = 0;
+    std::uint64_t under_way = 0;
+  };
+  Releases releases(std::uint32_t device) const;
 
   // Test hook: takes the mutex and adds `bytes` to the device's charged figure
   // but not yet to this process's slot (the middle of a charge), then returns

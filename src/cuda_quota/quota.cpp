@@ -922,6 +922,19 @@ void abandon_context_probe(int index) {
   if (index >= 0 && ready()) g_ledger.abandon_context_probe(static_cast<std::uint32_t>(index));
 }
 
+bool ledger_release_begin(int index, std::uint64_t bytes) {
+  return index >= 0 && ready() && g_ledger.release_begin(static_cast<std::uint32_t>(index), bytes);
+}
+
+void ledger_release_end(int index, std::uint64_t bytes) {
+  if (index >= 0 && ready()) g_ledger.release_end(static_cast<std::uint32_t>(index), bytes);
+}
+
+Ledger::Releases ledger_releases(int index) {
+  if (index < 0 || !ready()) return {};
+  return g_ledger.releases(static_cast<std::uint32_t>(index));
+}
+
 CUdevice ordinal_of(int index) {
   if (index < 0 || index >= static_cast<int>(kMaxDevices) || !ready()) return -1;
   return g_ready.ordinal_of[index];

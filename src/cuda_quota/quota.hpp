@@ -129,6 +129,12 @@ std::uint64_t first_context_charge(int index);
 Ledger::ContextSize measured_context_size(int index, std::uint64_t& bytes);
 void note_context_size(int index, std::uint64_t bytes);
 void abandon_context_probe(int index);
+// The container's frees under way on ledger device `index`, in the ledger
+// (Ledger::release_begin, release_end, releases); false from begin, and
+// nothing recorded, without a ready ledger or a slot.
+bool ledger_release_begin(int index, std::uint64_t bytes);
+void ledger_release_end(int index, std::uint64_t bytes);
+Ledger::Releases ledger_releases(int index);
 // The CUDA ordinal of ledger device `index`; -1 when it is not visible.
 CUdevice ordinal_of(int index);
 // The number of ledger devices (0 when the library is off).

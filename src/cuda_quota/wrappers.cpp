@@ -51,48 +51,67 @@ CUresult forward(F driver, After&& after, Args... args) {
 // free memory across a load or a context's creation adds back what was
 // started by its end and not finished by its start: a free by another thread
 // in between can make it charge more (returned with what it charged), never
-// less than the driver took.
+// less than the driver took. A process with a ledger slot counts its frees in
+// the ledger instead, where every process of the container sees them
+// (Ledger::release_begin): another process's frees are added back alike.
 std::atomic<std::uint64_t> g_releases_started[kMaxDevices];
 std::atomic<std::uint64_t> g_releases_finished[kMaxDevices];
 
 bool ledger_index(int index) { return index >= 0 && static_cast<std::size_t>(index) < kMaxDevices; }
 
-void release_started(int index, std::uint64_t bytes) {
-  if (bytes && ledger_index(index)) g_releases_started[index].fetch_add(bytes);
-}
-void release_finished(int index, std::uint64_t bytes) {
-  if (bytes && ledger_index(index)) g_releases_finished[index].fetch_add(bytes);
-}
-
 // One free's bytes, under way while it lives (around the driver's call).
 class Releasing {
  public:
-  Releasing(int index, std::uint64_t bytes) : index_(index), bytes_(bytes) { release_started(index_, bytes_); }
-  ~Releasing() { release_finished(index_, bytes_); }
+  Releasing() = default;
+  Releasing(int index, std::uint64_t bytes) { start(index, bytes); }
+  // Once, on one made without a free.
+  void start(int index, std::uint64_t bytes) {
+    index_ = index;
+    bytes_ = bytes;
+    if (!bytes_ || !ledger_index(index_)) return;
+    shared_ = ledger_release_begin(index_, bytes_);
+    if (!shared_) g_releases_started[index_].fetch_add(bytes_);
+  }
+  ~Releasing() {
+    if (!bytes_ || !ledger_index(index_)) return;
+    if (shared_) ledger_release_end(index_, bytes_);
+    else g_releases_finished[index_].fetch_add(bytes_);
+  }
   Releasing(const Releasing&) = delete;
   Releasing& operator=(const Releasing&) = delete;
 
  private:
-  int index_;
-  std::uint64_t bytes_;
+  int index_ = -1;
+  std::uint64_t bytes_ = 0;
+  bool shared_ = false;
 };
 
 // A measurement on ledger device `index`, opened before its first read of the
 // driver's free memory.
 class Measurement {
  public:
-  explicit Measurement(int index = -1) : index_(index), finished_(ledger_index(index) ? g_releases_finished[index].load() : 0) {}
+  explicit Measurement(int index = -1)
+      : index_(index),
+        finished_(ledger_index(index) ? g_releases_finished[index].load() : 0),
+        shared_(ledger_index(index) ? ledger_releases(index) : Ledger::Releases{}) {}
   // What the driver took between free memory `before` and `after` (read in
-  // that order, both after this was made): the drop, plus what this
-  // process's frees may have handed back meanwhile.
+  // that order, both after this was made): the drop, plus what the
+  // container's frees may have handed back meanwhile: this process's begun
+  // by now and not finished when this was made, and the ledger's begun since
+  // then or under way then.
   std::uint64_t taken(std::uint64_t before, std::uint64_t after) const {
-    const std::uint64_t back = ledger_index(index_) ? g_releases_started[index_].load() - finished_ : 0;
+    std::uint64_t back = 0;
+    if (ledger_index(index_)) {
+      back = g_releases_started[index_].load() - finished_;
+      back += ledger_releases(index_).begun - shared_.begun + shared_.under_way;
+    }
     return before + back > after ? before + back - after : 0;
   }
 
  private:
   int index_;
   std::uint64_t finished_;
+  Ledger::Releases shared_;
 };
 
 // A forked child has only the forking thread: none of its parent's frees is under way.
@@ -1064,13 +1083,13 @@ CUresult unload_library(CUlibrary library) {
   if (!enabled()) return driver(library);
   Record recs[kMaxDevices];
   bool held[kMaxDevices] = {};
+  Releasing releasing[kMaxDevices];  // ended as this returns
   constexpr int kMax = static_cast<int>(kMaxDevices);
   for (int i = 0; i < kMax; ++i)
-    if ((held[i] = take(Space::library, library_key(library, i), recs[i]))) release_started(i, recs[i].bytes);
+    if ((held[i] = take(Space::library, library_key(library, i), recs[i]))) releasing[i].start(i, recs[i].bytes);
   const CUresult r = driver(library);
   for (int i = 0; i < kMax; ++i) {
     if (!held[i]) continue;
-    release_finished(i, recs[i].bytes);
     if (r != CUDA_SUCCESS) insert(recs[i]);
     else uncharge(recs[i].index, recs[i].bytes);
   }
@@ -1183,13 +1202,13 @@ CUresult destroy_context(Destroy driver, CUcontext ctx) {
   std::uint64_t bytes[kMaxDevices] = {};
   const bool on = enabled();
   if (on) context_bytes(ctx, bytes);
-  for (std::size_t i = 0; i < kMaxDevices; ++i) release_started(static_cast<int>(i), bytes[i]);
+  Releasing releasing[kMaxDevices];  // ended as this returns
+  for (std::size_t i = 0; i < kMaxDevices; ++i) releasing[i].start(static_cast<int>(i), bytes[i]);
   const CUresult r = driver(ctx);
   if (r == CUDA_SUCCESS) {
     forget_context(ctx);
     if (on) reclaim_context(ctx);
   }
-  for (std::size_t i = 0; i < kMaxDevices; ++i) release_finished(static_cast<int>(i), bytes[i]);
   return r;
 }
 

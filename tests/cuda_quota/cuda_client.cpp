@@ -33,6 +33,8 @@
 //   module  module-unload:i                    cuModuleLoadData of an image; unload
 //   usage:D                                    as usage, for device D (a word instead of D: device 0)
 //   write:PATH  replace:PATH                   open PATH for writing; rename a new file over it: errno (0: done)
+//   touch:PATH                                 create PATH (another process's await ends): errno (0: done)
+//   free-each:i:N:US                           cuMemFree of handles i .. i+N-1, US microseconds apart: code, freed
 //   mempool  pool-alloc:N:p  pool-destroy:p    cuMemPoolCreate on device 0; an allocation from pool p; destroy it
 //   pool-keep:p                                pool p's release threshold UINT64_MAX (it keeps every free byte)
 //   pool-race:N                                N cuMemAllocAsync of 1 MiB while another thread switches device 0's
@@ -354,6 +356,21 @@ int main(int argc, char** argv) {
       std::printf("%s %d %zu\n", step.c_str(), r, r == 0 ? record(p) : SIZE_MAX);
     } else if (op == "free") {
       std::printf("%s %d\n", step.c_str(), mem_free(handle(num(args, 1))));
+    } else if (op == "free-each") {
+      u64 freed = 0;
+      r = 0;
+      for (u64 i = num(args, 1); r == 0 && i < num(args, 1) + num(args, 2); ++i) {
+        r = mem_free(handle(i));
+        freed += r == 0;
+        usleep(static_cast<useconds_t>(num(args, 3)));
+      }
+      std::printf("%s %d %llu\n", step.c_str(), r, freed);
+    } else if (op == "touch") {
+      const std::string path = step.substr(6);
+      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+      const int err = fd < 0 ? errno : 0;
+      if (fd >= 0) ::close(fd);
+      std::printf("%s %d\n", step.c_str(), err);
     } else if (op == "free32") {
       std::printf("%s %d\n", step.c_str(), mem_free32(static_cast<unsigned>(handle(num(args, 1)))));
     } else if (op == "freeasync") {
