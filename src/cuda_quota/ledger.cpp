@@ -257,7 +257,11 @@ Ledger::Releases Ledger::releases(std::uint32_t device) const {
   std::uint64_t mib = 0;
   for (std::size_t i = 0; i < kSlotCount; ++i) {
     Slot& s = slot_at(i);
-    if (slot_state(s) == layout::kSlotLive) mib += std::atomic_ref<std::uint32_t>(s.releasing_mib[device]).load();
+    if (slot_state(s) != layout::kSlotLive) continue;
+    const std::uint32_t m = std::atomic_ref<std::uint32_t>(s.releasing_mib[device]).load();
+    // A process killed in the middle of a free is not reaped until a slot or a charge needs it:
+    // its free is over (the driver freed a dead process's memory), so it is not under way.
+    if (m != 0 && slot_alive(i)) mib += m;
   }
   r.under_way = mib << 20;
   return r;

@@ -33,6 +33,7 @@ constexpr DeviceQuota kDevices[] = {
     {"MIG-66666666-7777-8888-9999-000000000000", 500, 2000},
 };
 constexpr std::string_view kKey = "sharing-gpu-3f9a";
+constexpr std::uint64_t kMiB = 1ULL << 20;
 
 OpenOptions options_for(const std::string& dir) {
   OpenOptions options;
@@ -336,6 +337,46 @@ TEST(LedgerCrash, DeadProcessesSlotIsReclaimedWhenNeeded) {
   out = ledger.charge(0, 600);
   EXPECT_EQ(out.status, Status::over_quota);
   EXPECT_EQ(out.charged, 500u);
+}
+
+// Frees under way are seen by every process of the container: begun adds up in whole MiB, what
+// is under way is the live processes' (a process killed in the middle of a free has none).
+TEST(LedgerReleases, EveryProcessSeesTheFreesUnderWayAndADeadOnesAreOver) {
+  TempDir dir;
+  Ledger ledger;
+  ASSERT_TRUE(ledger.open(options_for(dir.path()))) << ledger.message();
+  EXPECT_EQ(ledger.releases(0).begun, 0u);
+  ASSERT_TRUE(ledger.release_begin(0, 3 * kMiB + 1));  // 4 MiB
+  EXPECT_FALSE(ledger.release_begin(7, kMiB)) << "a device the ledger does not have";
+  Pipe ready, done;
+  const pid_t child = spawn([&] {
+    Ledger mine;
+    if (!mine.open(options_for(dir.path())) || mine.charge(0, 1).status != Status::ok) return 1;
+    if (!mine.release_begin(0, 10 * kMiB)) return 2;
+    ready.put("x", 1);
+    char c;
+    done.get(&c, 1);
+    raise(SIGKILL);  // in the middle of its free
+    return 3;
+  });
+  char c;
+  ASSERT_TRUE(ready.get(&c, 1));
+  Ledger::Releases r = ledger.releases(0);
+  EXPECT_EQ(r.begun, 14 * kMiB);
+  EXPECT_EQ(r.under_way, 14 * kMiB);
+  done.put("x", 1);
+  ASSERT_TRUE(killed(wait_for(child)));
+  r = ledger.releases(0);
+  EXPECT_EQ(r.begun, 14 * kMiB);
+  EXPECT_EQ(r.under_way, 4 * kMiB) << "the dead process's free is over";
+  ledger.release_end(0, 3 * kMiB + 1);
+  EXPECT_EQ(ledger.releases(0).under_way, 0u);
+  ledger.release_end(0, kMiB);  // more than begun: never below zero
+  EXPECT_EQ(ledger.releases(0).under_way, 0u);
+  // Reaping the dead slot (a charge past the quota asks for it) zeroes what it had under way.
+  EXPECT_EQ(ledger.charge(0, 1u << 30).status, Status::over_quota);
+  EXPECT_EQ(ledger.audit(0).slots_marked, 1u);
+  EXPECT_EQ(ledger.releases(0).begun, 14 * kMiB);
 }
 
 // A tenant that finds the library's ledger descriptor (/proc/self/fd) and
