@@ -178,35 +178,42 @@ Result<void> Driver::save_locked() { return file_.save(checkpoint_); }
 
 // ---- What the GPUs hold -----------------------------------------------------
 
-std::map<uint32_t, uint64_t> Driver::reported_profile_memory_locked(const sd::Gpu& gpu) {
-  if (auto known = profile_memory_.find(gpu.uuid); known != profile_memory_.end()) return known->second;
+std::map<uint32_t, sd::Gpu::ReportedProfile> Driver::reported_profiles_locked(const sd::Gpu& gpu) {
+  if (auto known = reported_profiles_.find(gpu.uuid); known != reported_profiles_.end()) return known->second;
   auto device = session_.device(gpu.index);
   auto infos = device ? device->gpu_instance_profiles() : unexpected(device.error());
   if (!infos) {  // asked again at each refresh (the catalog's figures meanwhile); said once per GPU
-    const bool first = warned_profile_memory_.insert(gpu.uuid).second;
+    const bool first = warned_profiles_.insert(gpu.uuid).second;
     spdlog::log(first ? spdlog::level::warn : spdlog::level::debug,
-                "GPU {}: cannot read its MIG profiles' memory through NVML ({}); the catalog's figures are published "
-                "until it can",
+                "GPU {}: cannot read its MIG profiles through NVML ({}); the catalog's memory, multiprocessors and "
+                "engines are published until it can",
                 gpu.uuid, infos.error().message());
     return {};
   }
-  warned_profile_memory_.erase(gpu.uuid);
-  std::map<uint32_t, uint64_t> out;
+  warned_profiles_.erase(gpu.uuid);
+  std::map<uint32_t, sd::Gpu::ReportedProfile> out;
   for (const auto& info : *infos)
     for (uint32_t pi = 0; pi < gpu.model->profiles.size(); ++pi) {
       const auto& p = gpu.model->profiles[pi];
       if (p.profile_id != info.id) continue;
+      sd::Gpu::ReportedProfile& r = out[pi];
+      r.multiprocessors = info.multiprocessor_count;
+      r.engines = info.engines;
+      if (info.multiprocessor_count != p.sm_count && info.multiprocessor_count != 0)
+        spdlog::info("GPU {}: its driver reports {} with {} multiprocessors where the catalog says {}; published as "
+                     "the driver says",
+                     gpu.uuid, p.name, info.multiprocessor_count, p.sm_count);
       if (info.memory_mib == 0) {  // read once per GPU, so said once
         spdlog::warn("GPU {}: its driver reports {} with 0 MiB of memory; the catalog's {} MiB is published", gpu.uuid,
                      p.name, p.memory_mib);
         continue;
       }
-      out[pi] = info.memory_mib;
+      r.memory_mib = info.memory_mib;
       if (info.memory_mib != p.memory_mib)
         spdlog::info("GPU {}: its driver reports {} as {} MiB where the catalog says {} MiB; published as the driver says",
                      gpu.uuid, p.name, info.memory_mib, p.memory_mib);
     }
-  profile_memory_[gpu.uuid] = out;
+  reported_profiles_[gpu.uuid] = out;
   return out;
 }
 
@@ -244,7 +251,7 @@ Result<void> Driver::refresh_locked() {
       x.brand = rec->brand;
     }
     if (x.memory_bytes == 0 && x.model) x.memory_bytes = x.model->memory_mib << 20;
-    if (x.model && x.mig_enabled) x.profile_memory_mib = reported_profile_memory_locked(x);
+    if (x.model && x.mig_enabled) x.reported_profiles = reported_profiles_locked(x);
     if (!x.model && x.mig_enabled && warned_uncatalogued_.insert(x.uuid).second)
       spdlog::warn("GPU {} ({}): MIG is on and the GPU catalog lacks this model, so neither the GPU nor its MIG "
                    "devices are published (turn MIG off to serve it whole; `tessera catalog` lists the models)",

@@ -163,7 +163,7 @@ class Driver {
   };
 
   Result<void> refresh_locked();
-  std::map<uint32_t, uint64_t> reported_profile_memory_locked(const sharing::dra::Gpu& gpu);
+  std::map<uint32_t, sharing::dra::Gpu::ReportedProfile> reported_profiles_locked(const sharing::dra::Gpu& gpu);
   Result<void> adopt_locked();
   // A checkpoint of an earlier boot: every claim it holds is undone (what
   // survives of it: ledgers, CDI specs on a persistent directory) and
@@ -218,9 +218,9 @@ class Driver {
   Checkpoint checkpoint_;
   std::vector<GpuNow> gpus_;
   // Per GPU (UUID), its MIG profiles' memory as the driver reports it, read once.
-  std::map<std::string, std::map<uint32_t, uint64_t>> profile_memory_;
+  std::map<std::string, std::map<uint32_t, sharing::dra::Gpu::ReportedProfile>> reported_profiles_;
   std::set<std::string> warned_uncatalogued_;  // GPUs (UUID) said to be unserved: MIG on, model unknown
-  std::set<std::string> warned_profile_memory_;  // GPUs (UUID) whose MIG profiles NVML could not read
+  std::set<std::string> warned_profiles_;  // GPUs (UUID) whose MIG profiles NVML could not read
   // Counted under mutex_; read by metrics_text under it.
   static constexpr size_t kLatencyBuckets = 14;  // driver.cpp's kLatencyBounds
   struct Latency {

@@ -259,14 +259,16 @@ std::vector<Device> devices(const std::vector<Gpu>& gpus, const std::vector<Take
           d.attributes["profile"] = p.name;
           d.attributes["parentUUID"] = g.uuid;
           common_attributes(g, d);
-          const auto reported = g.profile_memory_mib.find(pi);
-          d.capacity["memory"] = (reported != g.profile_memory_mib.end() ? reported->second : p.memory_mib) << 20;
-          d.capacity["multiprocessors"] = p.sm_count;
-          d.capacity["copyEngines"] = p.engines.copy;
-          d.capacity["decoders"] = p.engines.decoders;
-          d.capacity["encoders"] = p.engines.encoders;
-          d.capacity["jpegEngines"] = p.engines.jpegs;
-          d.capacity["ofaEngines"] = p.engines.ofas;
+          const auto reported = g.reported_profiles.find(pi);
+          const Gpu::ReportedProfile* r = reported != g.reported_profiles.end() ? &reported->second : nullptr;
+          const Engines& engines = r ? r->engines : p.engines;
+          d.capacity["memory"] = (r && r->memory_mib ? r->memory_mib : p.memory_mib) << 20;
+          d.capacity["multiprocessors"] = r && r->multiprocessors ? r->multiprocessors : p.sm_count;
+          d.capacity["copyEngines"] = engines.copy;
+          d.capacity["decoders"] = engines.decoders;
+          d.capacity["encoders"] = engines.encoders;
+          d.capacity["jpegEngines"] = engines.jpegs;
+          d.capacity["ofaEngines"] = engines.ofas;
           if (!is_fixed) {
             d.counter_set = set->name;
             d.consumes = consumption(m, here);

@@ -49,9 +49,15 @@ struct Gpu {
   std::string architecture;         // "Hopper", "Ada Lovelace"
   std::string compute_capability;   // "9.0"
   std::string brand;                // "Nvidia"; empty: not published
-  // Per catalog profile index, its memory as the driver reports it (NVML's profile info): drivers
-  // differ, and a MIG device's capacity is what its driver gives. Absent: the catalog's figure.
-  std::map<uint32_t, uint64_t> profile_memory_mib;
+  // Per catalog profile index, the profile as the driver reports it (NVML's profile info): drivers
+  // differ, the catalog estimates some figures, and a MIG device's capacities are what its driver
+  // gives. Absent: the catalog's figures.
+  struct ReportedProfile {
+    uint64_t memory_mib = 0;       // 0: the catalog's (a driver that reports none)
+    uint32_t multiprocessors = 0;  // 0: the catalog's
+    Engines engines;               // copy, decoders, encoders, JPEG, OFA: as reported, 0 included
+  };
+  std::map<uint32_t, ReportedProfile> reported_profiles;
   std::string pci_bus_id;           // "0000:07:00.0"
   std::string pcie_root;            // its PCIe root complex, "pci0000:00" (sysfs); empty: unknown
   std::optional<int64_t> numa_node; // its NUMA node (sysfs); none: unknown or none

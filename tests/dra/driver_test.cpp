@@ -1240,6 +1240,22 @@ TEST(DraDriver, MigCapacitiesAreWhatTheDriverReports) {
   EXPECT_NE(refused.error.find("asks for 9984 MiB of gpu-0-mig-1g10gb-19-0, which has 9856 MiB"), std::string::npos) << refused.error;
 }
 
+// Multiprocessors and engines too are what the driver reports: the catalog has no engine counts
+// for a GB200's 3g.93gb (0/0/0/0/0) and estimates its multiprocessors, where its driver (here
+// the simulator's, taking the B200's engines) reports 6 copy engines, a decoder and a JPEG engine.
+TEST(DraDriver, MigMultiprocessorsAndEnginesAreWhatTheDriverReports) {
+  Node gb200("GB200", true, true);
+  Driver& d = gb200.start();
+  std::set<std::string> seen;
+  for (const auto& dev : d.pool().devices) {
+    if (!dev.attributes.count("profile") || std::get<std::string>(dev.attributes.at("profile")) != "3g.93gb") continue;
+    seen.insert(std::to_string(dev.capacity.at("multiprocessors")) + " " + std::to_string(dev.capacity.at("copyEngines")) +
+                "/" + std::to_string(dev.capacity.at("decoders")) + "/" + std::to_string(dev.capacity.at("encoders")) + "/" +
+                std::to_string(dev.capacity.at("jpegEngines")) + "/" + std::to_string(dev.capacity.at("ofaEngines")));
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"54 6/1/0/1/0"}));
+}
+
 // The same GPU on a later driver: the figures it reports, which the catalog has too.
 TEST(DraDriver, MigCapacitiesOfALaterDriver) {
   Node later("H100-SXM5-80GB", true, true);
