@@ -72,10 +72,14 @@ class Releasing {
     shared_ = ledger_release_begin(index_, bytes_);
     if (!shared_) g_releases_started[index_].fetch_add(bytes_);
   }
-  ~Releasing() {
+  ~Releasing() { end(); }
+  // As soon as the driver's call returns: a measurement that starts after the memory came back
+  // and finds it still under way charges it again.
+  void end() {
     if (!bytes_ || !ledger_index(index_)) return;
     if (shared_) ledger_release_end(index_, bytes_);
     else g_releases_finished[index_].fetch_add(bytes_);
+    bytes_ = 0;
   }
   Releasing(const Releasing&) = delete;
   Releasing& operator=(const Releasing&) = delete;
@@ -1083,11 +1087,12 @@ CUresult unload_library(CUlibrary library) {
   if (!enabled()) return driver(library);
   Record recs[kMaxDevices];
   bool held[kMaxDevices] = {};
-  Releasing releasing[kMaxDevices];  // ended as this returns
+  Releasing releasing[kMaxDevices];
   constexpr int kMax = static_cast<int>(kMaxDevices);
   for (int i = 0; i < kMax; ++i)
     if ((held[i] = take(Space::library, library_key(library, i), recs[i]))) releasing[i].start(i, recs[i].bytes);
   const CUresult r = driver(library);
+  for (auto& one : releasing) one.end();
   for (int i = 0; i < kMax; ++i) {
     if (!held[i]) continue;
     if (r != CUDA_SUCCESS) insert(recs[i]);
@@ -1202,13 +1207,31 @@ CUresult destroy_context(Destroy driver, CUcontext ctx) {
   std::uint64_t bytes[kMaxDevices] = {};
   const bool on = enabled();
   if (on) context_bytes(ctx, bytes);
-  Releasing releasing[kMaxDevices];  // ended as this returns
+  Releasing releasing[kMaxDevices];
   for (std::size_t i = 0; i < kMaxDevices; ++i) releasing[i].start(static_cast<int>(i), bytes[i]);
   const CUresult r = driver(ctx);
+  for (auto& one : releasing) one.end();
   if (r == CUDA_SUCCESS) {
     forget_context(ctx);
     if (on) reclaim_context(ctx);
   }
+  return r;
+}
+
+// A primary context's release (the last one frees it) or reset: what the context holds is under
+// way around the driver's call, as at cuCtxDestroy (a release that is not the last counts it too:
+// a measurement meanwhile charges more, returned with what it charged).
+template <class Call>
+CUresult end_primary(Call driver, CUdevice dev, void (*after)(CUdevice)) {
+  if (!driver) return missing();
+  const bool on = enabled();
+  std::uint64_t bytes[kMaxDevices] = {};
+  if (CUcontext ctx = on ? primary_of(dev) : nullptr) context_bytes(ctx, bytes);
+  Releasing releasing[kMaxDevices];
+  for (std::size_t i = 0; i < kMaxDevices; ++i) releasing[i].start(static_cast<int>(i), bytes[i]);
+  const CUresult r = driver(dev);
+  for (auto& one : releasing) one.end();
+  if (r == CUDA_SUCCESS && on) after(dev);
   return r;
 }
 
@@ -1534,27 +1557,19 @@ EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device) {
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
-  return forward(REAL(cuDevicePrimaryCtxRelease), [&] {
-    if (enabled()) after_primary_release(dev);
-  }, dev);
+  return end_primary(REAL(cuDevicePrimaryCtxRelease), dev, after_primary_release);
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  return forward(REAL(cuDevicePrimaryCtxRelease_v2), [&] {
-    if (enabled()) after_primary_release(dev);
-  }, dev);
+  return end_primary(REAL(cuDevicePrimaryCtxRelease_v2), dev, after_primary_release);
 }
 
 EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
-  return forward(REAL(cuDevicePrimaryCtxReset), [&] {
-    if (enabled()) after_primary_reset(dev);
-  }, dev);
+  return end_primary(REAL(cuDevicePrimaryCtxReset), dev, after_primary_reset);
 }
 
 EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  return forward(REAL(cuDevicePrimaryCtxReset_v2), [&] {
-    if (enabled()) after_primary_reset(dev);
-  }, dev);
+  return end_primary(REAL(cuDevicePrimaryCtxReset_v2), dev, after_primary_reset);
 }
 
 // VMM: charged at create on a device location, uncharged when the handle is

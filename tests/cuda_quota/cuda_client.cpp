@@ -283,7 +283,9 @@ int main(int argc, char** argv) {
     } else if (op == "module-race") {
       // module-race:N:BYTES: N allocations of BYTES made, then freed one by one by a second
       // thread (about every 100 µs) while this one loads N modules, each kept: prints the
-      // allocations made, the loads done and the loads refused.
+      // allocations made, the loads done and the loads refused. module-race:N:BYTES:reset: the
+      // allocations in the current (primary) context, the modules loaded in a context created
+      // for them, and the second thread resets the primary context 2 ms into the loads instead.
       static const char kImage[] = "//\n// tessera test image\n.version 8.0\n";
       const auto load = get<CUresult (*)(Handle*, const void*)>("cuModuleLoadData", 2000);
       const auto get_current = get<CUresult (*)(Handle*)>("cuCtxGetCurrent", 4000);
@@ -294,8 +296,16 @@ int main(int argc, char** argv) {
         CUdeviceptr p = 0;
         if (alloc(&p, num(args, 2)) == 0) chunks.push_back(p);
       }
+      const bool by_reset = args.size() > 3 && args[3] == "reset";
+      Handle loads_in = nullptr;
+      if (by_reset && r == 0) r = ctx_create(&loads_in, 0, 0);
       std::thread freer([&] {
         set_current(ctx);
+        if (by_reset) {
+          usleep(2000);
+          if (reset) reset(0);
+          return;
+        }
         for (CUdeviceptr p : chunks) {
           mem_free(p);
           usleep(100);

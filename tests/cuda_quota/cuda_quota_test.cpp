@@ -797,6 +797,28 @@ TEST(CudaQuota, AnotherThreadsFreesDuringAModuleLoadDoNotHideIt) {
   EXPECT_EQ(code(r, "alloc:" + bytes(1 * kGiB + 32 * kMiB)), kOutOfMemory) << "1 GiB of modules leaves less than this";
 }
 
+// The same race with the memory handed back by a primary context's reset on another thread
+// (1 GiB of allocations in it) while modules load in a context created for them.
+TEST(CudaQuota, APrimaryContextsResetDuringAModuleLoadDoesNotHideIt) {
+  Container c(2 * kGiB);
+  c.set("TESSERA_SIM_CUDA_MODULE_BYTES=16M");
+  c.set("TESSERA_SIM_CUDA_LOAD_US=300");
+  const std::string race = "module-race:64:" + bytes(16 * kMiB) + ":reset";
+  const auto r = c.client({"init", race, "info", "usage"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(code(r, race), kOk) << r.out;
+  EXPECT_EQ(value(r, race, 0), 64u) << "the allocations the reset frees";
+  // A load measured from just after the reset's memory came back until its call returned is
+  // charged that memory again (more, never less; returned with the module): it may be refused.
+  const std::uint64_t loaded = value(r, race, 1);
+  EXPECT_EQ(loaded + value(r, race, 2), 64u);
+  EXPECT_GE(loaded, 62u) << r.out;
+  const std::uint64_t held = value(r, "usage", 0);
+  const std::uint64_t charged = 2 * kGiB - value(r, "info", 0);
+  EXPECT_EQ(held, loaded * 16 * kMiB) << "the modules, the primary context's allocations gone";
+  EXPECT_GE(charged, held) << "a module the reset hid is held but not charged\n" << r.out;
+}
+
 // The same race across two processes of the container: one frees 64 allocations of 16 MiB
 // while the other loads 64 modules of 16 MiB. The freeing process's frees are counted in the
 // ledger, where the loading process's measurements see them.
