@@ -825,6 +825,14 @@ std::size_t take_if(bool (*pick)(const Record&, const void*), const void* arg, R
   return n;
 }
 
+std::size_t copy_if(bool (*pick)(const Record&, const void*), const void* arg, Record* out, std::size_t capacity) {
+  TableLock lock;
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < g_table.capacity && n < capacity; ++i)
+    if (!empty(g_table.slots[i]) && pick(g_table.slots[i], arg)) out[n++] = g_table.slots[i];
+  return n;
+}
+
 void reclaim_context(CUcontext ctx) {
   contexts_changed();
   Record batch[64];

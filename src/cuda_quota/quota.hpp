@@ -103,6 +103,8 @@ void reclaim_context(CUcontext ctx);
 void context_bytes(CUcontext ctx, std::uint64_t (&out)[kMaxDevices]);
 // Removes every record for which `pick` is true, returning them in `out` (up to `capacity`).
 std::size_t take_if(bool (*pick)(const Record&, const void*), const void* arg, Record* out, std::size_t capacity);
+// Copies up to `capacity` records for which `pick` is true into `out`, leaving them.
+std::size_t copy_if(bool (*pick)(const Record&, const void*), const void* arg, Record* out, std::size_t capacity);
 
 // The primary context last seen for an ordinal (from cuDevicePrimaryCtxRetain).
 void note_primary(CUdevice ordinal, CUcontext ctx);

@@ -1669,11 +1669,29 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* han
 EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, std::size_t size) {
   auto driver = REAL(cuMemUnmap);
   if (!driver) return missing();
-  const CUresult r = driver(ptr, size);
-  if (r != CUDA_SUCCESS || !enabled()) return r;
-  // [CH] the range may span several mappings; each one ends here.
+  // [CH] the range may span several mappings; each one ends here. An allocation no handle
+  // references any more is freed by its last unmap: under way around the driver's call (each
+  // allocation once; one still mapped elsewhere is counted too, a measurement meanwhile then
+  // charging more).
   const std::uint64_t range[2] = {ptr, size};
   Record maps[64];
+  Releasing releasing[64];
+  std::uint64_t counted[64] = {};
+  if (enabled()) {
+    const std::size_t n = copy_if(pick_mappings, range, maps, 64);
+    for (std::size_t i = 0; i < n; ++i) {
+      Record vmm;
+      if (!vmm_allocation(maps[i].handle, vmm) || vmm.refs > 0) continue;
+      bool seen = false;
+      for (std::size_t j = 0; j < i; ++j) seen = seen || counted[j] == vmm.key;
+      if (seen) continue;
+      counted[i] = vmm.key;
+      releasing[i].start(vmm.index, vmm.bytes);
+    }
+  }
+  const CUresult r = driver(ptr, size);
+  for (auto& one : releasing) one.end();
+  if (r != CUDA_SUCCESS || !enabled()) return r;
   for (;;) {
     const std::size_t n = take_if(pick_mappings, range, maps, 64);
     for (std::size_t i = 0; i < n; ++i) vmm_drop(maps[i].handle, false);

@@ -286,15 +286,34 @@ int main(int argc, char** argv) {
       // allocations made, the loads done and the loads refused. module-race:N:BYTES:reset: the
       // allocations in the current (primary) context, the modules loaded in a context created
       // for them, and the second thread resets the primary context 2 ms into the loads instead.
+      // module-race:N:BYTES:unmap: each allocation a VMM one (cuMemCreate, mapped, its handle
+      // released), which the second thread unmaps (the last unmap frees it).
       static const char kImage[] = "//\n// tessera test image\n.version 8.0\n";
       const auto load = get<CUresult (*)(Handle*, const void*)>("cuModuleLoadData", 2000);
       const auto get_current = get<CUresult (*)(Handle*)>("cuCtxGetCurrent", 4000);
       Handle ctx = nullptr;
       r = get_current(&ctx);
       std::vector<CUdeviceptr> chunks;
+      const bool by_unmap = args.size() > 3 && args[3] == "unmap";
+      const auto unmap = get<CUresult (*)(CUdeviceptr, std::size_t)>("cuMemUnmap", 10020);
       for (u64 i = 0; r == 0 && i < num(args, 1); ++i) {
         CUdeviceptr p = 0;
-        if (alloc(&p, num(args, 2)) == 0) chunks.push_back(p);
+        if (!by_unmap) {
+          if (alloc(&p, num(args, 2)) == 0) chunks.push_back(p);
+          continue;
+        }
+        AllocProp prop{};
+        prop.type = 1;             // [CH] CU_MEM_ALLOCATION_TYPE_PINNED
+        prop.location = {1, 0};    // [CH] CU_MEM_LOCATION_TYPE_DEVICE, device 0
+        u64 h = 0;
+        if (get<CUresult (*)(u64*, std::size_t, const AllocProp*, u64)>("cuMemCreate", 10020)(&h, num(args, 2), &prop, 0) != 0)
+          continue;
+        const bool mapped =
+            get<CUresult (*)(CUdeviceptr*, std::size_t, std::size_t, CUdeviceptr, u64)>("cuMemAddressReserve", 10020)(
+                &p, num(args, 2), 0, 0, 0) == 0 &&
+            get<CUresult (*)(CUdeviceptr, std::size_t, std::size_t, u64, u64)>("cuMemMap", 10020)(p, num(args, 2), 0, h, 0) == 0;
+        get<CUresult (*)(u64)>("cuMemRelease", 10020)(h);
+        if (mapped) chunks.push_back(p);
       }
       const bool by_reset = args.size() > 3 && args[3] == "reset";
       Handle loads_in = nullptr;
@@ -307,7 +326,8 @@ int main(int argc, char** argv) {
           return;
         }
         for (CUdeviceptr p : chunks) {
-          mem_free(p);
+          if (by_unmap) unmap(p, num(args, 2));
+          else mem_free(p);
           usleep(100);
         }
       });

@@ -819,6 +819,24 @@ TEST(CudaQuota, APrimaryContextsResetDuringAModuleLoadDoesNotHideIt) {
   EXPECT_GE(charged, held) << "a module the reset hid is held but not charged\n" << r.out;
 }
 
+// The same race with VMM allocations whose handles are released, freed by their last unmap.
+TEST(CudaQuota, ALastUnmapDuringAModuleLoadDoesNotHideIt) {
+  Container c(2 * kGiB);
+  c.set("TESSERA_SIM_CUDA_MODULE_BYTES=16M");
+  c.set("TESSERA_SIM_CUDA_LOAD_US=300");
+  const std::string race = "module-race:64:" + bytes(16 * kMiB) + ":unmap";
+  const auto r = c.client({"init", race, "info", "usage", "alloc:" + bytes(1 * kGiB + 32 * kMiB)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(code(r, race), kOk) << r.out;
+  EXPECT_EQ(value(r, race, 0), 64u) << "the mappings to unmap";
+  EXPECT_EQ(value(r, race, 1), 64u) << "every module fits the quota";
+  const std::uint64_t held = value(r, "usage", 0);
+  const std::uint64_t charged = 2 * kGiB - value(r, "info", 0);
+  EXPECT_EQ(held, 64 * 16 * kMiB) << "the modules, the VMM allocations freed";
+  EXPECT_GE(charged, held) << "a module the unmaps hid is held but not charged\n" << r.out;
+  EXPECT_EQ(code(r, "alloc:" + bytes(1 * kGiB + 32 * kMiB)), kOutOfMemory) << "1 GiB of modules leaves less than this";
+}
+
 // The same race across two processes of the container: one frees 64 allocations of 16 MiB
 // while the other loads 64 modules of 16 MiB. The freeing process's frees are counted in the
 // ledger, where the loading process's measurements see them.
