@@ -273,19 +273,19 @@ class KubeFleetApi : public fleet::FleetApi {
  public:
   KubeFleetApi(std::unique_ptr<kube::Client> client, std::string ns, std::unique_ptr<kube::ListWatch> watched)
       : client_(std::move(client)), ns_(std::move(ns)), watched_(std::move(watched)) {}
-  Result<std::shared_ptr<const json>> snapshot() override {
+  Result<ClusterList> snapshot() override {
     const auto start = std::chrono::steady_clock::now();
     if (watched_) {
       // The first list of a big cluster takes seconds; a stop is served by the watchdog meanwhile.
       auto cached = watched_->snapshot(std::chrono::seconds(60));
       if (!cached) return fail(Errc::io, cached.error().message);
-      return std::move(*cached);
+      return ClusterList{std::move(cached->list), cached->version};
     }
     auto list = list_snapshot(*client_);
     if (!list) return fail(Errc::io, list.error().message);
     spdlog::debug("listed nodes and GPU pods: {} items in {} ms", (*list)["items"].size(),
                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
-    return std::make_shared<const json>(std::move(*list));
+    return ClusterList{std::make_shared<const json>(std::move(*list)), 0};
   }
   // Ends the watches (their calls return at once).
   void stop_watching() {

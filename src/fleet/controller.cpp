@@ -29,15 +29,14 @@ Controller::Controller(FleetApi& api, ControllerOptions options) : api_(api), op
 Result<Controller::Facts> Controller::read_facts() {
   auto list = api_.snapshot();
   if (!list) return unexpected(list.error());
-  if (*list != last_list_.lock() || !last_snapshot_) {
-    // A list the API hands again unchanged (the same pointer) is not read again. Only a weak
-    // reference is kept: the API's cache holds the List while it is current, and nobody holds an
-    // old one (a freed List's address may come back for another).
+  if (list->version == 0 || list->version != last_version_ || !last_snapshot_) {
+    // A List the API hands again unchanged (the same version) is not read again.
     last_snapshot_.reset();
-    auto snap = parse_snapshot(**list, "the cluster", options_.dra_drivers);
+    last_version_ = 0;
+    auto snap = parse_snapshot(*list->list, "the cluster", options_.dra_drivers);
     if (!snap) return unexpected(snap.error());
     last_snapshot_ = std::make_shared<const Snapshot>(std::move(*snap));
-    last_list_ = *list;
+    last_version_ = list->version;
   }
   auto cm = api_.get_configmap(options_.mig_configmap);
   if (!cm) return unexpected(cm.error());
@@ -369,7 +368,7 @@ void Controller::roll(Clock::time_point now) {
     return;
   }
   std::map<std::string, std::string> state;
-  for (const auto& item : (**list)["items"])
+  for (const auto& item : (*list->list)["items"])
     if (item.value("kind", "") == "Node") {
       const auto& labels = item["metadata"].value("labels", json::object());
       state[item["metadata"].value("name", "")] = labels.value(kMigStateLabel, "");

@@ -40,9 +40,14 @@ class FleetApi {
  public:
   virtual ~FleetApi() = default;
   // Nodes and Pods (and the budgets and claims the snapshot reads), as one List (what `kubectl
-  // get nodes,pods -A -o json` prints). The same pointer again means nothing changed (a cache
-  // kept by watches hands its List again), and the controller does not read it again.
-  virtual Result<std::shared_ptr<const nlohmann::json>> snapshot() = 0;
+  // get nodes,pods -A -o json` prints), and its version: the same non-zero version again means
+  // nothing changed since (a cache kept by watches), and the controller does not read it again;
+  // 0: read it.
+  struct ClusterList {
+    std::shared_ptr<const nlohmann::json> list;
+    uint64_t version = 0;
+  };
+  virtual Result<ClusterList> snapshot() = 0;
   // nullopt: no such ConfigMap.
   virtual Result<std::optional<ConfigMapView>> get_configmap(const std::string& name) = 0;
   // Creates it, or replaces its data and sets these annotations (others kept).
@@ -135,7 +140,7 @@ class Controller {
   Clock::time_point wave_deadline_{};
   Clock::time_point propagated_at_{};
   std::string last_planned_snapshot_;
-  std::weak_ptr<const nlohmann::json> last_list_;  // the List last read, and what it read as
+  uint64_t last_version_ = 0;  // the version of the List last read, and what it read as
   std::shared_ptr<const Snapshot> last_snapshot_;
   bool resumed_ = false;
   int64_t evicted_ = 0;  // pods the waves so far evicted (counted when each wave starts)

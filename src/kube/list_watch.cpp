@@ -24,7 +24,9 @@ std::string key_of(const json& object) {
 }  // namespace
 
 ListWatch::ListWatch(std::unique_ptr<Client> client, std::vector<WatchedCollection> collections, ListWatchOptions options)
-    : client_(std::move(client)), options_(std::move(options)) {
+    : client_(std::move(client)),
+      options_(std::move(options)),
+      list_(std::make_shared<json>(json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", json::array()}})) {
   for (auto& c : collections) collections_.push_back(Collection{std::move(c), {}, false, {}});
   for (size_t i = 0; i < collections_.size(); ++i) threads_.emplace_back([this, i] { run(i); });
 }
@@ -45,6 +47,59 @@ void ListWatch::stop() {
 bool ListWatch::pause(std::chrono::milliseconds d) {
   std::unique_lock lock(mu_);
   return !changed_.wait_for(lock, d, [&] { return stopping_; });
+}
+
+void ListWatch::put(size_t collection, const std::string& key, json* item) {
+  pending_.push_back(Change{collection, key, item ? std::optional<json>(std::move(*item)) : std::nullopt});
+  flush(false);
+}
+
+void ListWatch::flush(bool now) {
+  if (pending_.empty()) return;
+  // Only snapshot() hands the List out, under mu_, so its count cannot grow meanwhile.
+  if (list_.use_count() > 1) {
+    if (!now) return;
+    list_ = std::make_shared<json>(*list_);
+  } else {
+    std::atomic_thread_fence(std::memory_order_acquire);  // after the last reader's release
+  }
+  json& items = (*list_)["items"];
+  for (auto& change : pending_) apply(items, change);
+  pending_.clear();
+  ++version_;
+}
+
+void ListWatch::apply(json& items, Change& change) {
+  Collection& c = collections_[change.collection];
+  auto found = c.at.find(change.key);
+  if (change.item && found != c.at.end()) {
+    items[found->second] = std::move(*change.item);
+    return;
+  }
+  if (change.item) {
+    c.at[change.key] = items.size();
+    owner_.emplace_back(change.collection, change.key);
+    items.push_back(std::move(*change.item));
+    return;
+  }
+  if (found == c.at.end()) return;
+  // Removed: the last item takes its place.
+  const size_t place = found->second, last = items.size() - 1;
+  c.at.erase(found);
+  if (place != last) {
+    items[place] = std::move(items[last]);
+    owner_[place] = std::move(owner_[last]);
+    collections_[owner_[place].first].at[owner_[place].second] = place;
+  }
+  items.erase(last);
+  owner_.pop_back();
+}
+
+void ListWatch::clear(size_t collection) {
+  flush(true);  // what is in the List first: a change waiting for a key not in it yet would come back
+  std::vector<std::string> keys;
+  for (const auto& [key, place] : collections_[collection].at) keys.push_back(key);
+  for (const auto& key : keys) put(collection, key, nullptr);
 }
 
 ListWatch::Stats ListWatch::stats() const {
@@ -79,8 +134,7 @@ void ListWatch::run(size_t index) {
       {
         std::lock_guard lock(mu_);
         Collection& c = collections_[index];
-        if (!c.items.empty() || !c.listed) dirty_ = true;
-        c.items.clear();
+        clear(index);
         c.listed = true;
         c.error.clear();
         ++stats_.lists;
@@ -99,17 +153,15 @@ void ListWatch::run(size_t index) {
     version = (*list)["metadata"].value("resourceVersion", "");
     const size_t listed = (*list)["items"].size();
     {
-      std::map<std::string, json> items;
-      for (auto& item : (*list)["items"]) {
-        std::string key = key_of(item);
-        if (!key.empty()) items[key] = std::move(item);
-      }
       std::lock_guard lock(mu_);
       Collection& c = collections_[index];
-      c.items = std::move(items);
+      clear(index);
+      for (auto& item : (*list)["items"]) {
+        std::string key = key_of(item);
+        if (!key.empty()) put(index, key, &item);
+      }
       c.listed = true;
       c.error.clear();
-      dirty_ = true;
       ++stats_.lists;
       changed_.notify_all();
     }
@@ -135,10 +187,7 @@ void ListWatch::run(size_t index) {
         if (key.empty()) return true;
         const bool kept = e.type != "DELETED" && (!what.keep || what.keep(object));
         std::lock_guard lock(mu_);
-        Collection& c = collections_[index];
-        if (kept) c.items[key] = std::move(object);
-        else if (c.items.erase(key) == 0) return true;
-        dirty_ = true;
+        put(index, key, kept ? &object : nullptr);
         ++stats_.events;
         ++events;
         return true;
@@ -166,7 +215,7 @@ void ListWatch::run(size_t index) {
   }
 }
 
-ApiResult<std::shared_ptr<const json>> ListWatch::snapshot(std::chrono::milliseconds wait) {
+ApiResult<ListWatch::Snapshot> ListWatch::snapshot(std::chrono::milliseconds wait) {
   std::unique_lock lock(mu_);
   changed_.wait_for(lock, wait, [&] {
     return stopping_ || std::all_of(collections_.begin(), collections_.end(),
@@ -178,15 +227,8 @@ ApiResult<std::shared_ptr<const json>> ListWatch::snapshot(std::chrono::millisec
     if (!c.listed)
       return unexpected(ApiError{0, "", c.what.path + ": not listed yet (waited " + std::to_string(wait.count()) + " ms)"});
   }
-  if (dirty_ || !cached_) {
-    cached_.reset();  // freed now unless a reader still holds it
-    json items = json::array();
-    for (const auto& c : collections_)
-      for (const auto& [key, item] : c.items) items.push_back(item);
-    cached_ = std::make_shared<const json>(json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", std::move(items)}});
-    dirty_ = false;
-  }
-  return cached_;
+  flush(true);
+  return Snapshot{list_, version_};
 }
 
 }  // namespace tessera::kube

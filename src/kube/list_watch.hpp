@@ -3,7 +3,9 @@
 // event updates the cache; a watch the server ends is opened again from the last resourceVersion
 // seen; 410 Expired lists the collection again, and so does a watch that fails, after a backoff.
 // A reader then reads the cache, not the API server: an unchanged cluster costs nothing to read
-// again (the same List, the same pointer).
+// again (the same List and version). The items are kept once, in the List handed out: changes
+// that come while a reader holds that List wait, and go into it once the reader lets it go (or
+// into a copy, when the next snapshot comes first), so a reader's List never changes under it.
 // https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes
 #pragma once
 
@@ -14,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,11 +58,16 @@ class ListWatch {
   ListWatch(const ListWatch&) = delete;
   ListWatch& operator=(const ListWatch&) = delete;
 
-  // Every collection's items as one List (kind List, each item with its kind), once each has
-  // been listed; the same pointer while nothing changed. Waits up to `wait` for a first list.
-  // An error (naming the collection) while a collection has not been listed, or while its list
-  // or watch fails: a reader never takes a cache that stopped following the cluster for current.
-  ApiResult<std::shared_ptr<const nlohmann::json>> snapshot(std::chrono::milliseconds wait);
+  // Every collection's items as one List (kind List, each item with its kind, in no particular
+  // order), once each has been listed, and its version: the same version (never 0) while
+  // nothing changed. Waits up to `wait` for a first list. An error (naming the collection)
+  // while a collection has not been listed, or while its list or watch fails: a reader never
+  // takes a cache that stopped following the cluster for current.
+  struct Snapshot {
+    std::shared_ptr<const nlohmann::json> list;
+    uint64_t version = 0;
+  };
+  ApiResult<Snapshot> snapshot(std::chrono::milliseconds wait);
 
   // Ends the threads (their calls return at once); snapshot() then answers an error.
   void stop();
@@ -74,11 +82,25 @@ class ListWatch {
  private:
   struct Collection {
     WatchedCollection what;
-    std::map<std::string, nlohmann::json> items;  // by namespace/name
+    std::map<std::string, size_t> at;  // namespace/name -> its item's place in the List
     bool listed = false;
     std::string error;  // why the cache does not follow it now ("" while it does)
   };
   void run(size_t index);
+  struct Change {
+    size_t collection;
+    std::string key;
+    std::optional<nlohmann::json> item;  // none: removed
+  };
+  // Under mu_: sets, adds or removes (nullptr) a collection's item: at once while no reader
+  // holds the List, else when flush() can.
+  void put(size_t collection, const std::string& key, nlohmann::json* item);
+  // Under mu_: applies the changes waiting, in order, under a new version; into a copy of the List
+  // while a reader holds it when `now`, else only once none does.
+  void flush(bool now);
+  void apply(nlohmann::json& items, Change& change);
+  // Under mu_: removes every item of a collection.
+  void clear(size_t collection);
   // Sleeps up to `d`; false when stopped meanwhile.
   bool pause(std::chrono::milliseconds d);
 
@@ -88,8 +110,10 @@ class ListWatch {
   std::condition_variable changed_;
   std::vector<Collection> collections_;
   bool stopping_ = false;
-  bool dirty_ = true;
-  std::shared_ptr<const nlohmann::json> cached_;
+  std::shared_ptr<nlohmann::json> list_;  // {"kind": "List", "items": [...]}
+  std::vector<std::pair<size_t, std::string>> owner_;  // each item's collection and key, by place
+  std::vector<Change> pending_;
+  uint64_t version_ = 1;
   Stats stats_;
   std::vector<std::thread> threads_;
 };

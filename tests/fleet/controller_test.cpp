@@ -22,11 +22,11 @@ class FakeApi : public FleetApi {
   std::vector<std::pair<std::string, std::string>> labelled;  // (node, config) in order
 
   int changes_per_read = 0;  // > 0: a new pending pod appears at every read (a cluster that never rests)
-  Result<std::shared_ptr<const json>> snapshot() override {
+  Result<ClusterList> snapshot() override {
     for (int k = 0; k < changes_per_read; ++k) pods.push_back(pod("churn-" + std::to_string(pods.size()), "1g.10gb", 1));
     std::vector<json> items = nodes;
     for (const auto& p : pods) items.push_back(p);
-    return std::make_shared<const json>(list(items));
+    return ClusterList{std::make_shared<const json>(list(items)), 0};
   }
   Result<std::optional<ConfigMapView>> get_configmap(const std::string& name) override {
     auto it = cms.find(name);

@@ -71,7 +71,7 @@ json read_until(ListWatch& cache, const std::function<bool(const json&)>& done) 
   for (int i = 0; i < 200; ++i) {
     auto s = cache.snapshot(1s);
     if (s) {
-      last = **s;
+      last = *s->list;
       if (done(last)) return last;
     }
     std::this_thread::sleep_for(10ms);
@@ -91,9 +91,9 @@ TEST(ListWatch, ListsThenFollowsTheClusterByItsWatches) {
   ListWatch cache(client_for(server), collections(), fast());
   auto first = cache.snapshot(5s);
   ASSERT_TRUE(first) << first.error().message;
-  EXPECT_EQ(names(**first), (std::set<std::string>{"Node /gpu-1", "Node /gpu-2", "Node /gpu-3", "Pod team/p1", "Pod team/p2",
+  EXPECT_EQ(names(*first->list), (std::set<std::string>{"Node /gpu-1", "Node /gpu-2", "Node /gpu-3", "Pod team/p1", "Pod team/p2",
                                                    "PodDisruptionBudget team/guard"}));
-  for (const auto& item : (**first)["items"]) {
+  for (const auto& item : (*first->list)["items"]) {
     if (item["kind"] == "Pod") {
       EXPECT_FALSE(item["metadata"].contains("uid")) << "keep trims each item";
     }
@@ -142,13 +142,32 @@ TEST(ListWatch, AnUnchangedClusterIsReadAgainWithoutARequest) {
   const size_t requests = server.request_count() - server.watch_requests();
   auto again = cache.snapshot(1s);
   ASSERT_TRUE(again);
-  EXPECT_EQ(again->get(), first->get()) << "the same List, not a copy";
+  EXPECT_EQ(again->list.get(), first->list.get()) << "the same List, not a copy";
+  EXPECT_EQ(again->version, first->version);
+  EXPECT_NE(first->version, 0u);
   EXPECT_EQ(server.request_count() - server.watch_requests(), requests) << "no list for a read of the cache";
-  // A change makes a new List; the old one is left as it was for whoever holds it.
+  // A change makes a new version; the List a reader holds is left as it was.
   server.add_node("gpu-2");
   json now = read_until(cache, [](const json& l) { return names(l).contains("Node /gpu-2"); });
   EXPECT_TRUE(names(now).contains("Node /gpu-2"));
-  EXPECT_FALSE(names(**first).contains("Node /gpu-2"));
+  EXPECT_FALSE(names(*first->list).contains("Node /gpu-2"));
+  auto changed = cache.snapshot(1s);
+  ASSERT_TRUE(changed);
+  EXPECT_NE(changed->version, first->version);
+  // Nobody else holds the List now: a change goes into it in place, under a new version.
+  const uint64_t before = changed->version;
+  const json* place = changed->list.get();
+  changed = {};
+  again = {};
+  first = {};
+  const uint64_t events = cache.stats().events;
+  server.add_node("gpu-3");
+  for (int i = 0; i < 200 && cache.stats().events == events; ++i) std::this_thread::sleep_for(10ms);
+  auto last = cache.snapshot(1s);
+  ASSERT_TRUE(last);
+  EXPECT_TRUE(names(*last->list).contains("Node /gpu-3"));
+  EXPECT_NE(last->version, before);
+  EXPECT_EQ(last->list.get(), place) << "changed in place, not copied";
 }
 
 TEST(ListWatch, AnExpiredVersionListsAgainAndMissesNothing) {
