@@ -1110,19 +1110,25 @@ FleetPlan plan_fleet(const Problem& p, const PlanOptions& options) {
     return !reserved[size_t(g)] && !p.gpus[size_t(g)].fixed && std::none_of(p.gpus[size_t(g)].instances.begin(), p.gpus[size_t(g)].instances.end(),
                                                 [](const Instance& x) { return x.pod >= 0; });
   };
+  // Each node's empty GPUs, and those of them with MIG off: counted once, and again for a node
+  // when a pod is set on it (not for every pending pod and node: 10,000 pods on 5,000 nodes).
+  std::vector<int> empty_all(p.nodes.size(), 0), empty_off(p.nodes.size(), 0);
+  auto count_empty = [&](size_t n) {
+    empty_all[n] = empty_off[n] = 0;
+    for (int g : p.nodes[n].gpus)
+      if (empty(g)) {
+        ++empty_all[n];
+        empty_off[n] += !p.gpus[size_t(g)].mig;
+      }
+  };
+  for (size_t n = 0; n < p.nodes.size(); ++n) count_empty(n);
   for (int i : pending) {
     const Pod& pod = p.pods[size_t(i)];
     int best = -1;
     std::pair<int, int> best_key{-1, -1};  // (empty MIG-off GPUs, empty GPUs)
     for (size_t n = 0; n < p.nodes.size(); ++n) {
-      if (!p.allows(i, int(n))) continue;
-      int off = 0, all = 0;
-      for (int g : p.nodes[n].gpus)
-        if (empty(g)) {
-          ++all;
-          off += !p.gpus[size_t(g)].mig;
-        }
-      if (all < int(pod.count)) continue;
+      const int all = empty_all[n], off = empty_off[n];
+      if (all < int(pod.count) || !p.allows(i, int(n))) continue;
       // Fewest GPUs left over (best fit), then the most already MIG off.
       std::pair<int, int> key{-(all - int(pod.count)), off};
       if (key > best_key) {
@@ -1144,6 +1150,7 @@ FleetPlan plan_fleet(const Problem& p, const PlanOptions& options) {
       q.gpus[size_t(g)].instances = {Instance{0, 0, i}};
       qp.holds.push_back({g, 0});
     }
+    count_empty(size_t(best));
   }
   PlanOptions second = options;
   // Set aside: the second plan's conversion, configs and waves (as long as the first's, and a half
@@ -1248,14 +1255,12 @@ Objective evaluate(const Problem& p, const FleetPlan& plan) {
 
 std::vector<std::vector<int>> order_rollout(const Problem& p, const FleetPlan& plan, const PlanOptions& options,
                                             std::vector<std::string>* notes) {
+  std::vector<int64_t> evictions(p.nodes.size(), 0);
+  for (size_t i = 0; i < p.pods.size(); ++i)
+    if (plan.evicted[i] && p.pods[i].node >= 0) ++evictions[size_t(p.pods[i].node)];
   std::vector<std::pair<int64_t, int>> changed;  // (evictions, node)
-  for (size_t n = 0; n < p.nodes.size(); ++n) {
-    if (!plan.node_changed(p, int(n))) continue;
-    int64_t ev = 0;
-    for (size_t i = 0; i < p.pods.size(); ++i)
-      if (plan.evicted[i] && p.pods[i].node == int(n)) ++ev;
-    changed.push_back({ev, int(n)});
-  }
+  for (size_t n = 0; n < p.nodes.size(); ++n)
+    if (plan.node_changed(p, int(n))) changed.push_back({evictions[n], int(n)});
   std::stable_sort(changed.begin(), changed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::vector<int>> waves;
   const int64_t cap = std::max<int64_t>(0, options.max_wave_evictions);
