@@ -87,8 +87,9 @@ struct CUDA_MEM_ALLOC_NODE_PARAMS {
   std::size_t bytesize;
   CUdeviceptr dptr;
 };
-// [CH] CUgraphNodeType: MEM_ALLOC 10; CUgraphMem_attribute: RESERVED_MEM_CURRENT 2.
+// [CH] CUgraphNodeType: MEM_ALLOC 10; CUgraphMem_attribute: USED_MEM_CURRENT 0, RESERVED_MEM_CURRENT 2.
 inline constexpr int CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10;
+inline constexpr int CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT = 0;
 inline constexpr int CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT = 2;
 // [CH] CUDA_GRAPH_INSTANTIATE_PARAMS and its UPLOAD flag (2): the graph's
 // memory is mapped on hUploadStream at instantiation.

@@ -1534,7 +1534,20 @@ EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
 EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device) {
   auto driver = REAL(cuDeviceGraphMemTrim);
   if (!driver) return missing();
+  // [CH] the trim gives back what the device's graph memory reserves and does not use: under way
+  // around the driver's call (a measurement meanwhile is not undercut).
+  Releasing releasing;
+  if (enabled() && g_graphs.load(std::memory_order_relaxed)) {
+    static DriverFn<GraphMemAttribute> lookup{"cuDeviceGetGraphMemAttribute"};
+    const Device dev = tessera::quota::device(device);
+    cuuint64_t reserved = 0, used = 0;
+    if (const auto get = lookup(); get && dev.index >= 0 &&
+                                   get(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS &&
+                                   get(device, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS && reserved > used)
+      releasing.start(dev.index, reserved - used);
+  }
   const CUresult r = driver(device);
+  releasing.end();
   if (r != CUDA_SUCCESS || !enabled() || !g_graphs.load(std::memory_order_relaxed)) return r;
   const Device dev = tessera::quota::device(device);
   if (dev.index < 0) return r;

@@ -288,6 +288,8 @@ int main(int argc, char** argv) {
       // for them, and the second thread resets the primary context 2 ms into the loads instead.
       // module-race:N:BYTES:unmap: each allocation a VMM one (cuMemCreate, mapped, its handle
       // released), which the second thread unmaps (the last unmap frees it).
+      // module-race:N:0:trim: no allocations; the second thread calls cuDeviceGraphMemTrim on
+      // device 0 2 ms into the loads (the graph memory earlier steps left reserved is given back).
       static const char kImage[] = "//\n// tessera test image\n.version 8.0\n";
       const auto load = get<CUresult (*)(Handle*, const void*)>("cuModuleLoadData", 2000);
       const auto get_current = get<CUresult (*)(Handle*)>("cuCtxGetCurrent", 4000);
@@ -295,8 +297,9 @@ int main(int argc, char** argv) {
       r = get_current(&ctx);
       std::vector<CUdeviceptr> chunks;
       const bool by_unmap = args.size() > 3 && args[3] == "unmap";
+      const bool by_trim = args.size() > 3 && args[3] == "trim";
       const auto unmap = get<CUresult (*)(CUdeviceptr, std::size_t)>("cuMemUnmap", 10020);
-      for (u64 i = 0; r == 0 && i < num(args, 1); ++i) {
+      for (u64 i = 0; r == 0 && !by_trim && i < num(args, 1); ++i) {
         CUdeviceptr p = 0;
         if (!by_unmap) {
           if (alloc(&p, num(args, 2)) == 0) chunks.push_back(p);
@@ -320,9 +323,10 @@ int main(int argc, char** argv) {
       if (by_reset && r == 0) r = ctx_create(&loads_in, 0, 0);
       std::thread freer([&] {
         set_current(ctx);
-        if (by_reset) {
+        if (by_reset || by_trim) {
           usleep(2000);
-          if (reset) reset(0);
+          if (by_trim) get<CUresult (*)(int)>("cuDeviceGraphMemTrim", 11040)(0);
+          else if (reset) reset(0);
           return;
         }
         for (CUdeviceptr p : chunks) {

@@ -837,6 +837,30 @@ TEST(CudaQuota, ALastUnmapDuringAModuleLoadDoesNotHideIt) {
   EXPECT_EQ(code(r, "alloc:" + bytes(1 * kGiB + 32 * kMiB)), kOutOfMemory) << "1 GiB of modules leaves less than this";
 }
 
+// The same race with graph memory a trim gives back: a graph's 1 GiB allocation, freed by its own
+// free node at launch, stays reserved (and charged) until cuDeviceGraphMemTrim on another thread.
+TEST(CudaQuota, AGraphMemoryTrimDuringAModuleLoadDoesNotHideIt) {
+  Container c(2 * kGiB);
+  c.set("TESSERA_SIM_CUDA_MODULE_BYTES=16M");
+  c.set("TESSERA_SIM_CUDA_LOAD_US=300");
+  const std::string race = "module-race:64:0:trim";
+  const auto r = c.client({"init", "graph", "graph-alloc:0:" + bytes(1 * kGiB), "graph-free:0:1", "instantiate:0",
+                           "launch:2:n", "graph-mem", race, "graph-mem", "info", "usage"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(code(r, race), kOk) << r.out;
+  ASSERT_NE(r.out.find("graph-mem 0 0 " + std::to_string(1 * kGiB)), std::string::npos) << "1 GiB reserved, none used\n"
+                                                                                       << r.out;
+  EXPECT_NE(r.out.find("graph-mem 0 0 0\n"), std::string::npos) << "given back during the loads\n" << r.out;
+  const std::uint64_t loaded = value(r, race, 1);
+  EXPECT_EQ(loaded + value(r, race, 2), 64u);
+  EXPECT_GE(loaded, 62u) << r.out;
+  const std::uint64_t held = value(r, "usage", 0);
+  const std::uint64_t charged = 2 * kGiB - value(r, "info", 0);
+  EXPECT_EQ(held, loaded * 16 * kMiB) << "the modules, the graph memory given back\n" << r.out;
+  EXPECT_GE(charged, held) << "a module the graph memory given back hid is held but not charged\n" << r.out;
+}
+
+
 // The same race across two processes of the container: one frees 64 allocations of 16 MiB
 // while the other loads 64 modules of 16 MiB. The freeing process's frees are counted in the
 // ledger, where the loading process's measurements see them.
