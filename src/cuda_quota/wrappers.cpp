@@ -90,6 +90,24 @@ class Releasing {
   bool shared_ = false;
 };
 
+// What a context holds (its context-bound records, on each ledger device), under way while
+// this lives or until end(): around a call that frees the context.
+class ReleasingContext {
+ public:
+  explicit ReleasingContext(CUcontext ctx) {
+    if (!ctx) return;
+    std::uint64_t bytes[kMaxDevices] = {};
+    context_bytes(ctx, bytes);
+    for (std::size_t i = 0; i < kMaxDevices; ++i) each_[i].start(static_cast<int>(i), bytes[i]);
+  }
+  void end() {
+    for (auto& one : each_) one.end();
+  }
+
+ private:
+  Releasing each_[kMaxDevices];
+};
+
 // A measurement on ledger device `index`, opened before its first read of the
 // driver's free memory.
 class Measurement {
@@ -1204,13 +1222,10 @@ void report_nvml(nvmlDevice_t device, Memory* memory) {
 template <class Destroy>
 CUresult destroy_context(Destroy driver, CUcontext ctx) {
   if (!driver) return missing();
-  std::uint64_t bytes[kMaxDevices] = {};
   const bool on = enabled();
-  if (on) context_bytes(ctx, bytes);
-  Releasing releasing[kMaxDevices];
-  for (std::size_t i = 0; i < kMaxDevices; ++i) releasing[i].start(static_cast<int>(i), bytes[i]);
+  ReleasingContext releasing(on ? ctx : nullptr);
   const CUresult r = driver(ctx);
-  for (auto& one : releasing) one.end();
+  releasing.end();
   if (r == CUDA_SUCCESS) {
     forget_context(ctx);
     if (on) reclaim_context(ctx);
@@ -1225,12 +1240,9 @@ template <class Call>
 CUresult end_primary(Call driver, CUdevice dev, void (*after)(CUdevice)) {
   if (!driver) return missing();
   const bool on = enabled();
-  std::uint64_t bytes[kMaxDevices] = {};
-  if (CUcontext ctx = on ? primary_of(dev) : nullptr) context_bytes(ctx, bytes);
-  Releasing releasing[kMaxDevices];
-  for (std::size_t i = 0; i < kMaxDevices; ++i) releasing[i].start(static_cast<int>(i), bytes[i]);
+  ReleasingContext releasing(on ? primary_of(dev) : nullptr);
   const CUresult r = driver(dev);
-  for (auto& one : releasing) one.end();
+  releasing.end();
   if (r == CUDA_SUCCESS && on) after(dev);
   return r;
 }

@@ -774,6 +774,25 @@ TEST(CudaQuota, EveryContextAndModuleIsMeasuredFromTheDriversFreeMemory) {
   EXPECT_EQ(value(r, "usage", 0), 300 * kMiB) << "the primary context is all the device holds";
 }
 
+// A container whose modules take 16 MiB and 300 µs each to load: the module races' (below).
+void with_slow_modules(Container& c) {
+  c.set("TESSERA_SIM_CUDA_MODULE_BYTES=16M");
+  c.set("TESSERA_SIM_CUDA_LOAD_US=300");
+}
+
+// What a module race of 64 loads left, read from its line and the "info" and "usage" steps after
+// it: every module loaded is held, and charged (`what` freed the memory that could hide one).
+// Returns the loads done.
+std::uint64_t modules_loaded_and_charged(const RunResult& r, const std::string& race, const std::string& what) {
+  const std::uint64_t loaded = value(r, race, 1);
+  EXPECT_EQ(loaded + value(r, race, 2), 64u) << r.out;
+  const std::uint64_t held = value(r, "usage", 0);
+  const std::uint64_t charged = 2 * kGiB - value(r, "info", 0);
+  EXPECT_EQ(held, loaded * 16 * kMiB) << "the modules, what " << what << " held freed\n" << r.out;
+  EXPECT_GE(charged, held) << "a module " << what << " hid is held but not charged\n" << r.out;
+  return loaded;
+}
+
 // A module load is measured as the drop of the driver's free memory across
 // it; another thread's frees meanwhile would hide the module (the drop
 // smaller by what they gave back). Here 64 allocations of 16 MiB are freed
@@ -782,18 +801,13 @@ TEST(CudaQuota, EveryContextAndModuleIsMeasuredFromTheDriversFreeMemory) {
 // least what the driver holds and cannot go past its quota.
 TEST(CudaQuota, AnotherThreadsFreesDuringAModuleLoadDoNotHideIt) {
   Container c(2 * kGiB);
-  c.set("TESSERA_SIM_CUDA_MODULE_BYTES=16M");
-  c.set("TESSERA_SIM_CUDA_LOAD_US=300");
+  with_slow_modules(c);
   const std::string race = "module-race:64:" + bytes(16 * kMiB);
   const auto r = c.client({"init", race, "info", "usage", "alloc:" + bytes(1 * kGiB + 32 * kMiB)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(code(r, race), kOk) << r.out;
   EXPECT_EQ(value(r, race, 0), 64u) << "the allocations to free";
-  EXPECT_EQ(value(r, race, 1), 64u) << "every module fits the quota";
-  const std::uint64_t held = value(r, "usage", 0);
-  const std::uint64_t charged = 2 * kGiB - value(r, "info", 0);
-  EXPECT_EQ(held, 64 * 16 * kMiB) << "the modules, the allocations freed";
-  EXPECT_GE(charged, held) << "a module the frees hid is held but not charged\n" << r.out;
+  EXPECT_EQ(modules_loaded_and_charged(r, race, "the frees"), 64u) << "every module fits the quota";
   EXPECT_EQ(code(r, "alloc:" + bytes(1 * kGiB + 32 * kMiB)), kOutOfMemory) << "1 GiB of modules leaves less than this";
 }
 
@@ -801,8 +815,7 @@ TEST(CudaQuota, AnotherThreadsFreesDuringAModuleLoadDoNotHideIt) {
 // (1 GiB of allocations in it) while modules load in a context created for them.
 TEST(CudaQuota, APrimaryContextsResetDuringAModuleLoadDoesNotHideIt) {
   Container c(2 * kGiB);
-  c.set("TESSERA_SIM_CUDA_MODULE_BYTES=16M");
-  c.set("TESSERA_SIM_CUDA_LOAD_US=300");
+  with_slow_modules(c);
   const std::string race = "module-race:64:" + bytes(16 * kMiB) + ":reset";
   const auto r = c.client({"init", race, "info", "usage"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -810,30 +823,19 @@ TEST(CudaQuota, APrimaryContextsResetDuringAModuleLoadDoesNotHideIt) {
   EXPECT_EQ(value(r, race, 0), 64u) << "the allocations the reset frees";
   // A load measured from just after the reset's memory came back until its call returned is
   // charged that memory again (more, never less; returned with the module): it may be refused.
-  const std::uint64_t loaded = value(r, race, 1);
-  EXPECT_EQ(loaded + value(r, race, 2), 64u);
-  EXPECT_GE(loaded, 62u) << r.out;
-  const std::uint64_t held = value(r, "usage", 0);
-  const std::uint64_t charged = 2 * kGiB - value(r, "info", 0);
-  EXPECT_EQ(held, loaded * 16 * kMiB) << "the modules, the primary context's allocations gone";
-  EXPECT_GE(charged, held) << "a module the reset hid is held but not charged\n" << r.out;
+  EXPECT_GE(modules_loaded_and_charged(r, race, "the reset"), 62u) << r.out;
 }
 
 // The same race with VMM allocations whose handles are released, freed by their last unmap.
 TEST(CudaQuota, ALastUnmapDuringAModuleLoadDoesNotHideIt) {
   Container c(2 * kGiB);
-  c.set("TESSERA_SIM_CUDA_MODULE_BYTES=16M");
-  c.set("TESSERA_SIM_CUDA_LOAD_US=300");
+  with_slow_modules(c);
   const std::string race = "module-race:64:" + bytes(16 * kMiB) + ":unmap";
   const auto r = c.client({"init", race, "info", "usage", "alloc:" + bytes(1 * kGiB + 32 * kMiB)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(code(r, race), kOk) << r.out;
   EXPECT_EQ(value(r, race, 0), 64u) << "the mappings to unmap";
-  EXPECT_EQ(value(r, race, 1), 64u) << "every module fits the quota";
-  const std::uint64_t held = value(r, "usage", 0);
-  const std::uint64_t charged = 2 * kGiB - value(r, "info", 0);
-  EXPECT_EQ(held, 64 * 16 * kMiB) << "the modules, the VMM allocations freed";
-  EXPECT_GE(charged, held) << "a module the unmaps hid is held but not charged\n" << r.out;
+  EXPECT_EQ(modules_loaded_and_charged(r, race, "the unmaps"), 64u) << "every module fits the quota";
   EXPECT_EQ(code(r, "alloc:" + bytes(1 * kGiB + 32 * kMiB)), kOutOfMemory) << "1 GiB of modules leaves less than this";
 }
 
@@ -841,8 +843,7 @@ TEST(CudaQuota, ALastUnmapDuringAModuleLoadDoesNotHideIt) {
 // free node at launch, stays reserved (and charged) until cuDeviceGraphMemTrim on another thread.
 TEST(CudaQuota, AGraphMemoryTrimDuringAModuleLoadDoesNotHideIt) {
   Container c(2 * kGiB);
-  c.set("TESSERA_SIM_CUDA_MODULE_BYTES=16M");
-  c.set("TESSERA_SIM_CUDA_LOAD_US=300");
+  with_slow_modules(c);
   const std::string race = "module-race:64:0:trim";
   const auto r = c.client({"init", "graph", "graph-alloc:0:" + bytes(1 * kGiB), "graph-free:0:1", "instantiate:0",
                            "launch:2:n", "graph-mem", race, "graph-mem", "info", "usage"});
@@ -851,23 +852,15 @@ TEST(CudaQuota, AGraphMemoryTrimDuringAModuleLoadDoesNotHideIt) {
   ASSERT_NE(r.out.find("graph-mem 0 0 " + std::to_string(1 * kGiB)), std::string::npos) << "1 GiB reserved, none used\n"
                                                                                        << r.out;
   EXPECT_NE(r.out.find("graph-mem 0 0 0\n"), std::string::npos) << "given back during the loads\n" << r.out;
-  const std::uint64_t loaded = value(r, race, 1);
-  EXPECT_EQ(loaded + value(r, race, 2), 64u);
-  EXPECT_GE(loaded, 62u) << r.out;
-  const std::uint64_t held = value(r, "usage", 0);
-  const std::uint64_t charged = 2 * kGiB - value(r, "info", 0);
-  EXPECT_EQ(held, loaded * 16 * kMiB) << "the modules, the graph memory given back\n" << r.out;
-  EXPECT_GE(charged, held) << "a module the graph memory given back hid is held but not charged\n" << r.out;
+  EXPECT_GE(modules_loaded_and_charged(r, race, "the trim"), 62u) << r.out;
 }
-
 
 // The same race across two processes of the container: one frees 64 allocations of 16 MiB
 // while the other loads 64 modules of 16 MiB. The freeing process's frees are counted in the
 // ledger, where the loading process's measurements see them.
 TEST(CudaQuota, AnotherProcesssFreesDuringAModuleLoadDoNotHideIt) {
   Container c(2 * kGiB);
-  c.set("TESSERA_SIM_CUDA_MODULE_BYTES=16M");
-  c.set("TESSERA_SIM_CUDA_LOAD_US=300");
+  with_slow_modules(c);
   std::vector<std::string> freer{"init"};
   for (int i = 0; i < 64; ++i) freer.push_back("alloc:" + bytes(16 * kMiB));
   const std::string free_each = "free-each:0:64:150";
