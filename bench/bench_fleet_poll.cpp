@@ -275,12 +275,11 @@ int main(int argc, char** argv) {
     if (child == 0) {
       const std::string log = (dir / "controller.log").string();
       if (std::freopen(log.c_str(), "w", stderr) == nullptr || std::freopen("/dev/null", "w", stdout) == nullptr) _exit(127);
-      if (r.watch)
-        execl(TESSERA_BIN, "tessera", "fleet", "run", "--kubeconfig", kubeconfig.c_str(), "--allow-insecure-http", "--namespace",
-              "tessera", "--poll", "1", "--pending-after", "3600", static_cast<char*>(nullptr));
-      else
-        execl(TESSERA_BIN, "tessera", "fleet", "run", "--kubeconfig", kubeconfig.c_str(), "--allow-insecure-http", "--namespace",
-              "tessera", "--poll", "1", "--pending-after", "3600", "--no-watch", static_cast<char*>(nullptr));
+      std::vector<const char*> argv{"tessera", "fleet", "run", "--kubeconfig", kubeconfig.c_str(), "--allow-insecure-http",
+                                    "--namespace", "tessera", "--poll", "1", "--pending-after", "3600"};
+      if (!r.watch) argv.push_back("--no-watch");
+      argv.push_back(nullptr);
+      execv(TESSERA_BIN, const_cast<char* const*>(argv.data()));
       _exit(127);
     }
     // Polls 1 and 2 warm up (the process starts, libraries load, the first list); 3.. are measured.

@@ -76,24 +76,12 @@ Result<std::unique_ptr<kube::Client>> connect(const ClusterArgs& a) {
   return kube::Client::create(*creds, options);
 }
 
-// Nodes and GPU pods as the snapshot reads them, so that `fleet plan --from-cluster` and `fleet
-// run` read a cluster alike: pages of 500, the fields the snapshot never reads never built; and
-// the PodDisruptionBudgets, which the eviction API applies (a plan that cannot read them fails,
-// rather than plan evictions the API refuses); the ResourceClaims, whose GPUs the device plugin's
-// count shows as free (none where the API server serves no DRA).
-kube::ApiResult<json> list_snapshot(kube::Client& client) {
-  // kube::ListWatch (`fleet run`) keeps the same collections: see watched_collections.
-  auto list = client.list_nodes_and_pods(fleet::slim_snapshot_item, 500, fleet::snapshot_field_wanted);
-  if (!list) return list;
-  for (auto more : {&kube::Client::list_pod_disruption_budgets, &kube::Client::list_resource_claims}) {
-    auto items = (client.*more)();
-    if (!items) return unexpected(items.error());
-    for (auto& b : (*items)["items"]) (*list)["items"].push_back(std::move(b));
-  }
-  return list;
-}
-
-// What `fleet run` keeps by list-and-watch: the collections list_snapshot reads, alike.
+// The collections the snapshot reads, as `fleet plan --from-cluster` lists them and `fleet run`
+// keeps them (list-and-watch), so that both read a cluster alike: Nodes and GPU pods (the fields
+// the snapshot never reads never built); the PodDisruptionBudgets, which the eviction API applies
+// (a plan that cannot read them fails, rather than plan evictions the API refuses); the
+// ResourceClaims, whose GPUs the device plugin's count shows as free (none where the API server
+// serves no DRA).
 std::vector<kube::WatchedCollection> watched_collections() {
   auto collection = [](const char* path, const char* kind, const char* api_version) {
     kube::WatchedCollection c;
@@ -111,6 +99,18 @@ std::vector<kube::WatchedCollection> watched_collections() {
   }
   c[3].optional = true;  // an API server without DRA: no claims
   return c;
+}
+
+// Those collections listed once, in pages of 500, as one List.
+kube::ApiResult<json> list_snapshot(kube::Client& client) {
+  json items = json::array();
+  for (const auto& c : watched_collections()) {
+    auto list = client.list_all(c.path, c.kind, c.api_version, c.keep, 500, c.wanted);
+    if (!list && list.error().status == 404 && c.optional) continue;
+    if (!list) return list;
+    for (auto& item : (*list)["items"]) items.push_back(std::move(item));
+  }
+  return json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", std::move(items)}};
 }
 
 void add_cluster_options(CLI::App& cmd, ClusterArgs& a) {

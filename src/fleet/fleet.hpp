@@ -174,12 +174,12 @@ struct Snapshot {
 // Whether parse_snapshot may read a Node's or Pod's field at `path` (object keys from the item
 // down, array levels adding no step: {"spec", "containers", "resources", "limits"}). Fields a
 // cluster is full of (managedFields, images, env, volumes, other annotations, requests of other
-// resources than nvidia.com/ ones) are not wanted. For kube::Client's list_nodes_and_pods, which
-// then never builds them.
+// resources than nvidia.com/ ones) are not wanted. For kube::Client's list_all, which then never
+// builds them.
 bool snapshot_field_wanted(std::span<const std::string> path);
 // A Node or Pod cut down to the fields snapshot_field_wanted accepts (the same Snapshot and hash
 // come out); false for a pod that asks for no nvidia.com/ resource, which the planner ignores.
-// For reading a big cluster page by page (kube::Client's list_nodes_and_pods keep).
+// For reading a big cluster page by page (kube::Client's list_all keep).
 bool slim_snapshot_item(nlohmann::json& item);
 
 // ---- The problem: GPUs, their instances, pods --------------------------

@@ -944,10 +944,6 @@ json parse_event(std::string_view line, const FieldFilter& wanted) {
   return root;
 }
 
-}  // namespace
-
-namespace {
-
 // A successful answer's body as JSON (null when empty).
 ApiResult<json> answer_json(const Call& call, const Answer& a, const FieldFilter& wanted = {}) {
   if (trim(a.body).empty()) return json(nullptr);
@@ -1013,45 +1009,6 @@ ApiResult<json> Client::list_all(const std::string& path, const std::string& kin
     if (token.empty()) break;
   }
   return json{{"apiVersion", "v1"}, {"kind", "List"}, {"metadata", {{"resourceVersion", version}}}, {"items", std::move(items)}};
-}
-
-ApiResult<json> Client::list_nodes_and_pods(const std::function<bool(json&)>& keep, size_t page, const FieldFilter& wanted) {
-  json items = json::array();
-  for (const auto& [path, kind] : {std::pair{"/api/v1/nodes", "Node"}, std::pair{"/api/v1/pods", "Pod"}}) {
-    auto list = list_all(path, kind, "v1", keep, page, wanted);
-    if (!list) return list;
-    for (auto& item : (*list)["items"]) items.push_back(std::move(item));
-  }
-  return json{{"apiVersion", "v1"}, {"kind", "List"}, {"metadata", {{"resourceVersion", ""}}}, {"items", std::move(items)}};
-}
-
-namespace {
-
-// A typed list as kubectl's List: each item with its kind and apiVersion (a typed list's items
-// carry neither).
-json as_list(json& typed, const char* kind, const char* api_version) {
-  json items = typed.is_object() && typed.contains("items") && typed["items"].is_array() ? std::move(typed["items"]) : json::array();
-  for (auto& item : items)
-    if (item.is_object()) {
-      item["kind"] = kind;
-      item["apiVersion"] = api_version;
-    }
-  return json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", std::move(items)}};
-}
-
-}  // namespace
-
-ApiResult<json> Client::list_pod_disruption_budgets() {
-  auto list = request("GET", "/apis/policy/v1/poddisruptionbudgets");
-  if (!list) return list;
-  return as_list(*list, "PodDisruptionBudget", "policy/v1");
-}
-
-ApiResult<json> Client::list_resource_claims() {
-  auto list = request("GET", "/apis/resource.k8s.io/v1/resourceclaims");
-  if (!list && list.error().status == 404) return json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", json::array()}};
-  if (!list) return list;
-  return as_list(*list, "ResourceClaim", "resource.k8s.io/v1");
 }
 
 ApiResult<json> Client::get_configmap(const std::string& ns, const std::string& name) {

@@ -130,7 +130,7 @@ class Client {
                                     const std::function<bool(const NodeEvent&)>& on_event, int timeout_seconds = 300);
   // Watches any collection: `path` is its list's path (/api/v1/pods); the same rules as
   // watch_node. `wanted`, when given, sees each event object's field paths as
-  // list_nodes_and_pods's does (metadata.resourceVersion is always built, for the resume).
+  // list_all's does (metadata.resourceVersion is always built, for the resume).
   ApiResult<std::string> watch(const std::string& path, const std::string& resource_version,
                                const std::function<bool(const WatchEvent&)>& on_event, int timeout_seconds = 300,
                                const FieldFilter& wanted = {});
@@ -177,27 +177,18 @@ class Client {
   ApiResult<nlohmann::json> list_nodes();
   // GET /api/v1/pods: every pod in every namespace, as a PodList.
   ApiResult<nlohmann::json> list_pods();
-  // Nodes and pods as one List (kind List), as `kubectl get nodes,pods -A -o json` prints it, read
-  // in pages of `page` items (limit/continue, as kubectl pages; a continue token that expired
-  // starts the list again). `keep`, when given, sees each item as its page arrives: it may trim
-  // it, and false leaves it out, so a big cluster never sits in memory whole.
-  // `wanted`, when given, sees the path of each field of an item as it is parsed (object keys from
-  // the item down, array levels adding no step: {"spec", "containers", "resources"}); a field it
-  // refuses is never built, so fields nobody reads (managedFields, images, env) cost a scan, not
-  // a tree of allocations.
-  ApiResult<nlohmann::json> list_nodes_and_pods(const std::function<bool(nlohmann::json&)>& keep = {}, size_t page = 500,
-                                                const FieldFilter& wanted = {});
-  // One collection in pages of `page` items, as list_nodes_and_pods reads each: a List whose
+  // One collection (`path`: /api/v1/pods) as a List (kind List), read in pages of `page` items
+  // (limit/continue, as kubectl pages; a continue token that expired starts the list again); its
   // metadata.resourceVersion is the list's (a watch from it misses nothing), each item with
-  // `kind` and `api_version` where it has none.
+  // `kind` and `api_version` where it has none (a typed list's items carry neither). `keep`, when
+  // given, sees each item as its page arrives: it may trim it, and false leaves it out, so a big
+  // cluster never sits in memory whole. `wanted`, when given, sees the path of each field of an
+  // item as it is parsed (object keys from the item down, array levels adding no step: {"spec",
+  // "containers", "resources"}); a field it refuses is never built, so fields nobody reads
+  // (managedFields, images, env) cost a scan, not a tree of allocations.
   ApiResult<nlohmann::json> list_all(const std::string& path, const std::string& kind, const std::string& api_version,
                                      const std::function<bool(nlohmann::json&)>& keep = {}, size_t page = 500,
                                      const FieldFilter& wanted = {});
-  // Every PodDisruptionBudget (policy/v1) of the cluster, each item with its kind.
-  ApiResult<nlohmann::json> list_pod_disruption_budgets();
-  // Every ResourceClaim (resource.k8s.io/v1) of the cluster, each item with its kind; an empty
-  // list where the API server serves no resource.k8s.io/v1 (404).
-  ApiResult<nlohmann::json> list_resource_claims();
 
   // ConfigMaps: get (404 when absent), create, replace (PUT: the object's
   // metadata.resourceVersion, when set, makes it conditional: 409 Conflict

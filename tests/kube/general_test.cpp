@@ -1,8 +1,9 @@
 // The client's general-purpose calls (what the fleet controller uses): any
-// request, the cluster-wide lists as one List, ConfigMaps, Events about any
+// request, a cluster-wide list in pages, ConfigMaps, Events about any
 // object, another Node's labels.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -14,7 +15,10 @@
 namespace {
 
 using json = nlohmann::json;
+using tessera::kube::ApiResult;
+using tessera::kube::Client;
 using tessera::kube::escape_path_segment;
+using tessera::kube::FieldFilter;
 using tessera::kube::testing::client_for;
 using tessera::kube::testing::FakeApiServer;
 
@@ -40,6 +44,20 @@ TEST(ClientGeneral, RequestReturnsJsonAndRetriesOnlyWhatItMay) {
   EXPECT_EQ(server.requests().back().path, "/api/v1/nodes/no such/node");
 }
 
+// Nodes and pods as one List, as `kubectl get nodes,pods -A -o json` prints it.
+ApiResult<nlohmann::json> nodes_and_pods(Client& client, const std::function<bool(nlohmann::json&)>& keep = {},
+                                         size_t page = 500, const FieldFilter& wanted = {}) {
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& [path, kind] : {std::pair{"/api/v1/nodes", "Node"}, std::pair{"/api/v1/pods", "Pod"}}) {
+    auto list = client.list_all(path, kind, "v1", keep, page, wanted);
+    if (!list) return list;
+    EXPECT_EQ((*list)["kind"], "List");
+    EXPECT_NE((*list)["metadata"].value("resourceVersion", ""), "") << "the list's version, for a watch from it";
+    for (auto& item : (*list)["items"]) items.push_back(std::move(item));
+  }
+  return nlohmann::json{{"kind", "List"}, {"items", std::move(items)}};
+}
+
 TEST(ClientGeneral, NodesAndPodsAsOneList) {
   FakeApiServer server;
   server.add_node("gpu-1", {{"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"}});
@@ -47,7 +65,7 @@ TEST(ClientGeneral, NodesAndPodsAsOneList) {
   server.add_pod("ml", "a", "gpu-1");
   server.add_pod("web", "b", "gpu-2");
   auto client = client_for(server);
-  auto list = client->list_nodes_and_pods();
+  auto list = nodes_and_pods(*client);
   ASSERT_TRUE(list) << list.error().message;
   EXPECT_EQ((*list)["kind"], "List");
   ASSERT_EQ((*list)["items"].size(), 4u);
@@ -68,7 +86,7 @@ TEST(ClientGeneral, NodesAndPodsArePagedAndFiltered) {
   for (int i = 0; i < 7; ++i) server.add_pod("ml", "p" + std::to_string(i), "node-0");
   auto client = client_for(server);
   const size_t before = server.requests().size();
-  auto list = client->list_nodes_and_pods({}, 2);
+  auto list = nodes_and_pods(*client, {}, 2);
   ASSERT_TRUE(list) << list.error().message;
   EXPECT_EQ((*list)["items"].size(), 12u);
   auto seen = server.requests();
@@ -79,8 +97,8 @@ TEST(ClientGeneral, NodesAndPodsArePagedAndFiltered) {
   for (const auto& item : (*list)["items"]) names.insert(item["metadata"]["name"].get<std::string>());
   EXPECT_EQ(names.size(), 12u) << "no item twice, none missing";
   server.expire_next_continue();
-  auto again = client->list_nodes_and_pods(
-      [](nlohmann::json& item) {
+  auto again = nodes_and_pods(
+      *client, [](nlohmann::json& item) {
         if (item["kind"] == "Node") return item["metadata"]["name"] != "node-3";
         item.erase("spec");
         return true;
@@ -99,8 +117,8 @@ TEST(ClientGeneral, ListedItemsKeepOnlyWantedFields) {
   server.add_pod("ml", "a", "gpu-1");
   auto client = client_for(server);
   std::set<std::string> paths;
-  auto list = client->list_nodes_and_pods(
-      {}, 1, [&](std::span<const std::string> path) {
+  auto list = nodes_and_pods(
+      *client, {}, 1, [&](std::span<const std::string> path) {
         std::string joined;
         for (const auto& k : path) joined += (joined.empty() ? "" : ".") + k;
         paths.insert(joined);
